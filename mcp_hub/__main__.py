@@ -1,0 +1,3 @@
+from mcp_hub.cli import main
+
+main()

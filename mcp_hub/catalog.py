@@ -1,0 +1,141 @@
+"""The merged catalog: every mount's tools, prompts, resources and templates, namespaced.
+
+Each mount's raw listings are kept as the server sent them. Whenever one
+changes, the public view of that kind is rebuilt once into an immutable
+`View` (public items plus the index back to each item's mount and native
+name), so listing and routing never do work proportional to the catalog size
+per request: a page is a slice, a lookup is a dict access.
+
+Names are assigned by `naming.assign_names` over the whole kind at once, which
+is what makes them collision-free; resource URIs and templates get the
+reversible `mount+` prefix.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from mcp_hub import naming
+
+KINDS = ("tools", "prompts", "resources", "resource_templates")
+NAMED_KINDS = ("tools", "prompts")
+
+_ITEM_KEY = {"tools": "name", "prompts": "name", "resources": "uri", "resource_templates": "uriTemplate"}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a public name leads: the mount and the server's own name for the item."""
+
+    mount: str
+    native: str
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """The public, immutable listing of one kind."""
+
+    items: tuple[dict[str, Any], ...] = ()
+    index: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({}))
+    revision: str = "0"
+
+    def page(self, cursor: str | None, size: int) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of items and the cursor of the next, if any. Raises `InvalidCursor`."""
+        start = naming.decode_cursor(cursor, self.revision) if cursor else 0
+        end = start + size
+        next_cursor = naming.encode_cursor(end, self.revision) if end < len(self.items) else None
+        return list(self.items[start:end]), next_cursor
+
+
+class Catalog:
+    """All mounts' listings and the public views built from them."""
+
+    def __init__(self, mounts: Sequence[str], unprefixed: Collection[str] = ()) -> None:
+        self._mounts = tuple(mounts)
+        self._unprefixed = frozenset(unprefixed)
+        self._raw: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in self._mounts}
+        self._views: dict[str, View] = {kind: View() for kind in KINDS}
+        self._revisions = itertools.count(1)
+
+    @property
+    def mounts(self) -> tuple[str, ...]:
+        return self._mounts
+
+    def view(self, kind: str) -> View:
+        return self._views[kind]
+
+    def items_of(self, mount: str, kind: str) -> list[dict[str, Any]]:
+        return self._raw.get(mount, {}).get(kind, [])
+
+    def update(self, mount: str, listings: Mapping[str, list[dict[str, Any]]]) -> frozenset[str]:
+        """Replace some of a mount's listings; return the kinds whose public view changed."""
+        changed: set[str] = set()
+        for kind, items in listings.items():
+            if self._raw[mount].get(kind) == items:
+                continue
+            self._raw[mount][kind] = items
+            view = self._build(kind)
+            if view.items != self._views[kind].items:
+                self._views[kind] = view
+                changed.add(kind)
+        return frozenset(changed)
+
+    # -- resolving public names back to their mount --------------------------
+
+    def resolve(self, kind: str, public: str) -> Target | None:
+        """The mount and native name behind a public tool or prompt name."""
+        return self._views[kind].index.get(public)
+
+    def resolve_uri(self, public: str) -> Target | None:
+        """The mount and native URI (or URI template) behind a public resource URI."""
+        split = naming.split_uri(public, self._prefixed_mounts())
+        if split is not None:
+            return Target(*split)
+        if len(self._unprefixed) == 1:
+            (mount,) = self._unprefixed
+            return Target(mount, public)
+        return None
+
+    def public_uri(self, mount: str, uri: str) -> str:
+        return naming.public_uri(mount, uri, prefixed=mount not in self._unprefixed)
+
+    def mount_of(self, public: str) -> str | None:
+        """The mount a public tool/prompt name is addressed to, whether or not it is listed."""
+        split = naming.split_prefixed(public)
+        if split is not None and split[0] in self._raw and split[0] not in self._unprefixed:
+            return split[0]
+        if len(self._unprefixed) == 1:
+            return next(iter(self._unprefixed))
+        return None
+
+    # -- building views -------------------------------------------------------
+
+    def _prefixed_mounts(self) -> frozenset[str]:
+        return frozenset(self._mounts) - self._unprefixed
+
+    def _entries(self, kind: str) -> Iterable[tuple[str, dict[str, Any]]]:
+        for mount in self._mounts:
+            for item in self._raw[mount].get(kind, ()):
+                yield mount, item
+
+    def _build(self, kind: str) -> View:
+        key = _ITEM_KEY[kind]
+        entries = [(mount, item) for mount, item in self._entries(kind) if isinstance(item.get(key), str)]
+        revision = str(next(self._revisions))
+        if kind in NAMED_KINDS:
+            names = naming.assign_names(((m, item[key]) for m, item in entries), self._unprefixed)
+            items: list[dict[str, Any]] = []
+            index: dict[str, Target] = {}
+            for mount, item in entries:
+                public = names[(mount, item[key])]
+                if public in index:
+                    continue  # a server listing the same name twice: first wins
+                index[public] = Target(mount, item[key])
+                items.append({**item, key: public})
+            return View(tuple(items), MappingProxyType(index), revision)
+        mapped = tuple({**item, key: self.public_uri(mount, item[key])} for mount, item in entries)
+        return View(mapped, MappingProxyType({}), revision)

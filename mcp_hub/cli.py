@@ -1,0 +1,164 @@
+"""`mcp-hub`: flags in, config loaded, the hub run. No logic of its own.
+
+    mcp-hub serve  [--config PATH] [--transport stdio|http] [--host H] [--port P]
+    mcp-hub check  [--config PATH] [--connect]
+    mcp-hub tools  [--config PATH] [--json]
+    mcp-hub import FILE [--output PATH] [--force]
+
+Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcp_hub import __version__
+from mcp_hub.catalog import KINDS
+from mcp_hub.config import HubConfig, load_config
+from mcp_hub.errors import ConfigError
+from mcp_hub.hub import Hub
+from mcp_hub.importer import import_client_config, merge_into, secret_env_names
+from mcp_hub.upstream import State
+
+_KIND_KEYS = {"tools": "tools", "prompts": "prompts", "resources": "resources", "resource_templates": "resourceTemplates"}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        code = args.run(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-hub", description="One MCP endpoint in front of many MCP servers.")
+    parser.add_argument("--version", action="version", version=f"mcp-hub {__version__}")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(run=run)
+        return sub
+
+    serve = command("serve", "Serve the hub over stdio (default) or streamable HTTP.", _serve)
+    serve.add_argument("--config", default="hub.toml", help="config file (default: ./hub.toml)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", help="HTTP host (default: [http] host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: [http] port, 8765)")
+
+    check = command("check", "Validate the config; with --connect, connect to every server and report.", _check)
+    check.add_argument("--config", default="hub.toml")
+    check.add_argument("--connect", action="store_true", help="also connect to each server and list what it offers")
+
+    tools = command("tools", "Print the merged catalog a client would see.", _tools)
+    tools.add_argument("--config", default="hub.toml")
+    tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
+
+    imp = command("import", "Convert a Claude Desktop / VS Code / Cursor MCP JSON config to hub.toml.", _import)
+    imp.add_argument("file", help="the JSON file (e.g. claude_desktop_config.json, .vscode/mcp.json)")
+    imp.add_argument("--output", help="add the servers to this hub.toml (created if missing); default: print")
+    imp.add_argument("--force", action="store_true", help="replace servers of the same name in --output")
+    return parser
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+# -- commands -------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    _setup_logging(config.hub.log_level)
+    anyio.run(Hub(config).serve, args.transport, args.host, args.port)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    servers = config.enabled_servers()
+    print(f"{config.path}: ok, {len(servers)} server(s) enabled")
+    if not args.connect:
+        for name, server in config.servers.items():
+            print(f"  {name}: {server.kind}{'' if server.enabled else ' (disabled)'}")
+        return 0
+    _setup_logging("error")
+    hub = anyio.run(_connected_hub, config)
+    failed = 0
+    for name, report in hub.items():
+        counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)
+        if report["state"] == State.UP:
+            print(f"  {name}: up ({report['transport']}, protocol {report['protocol']}): {counts}")
+        else:
+            failed += 1
+            print(f"  {name}: {report['state']}: {report['last_error']}")
+    return 1 if failed else 0
+
+
+def _tools(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    _setup_logging("error")
+    catalog: dict[str, list[dict[str, Any]]] = {}
+    health = anyio.run(_connected_hub, config, catalog)
+    down = {name: r for name, r in health.items() if r["state"] != State.UP}
+    for name, report in down.items():
+        print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(catalog, indent=2))
+        return 1 if down else 0
+    for kind in KINDS:
+        items = catalog[_KIND_KEYS[kind]]
+        print(f"{kind.replace('_', ' ')} ({len(items)}):")
+        for item in items:
+            label = item.get("name") if kind in ("tools", "prompts") else item.get("uri") or item.get("uriTemplate")
+            description = (item.get("description") or "").strip().splitlines()
+            print(f"  {label}" + (f"  {description[0]}" if description else ""))
+    return 1 if down else 0
+
+
+async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Start the hub, let every mount connect (or fail), report, and stop."""
+    hub = Hub(config)
+    settle = max((s.connect_timeout for s in config.enabled_servers().values()), default=0) + 1
+    async with hub.running():
+        await hub.wait_settled(settle)
+        if catalog is not None:
+            for kind in KINDS:
+                catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
+        return hub.health()["servers"]
+
+
+def _import(args: argparse.Namespace) -> int:
+    source = Path(args.file)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(source), "", f"cannot read the file ({exc.strerror}); check the path") from None
+    document = import_client_config(text, str(source))
+    if args.output:
+        output = Path(args.output)
+        existing = output.read_text(encoding="utf-8") if output.exists() else ""
+        output.write_text(merge_into(existing, document, file=str(output), force=args.force), encoding="utf-8")
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        print(document.as_string(), end="")
+    names = secret_env_names(document)
+    if names:
+        print(f"note: export these before serving: {', '.join(names)}", file=sys.stderr)
+    return 0

@@ -1,0 +1,82 @@
+"""The hub's own errors, and the one place they become JSON-RPC errors.
+
+```
+HubError                      (JSON-RPC code -32603 unless a subclass says otherwise)
+├── ConfigError               bad hub.toml / import file: names the file, key and fix
+├── UnknownName               a tool/prompt/resource the caller cannot see (-32602)
+├── InvalidCursor             a pagination cursor the hub did not issue (-32602)
+└── UpstreamError             something went wrong on the way to a mounted server
+    ├── UpstreamUnavailable   the mount is not connected right now (-32000)
+    └── UpstreamTimeout       the mount did not answer in time (-32001)
+```
+
+Errors a mounted server returns itself (`MCPError` from the SDK) are not wrapped:
+they travel to the client unchanged. Tool errors (`isError: true` results) are
+results, not errors, and never pass through here.
+"""
+
+from __future__ import annotations
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
+
+
+class HubError(Exception):
+    """Base of every error the hub raises on its own account."""
+
+    code: int = INTERNAL_ERROR
+
+    def to_mcp(self) -> MCPError:
+        """This error as the SDK exception the server runner puts on the wire."""
+        return MCPError(code=self.code, message=str(self))
+
+
+class ConfigError(HubError):
+    """A configuration file is unusable. The message names file, key and fix."""
+
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        self.file = file
+        self.key = key
+        self.reason = reason
+        where = f"{file}: {key}" if key else file
+        super().__init__(f"{where}: {reason}")
+
+
+class UnknownName(HubError):
+    """The caller named a tool, prompt or resource it cannot see.
+
+    Answered exactly like a name that never existed, so hidden and absent look alike.
+    """
+
+    code = INVALID_PARAMS
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"Unknown {kind}: {name}")
+
+
+class InvalidCursor(HubError):
+    """A `cursor` that this hub did not hand out (or no longer understands)."""
+
+    code = INVALID_PARAMS
+
+    def __init__(self, cursor: str) -> None:
+        super().__init__(f"Invalid cursor: {cursor[:80]!r}; start again without a cursor")
+
+
+class UpstreamError(HubError):
+    """A failure reaching a mounted server; always names the mount."""
+
+    def __init__(self, mount: str, detail: str) -> None:
+        self.mount = mount
+        self.detail = detail
+        super().__init__(f"Server '{mount}' {detail}")
+
+
+class UpstreamUnavailable(UpstreamError):
+    code = CONNECTION_CLOSED
+
+
+class UpstreamTimeout(UpstreamError):
+    code = REQUEST_TIMEOUT

@@ -1,0 +1,112 @@
+"""The composition root: config in, a running hub out.
+
+`Hub` wires the catalog, the router, one supervisor per mount and the
+downstream endpoint, and owns the task group they all run in. Leaving
+`Hub.running()` cancels every supervisor, and with it every upstream
+connection: stdio children are shut down and reaped by the SDK's transport
+inside a shielded, time-bounded scope, so nothing outlives the hub.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from mcp_hub.catalog import KINDS, Catalog
+from mcp_hub.config import HubConfig
+from mcp_hub.router import Router
+from mcp_hub.server import Endpoint
+from mcp_hub.server.http import build_app
+from mcp_hub.upstream import State, Upstream
+
+logger = logging.getLogger("mcp_hub")
+
+
+class Hub:
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        servers = config.enabled_servers()
+        self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
+        self.upstreams = {name: Upstream(server, self._on_listing) for name, server in servers.items()}
+        self.router = Router(self.catalog, self.upstreams)
+        self.endpoint = Endpoint(config.hub.name, self.catalog, self.router, config.hub.page_size)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Hub]:
+        """Start every mount concurrently; stop (and reap) them all on exit."""
+        async with anyio.create_task_group() as tg:
+            for upstream in self.upstreams.values():
+                tg.start_soon(upstream.run)
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def wait_settled(self, timeout: float | None = None) -> None:
+        """Wait until every mount has finished its first connection attempt, either way."""
+        with anyio.move_on_after(timeout):
+            for upstream in self.upstreams.values():
+                await upstream.settled.wait()
+
+    async def _on_listing(self, upstream: Upstream, kinds: frozenset[str]) -> None:
+        listings = {kind: await upstream.list_all(kind) if upstream.offers(kind) else [] for kind in kinds}
+        changed = self.catalog.update(upstream.name, listings)
+        if changed:
+            logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)
+            await self.endpoint.notify_changed(changed)
+
+    def health(self) -> dict[str, Any]:
+        """Hub status and each mount's state, counts and last error (served at /healthz)."""
+        servers: dict[str, Any] = {}
+        for name, upstream in self.upstreams.items():
+            servers[name] = {
+                "state": str(upstream.state),
+                "transport": upstream.config.kind,
+                "protocol": upstream.protocol_version,
+                "restarts": upstream.restarts,
+                "last_error": upstream.last_error,
+                **{kind: len(self.catalog.items_of(name, kind)) for kind in KINDS},
+            }
+        states = [u.state for u in self.upstreams.values()]
+        status = "ok" if all(s == State.UP for s in states) else "degraded"
+        if states and not any(s == State.UP for s in states):
+            status = "down"
+        return {"status": status, "servers": servers}
+
+    # -- serving ------------------------------------------------------------------
+
+    async def serve(self, transport: Literal["stdio", "http"], host: str | None = None, port: int | None = None) -> None:
+        """Serve until the client goes away (stdio) or a signal arrives."""
+        async with self.running():
+            if transport == "stdio":
+                await self._serve_stdio()
+            else:
+                await self._serve_http(host or self.config.http.host, port if port is not None else self.config.http.port)
+
+    async def _serve_stdio(self) -> None:
+        server = self.endpoint.server
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+
+    async def _serve_http(self, host: str, port: int) -> None:
+        app = build_app(self.endpoint.server, host=host, path=self.config.http.path, health=self.health)
+        config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")
+        await uvicorn.Server(config).serve()
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            logger.info("received %s; shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return

@@ -1,0 +1,151 @@
+"""The terminal link: send a client's request to the mount that owns it.
+
+The router restores native names on the way in and maps names and resource
+URIs back on the way out; everything else in params and results passes
+untouched (content of every type, structuredContent, isError, annotations,
+icons, `_meta`). Tool errors from a server are results and reach the client
+exactly as sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.shared.dispatcher import ProgressFnT
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+
+from mcp_hub.catalog import Catalog, Target
+from mcp_hub.errors import UnknownName, UpstreamUnavailable
+from mcp_hub.upstream import Upstream
+
+_HOP_BY_HOP_META = frozenset(
+    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, "progressToken"}
+)
+"""`_meta` keys that describe the client's connection to the hub, not the request:
+the hub's own connection to the server carries its own."""
+
+
+class Router:
+    def __init__(self, catalog: Catalog, upstreams: Mapping[str, Upstream]) -> None:
+        self._catalog = catalog
+        self._upstreams = upstreams
+
+    async def call_tool(self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+        target = self._named("tools", "tool", params.get("name"))
+        result = await self._send(target.mount, "tools/call", {**params, "name": target.native}, on_progress)
+        return self._map_content_list(target.mount, result, "content")
+
+    async def get_prompt(self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+        target = self._named("prompts", "prompt", params.get("name"))
+        result = await self._send(target.mount, "prompts/get", {**params, "name": target.native}, on_progress)
+        messages = result.get("messages")
+        if isinstance(messages, list):
+            result["messages"] = [
+                {**m, "content": self._map_block(target.mount, m["content"])}
+                if isinstance(m, dict) and isinstance(m.get("content"), dict)
+                else m
+                for m in messages
+            ]
+        return result
+
+    async def read_resource(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        target = self._resource(params.get("uri"))
+        result = await self._send(target.mount, "resources/read", {**params, "uri": target.native})
+        contents = result.get("contents")
+        if isinstance(contents, list):
+            result["contents"] = [self._map_uri_field(target.mount, c) for c in contents]
+        return result
+
+    async def complete(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        ref = params.get("ref")
+        if not isinstance(ref, dict):
+            raise UnknownName("completion reference", repr(ref))
+        if ref.get("type") == "ref/prompt":
+            target = self._named("prompts", "prompt", ref.get("name"))
+            native_ref = {**ref, "name": target.native}
+        else:
+            target = self._resource(ref.get("uri"))
+            native_ref = {**ref, "uri": target.native}
+        return await self._send(target.mount, "completion/complete", {**params, "ref": native_ref})
+
+    # -- resolution -------------------------------------------------------------
+
+    def _named(self, kind: str, noun: str, name: Any) -> Target:
+        if not isinstance(name, str):
+            raise UnknownName(noun, repr(name))
+        target = self._catalog.resolve(kind, name)
+        if target is not None:
+            return target
+        raise self._unknown(noun, name, self._catalog.mount_of(name))
+
+    def _resource(self, uri: Any) -> Target:
+        if not isinstance(uri, str):
+            raise UnknownName("resource", repr(uri))
+        target = self._catalog.resolve_uri(uri)
+        if target is None:
+            raise UnknownName("resource", uri)
+        return target
+
+    def _unknown(self, noun: str, name: str, mount: str | None) -> Exception:
+        """Unknown everywhere — unless its mount is down, which the caller should hear about."""
+        upstream = self._upstreams.get(mount) if mount is not None else None
+        if upstream is not None and upstream.capabilities is None and upstream.config.enabled:
+            reason = f": {upstream.last_error}" if upstream.last_error else ""
+            return UpstreamUnavailable(mount or "", f"is not connected ({upstream.state}{reason})")
+        return UnknownName(noun, name)
+
+    async def _send(
+        self,
+        mount: str,
+        method: str,
+        params: dict[str, Any],
+        on_progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]:
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and not _HOP_BY_HOP_META.isdisjoint(meta):
+            kept = {k: v for k, v in meta.items() if k not in _HOP_BY_HOP_META}
+            params = {**params, "_meta": kept} if kept else {k: v for k, v in params.items() if k != "_meta"}
+        result = await self._upstreams[mount].request(method, params, on_progress=on_progress)
+        meta = result.get("_meta")
+        if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+            # The server's identity stamp describes its hop; the hub stamps its own.
+            kept = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY}
+            if kept:
+                result["_meta"] = kept
+            else:
+                del result["_meta"]
+        return result
+
+    # -- mapping results back ---------------------------------------------------
+
+    def _map_content_list(self, mount: str, result: dict[str, Any], key: str) -> dict[str, Any]:
+        blocks = result.get(key)
+        if isinstance(blocks, list) and any(_links_resource(b) for b in blocks):
+            result[key] = [self._map_block(mount, b) for b in blocks]
+        return result
+
+    def _map_block(self, mount: str, block: Any) -> Any:
+        """Resource links and embedded resources point at the server's URIs: give them the hub's."""
+        if not isinstance(block, dict):
+            return block
+        if block.get("type") == "resource_link":
+            return self._map_uri_field(mount, block)
+        if block.get("type") == "resource" and isinstance(block.get("resource"), dict):
+            return {**block, "resource": self._map_uri_field(mount, block["resource"])}
+        return block
+
+    def _map_uri_field(self, mount: str, item: Any) -> Any:
+        if isinstance(item, dict) and isinstance(item.get("uri"), str):
+            return {**item, "uri": self._catalog.public_uri(mount, item["uri"])}
+        return item
+
+
+def _links_resource(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") in ("resource_link", "resource")

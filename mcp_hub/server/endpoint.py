@@ -1,0 +1,172 @@
+"""The downstream MCP server: the merged catalog and the router behind one SDK `Server`.
+
+The SDK's low-level `Server` owns the wire (both protocol eras, the handshake,
+params and result validation per version); the handlers here only page the
+catalog's views and hand requests to the router. Hub errors become JSON-RPC
+errors in exactly one place, `_translate_errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.shared.dispatcher import ProgressFnT
+
+from mcp_hub import __version__
+from mcp_hub.catalog import Catalog
+from mcp_hub.errors import HubError
+from mcp_hub.router import Router
+
+logger = logging.getLogger("mcp_hub.server")
+
+_NOTIFY_TIMEOUT = 5.0
+
+_NO_CACHING = {method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS if method != "server/discover"}
+"""What the hub tells 2026-07-28 clients about caching its answers, unless a server said otherwise:
+always revalidate, never share across callers (what a caller sees will depend on who it is)."""
+
+_LIST_RESULT_KEY = {
+    "tools": "tools",
+    "prompts": "prompts",
+    "resources": "resources",
+    "resource_templates": "resourceTemplates",
+}
+
+
+class _HubServer(Server[Any]):
+    """The SDK server, advertising that the hub's lists change as mounts come and go."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    try:
+        return await call_next(ctx)
+    except HubError as exc:
+        raise exc.to_mcp() from None
+
+
+class Endpoint:
+    """The hub as an MCP server, plus the connected clients it notifies."""
+
+    def __init__(self, name: str, catalog: Catalog, router: Router, page_size: int) -> None:
+        self._catalog = catalog
+        self._router = router
+        self._page_size = page_size
+        self._clients: set[ServerSession] = set()
+        self.server: Server[Any] = _HubServer(
+            name,
+            version=__version__,
+            cache_hints=_NO_CACHING,
+            on_list_tools=self._lister("tools"),
+            on_list_prompts=self._lister("prompts"),
+            on_list_resources=self._lister("resources"),
+            on_list_resource_templates=self._lister("resource_templates"),
+            on_call_tool=self._call_tool,
+            on_get_prompt=self._get_prompt,
+            on_read_resource=self._read_resource,
+            on_completion=self._complete,
+        )
+        self.server.middleware.append(_translate_errors)
+        self.server.add_notification_handler(
+            "notifications/initialized", types.NotificationParams, self._client_initialized
+        )
+
+    # -- handlers -------------------------------------------------------------
+
+    def _lister(
+        self, kind: str
+    ) -> Callable[[ServerRequestContext[Any, Any], types.PaginatedRequestParams], Awaitable[dict[str, Any]]]:
+        key = _LIST_RESULT_KEY[kind]
+
+        async def handler(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
+            items, next_cursor = self._catalog.view(kind).page(params.cursor, self._page_size)
+            result: dict[str, Any] = {key: items, "resultType": "complete"}
+            if next_cursor is not None:
+                result["nextCursor"] = next_cursor
+            return result
+
+        return handler
+
+    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        return _complete_result(await self._router.call_tool(ctx.params or {}, _progress_relay(ctx)))
+
+    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
+        return _complete_result(await self._router.get_prompt(ctx.params or {}, _progress_relay(ctx)))
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> Any:
+        return _complete_result(await self._router.read_resource(ctx.params or {}))
+
+    async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
+        return _complete_result(await self._router.complete(ctx.params or {}))
+
+    # -- clients and their notifications ------------------------------------------
+
+    async def _client_initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+        session = ctx.session
+        self._clients.add(session)
+        # The session outlives this notification through its connection; forget it
+        # when the connection closes. (The SDK exposes the connection only here.)
+        connection = session._connection  # pyright: ignore[reportPrivateUsage]
+        connection.exit_stack.callback(self._clients.discard, session)
+
+    async def notify_changed(self, kinds: Iterable[str]) -> None:
+        """Tell every connected client which of the hub's lists changed."""
+        senders = []
+        for kind in set(kinds):
+            if kind == "tools":
+                senders.append(ServerSession.send_tool_list_changed)
+            elif kind == "prompts":
+                senders.append(ServerSession.send_prompt_list_changed)
+            elif kind == "resources" or (
+                kind == "resource_templates" and ServerSession.send_resource_list_changed not in senders
+            ):
+                senders.append(ServerSession.send_resource_list_changed)
+        for session in list(self._clients):
+            for send in senders:
+                try:
+                    with anyio.fail_after(_NOTIFY_TIMEOUT):
+                        await send(session)
+                except Exception:  # boundary: one gone client must not stop the others' notifications
+                    logger.debug("dropping a client that could not be notified", exc_info=True)
+                    self._clients.discard(session)
+                    break
+
+
+def _complete_result(result: dict[str, Any]) -> dict[str, Any]:
+    """Mark a result from a pre-2026 server final, as the 2026-07-28 wire requires (older wires drop the key)."""
+    result.setdefault("resultType", "complete")
+    return result
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
+    """Relay a server's progress to the client, if the client asked for progress."""
+    if (ctx.meta or {}).get("progressToken") is None:
+        return None
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.report_progress(progress, total, message)
+
+    return relay

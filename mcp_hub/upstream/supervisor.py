@@ -1,0 +1,289 @@
+"""One mounted server: its connection, its health and its restarts.
+
+`Upstream.run()` is the supervisor loop, one task per mount in the hub's task
+group: connect (bounded by `connect_timeout`), tell the hub what the server
+offers, then watch the connection — the transport's read side ending, a failed
+health ping, or a request that found the connection broken — and reconnect with
+exponential backoff. A slow or failing mount never blocks another: each has its
+own loop, and requests to a mount that is down fail at once with an error that
+names it.
+
+`Upstream.request()` is the one way the hub talks to a mounted server. Library
+and transport failures are translated to `UpstreamError`s here, at the I/O
+edge; errors the server itself answers (`MCPError`) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
+from pydantic import TypeAdapter
+
+from mcp_hub import __version__
+from mcp_hub.config import ServerConfig
+from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.upstream.transports import WatchedTransport, open_transport
+
+logger = logging.getLogger("mcp_hub.upstream")
+
+_RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_MAX_LIST_PAGES = 1000
+_HEALTH_INTERVAL = 30.0
+_BACKOFF_FIRST = 0.5
+_BACKOFF_MAX = 30.0
+_STABLE_AFTER = 60.0
+"""A connection that stayed up this long resets the backoff."""
+
+LIST_METHODS: Mapping[str, tuple[str, str]] = {
+    "tools": ("tools/list", "tools"),
+    "prompts": ("prompts/list", "prompts"),
+    "resources": ("resources/list", "resources"),
+    "resource_templates": ("resources/templates/list", "resourceTemplates"),
+}
+"""Catalog kind -> (list method, result key)."""
+
+_CHANGED_NOTIFICATIONS: Mapping[type[Any], frozenset[str]] = {
+    types.ToolListChangedNotification: frozenset({"tools"}),
+    types.PromptListChangedNotification: frozenset({"prompts"}),
+    types.ResourceListChangedNotification: frozenset({"resources", "resource_templates"}),
+}
+
+ListingHook = Callable[["Upstream", frozenset[str]], Awaitable[None]]
+"""Called (in the supervisor task) when the listed `kinds` of a mount may have changed."""
+
+
+class State(enum.StrEnum):
+    STARTING = "starting"
+    UP = "up"
+    DOWN = "down"
+    DISABLED = "disabled"
+    STOPPED = "stopped"
+
+
+class _ConnectionLost(Exception):
+    """Internal: the current connection is unusable; reconnect."""
+
+
+class Upstream:
+    """A mounted MCP server seen from the hub."""
+
+    def __init__(self, config: ServerConfig, on_listing: ListingHook) -> None:
+        self.config = config
+        self.name = config.name
+        self._on_listing = on_listing
+        self.state = State.STARTING if config.enabled else State.DISABLED
+        self.last_error: str | None = None
+        self.restarts = 0
+        self.settled = anyio.Event()
+        """Set once the first connection attempt has ended, either way."""
+        self._session: ClientSession | None = None
+        self._events_send, self._events = anyio.create_memory_object_stream[frozenset[str] | None](64)
+
+    # -- what the hub reads ---------------------------------------------------
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities | None:
+        return self._session.server_capabilities if self._session is not None else None
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._session.protocol_version if self._session is not None else None
+
+    def offers(self, kind: str) -> bool:
+        """Whether the connected server declared the capability behind a catalog kind."""
+        caps = self.capabilities
+        if caps is None:
+            return False
+        if kind == "tools":
+            return caps.tools is not None
+        if kind == "prompts":
+            return caps.prompts is not None
+        return caps.resources is not None
+
+    # -- talking to the server ------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        on_progress: ProgressFnT | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return the server's raw result.
+
+        Raises:
+            UpstreamUnavailable: the mount is not connected, or the connection broke.
+            UpstreamTimeout: no answer within the mount's `timeout`.
+            MCPError: the server answered with a JSON-RPC error (passed through).
+        """
+        session = self._session
+        if session is None:
+            reason = f": {self.last_error}" if self.last_error else ""
+            raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
+        request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
+        timeout = self.config.timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await session.send_request(request, _RAW_RESULT, progress_callback=on_progress)
+        except TimeoutError:
+            raise UpstreamTimeout(self.name, f"did not answer {method} within {timeout:g}s") from None
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                raise
+            self._lost(f"connection closed during {method}")
+            raise UpstreamUnavailable(self.name, f"closed the connection during {method}") from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._lost(f"{type(exc).__name__}: {exc}")
+            raise UpstreamUnavailable(self.name, f"connection failed during {method}: {exc}") from exc
+
+    async def list_all(self, kind: str) -> list[dict[str, Any]]:
+        """Every item of one catalog kind, following the server's cursors."""
+        method, key = LIST_METHODS[kind]
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            result = await self.request(method, {"cursor": cursor} if cursor else None)
+            items.extend(result.get(key) or [])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return items
+        raise UpstreamError(self.name, f"kept paginating {method} past {_MAX_LIST_PAGES} pages")
+
+    # -- supervision ----------------------------------------------------------
+
+    async def run(self) -> None:
+        """Connect, serve, reconnect with backoff; until cancelled."""
+        if not self.config.enabled:
+            self.settled.set()
+            return
+        backoff = _BACKOFF_FIRST
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self._connect_and_serve()
+                except Exception as exc:  # boundary: any failure of one connection means reconnect
+                    self.last_error = _describe(exc)
+                    logger.warning("server %r: %s", self.name, self.last_error)
+                finally:
+                    self._session = None
+                    self.settled.set()
+                self.state = State.DOWN
+                if time.monotonic() - started > _STABLE_AFTER:
+                    backoff = _BACKOFF_FIRST
+                logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX)
+                self.restarts += 1
+                self.state = State.STARTING
+        finally:
+            self._session = None
+            self.state = State.STOPPED
+
+    async def _connect_and_serve(self) -> None:
+        # One scope spans the whole connection (the client's task groups must be
+        # exited in the scope they were entered in); its deadline bounds only
+        # the connect phase and is lifted once the mount is up.
+        with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
+            async with AsyncExitStack() as stack:
+                transport = open_transport(self.config)
+                client = Client(
+                    transport,
+                    mode=self.config.protocol,
+                    client_info=types.Implementation(name="mcp-hub", version=__version__),
+                    message_handler=self._on_message,
+                    cache=None,
+                )
+                await stack.enter_async_context(client)
+                self._session = client.session
+                self._take_events()  # whatever a previous connection left behind
+                await self._on_listing(self, frozenset(LIST_METHODS))
+                connecting.deadline = math.inf
+                self.state = State.UP
+                self.last_error = None
+                self.settled.set()
+                logger.info("server %r: up (%s)", self.name, self.protocol_version)
+                await self._watch(transport)
+        if connecting.cancelled_caught:
+            raise TimeoutError
+
+    async def _watch(self, transport: WatchedTransport) -> None:
+        """Serve until the connection ends; refresh listings when the server says they changed."""
+        async with anyio.create_task_group() as tg:
+
+            async def closed() -> None:
+                await transport.closed.wait()
+                await self._events_send.send(None)
+
+            tg.start_soon(closed)
+            while True:
+                with anyio.move_on_after(_HEALTH_INTERVAL):
+                    first = await self._events.receive()
+                    kinds, closed = self._take_events()
+                    if first is None or closed:
+                        raise _ConnectionLost(self.last_error or "connection closed")
+                    await self._on_listing(self, first | kinds)
+                    continue
+                await self._ping()
+
+    async def _ping(self) -> None:
+        try:
+            await self.request("ping", None)
+        except UpstreamError as exc:
+            raise _ConnectionLost(f"health check failed: {exc}") from exc
+        except MCPError:
+            pass  # answered, just not with a result: the connection works
+
+    def _take_events(self) -> tuple[frozenset[str], bool]:
+        """Everything queued so far: the changed kinds, and whether the connection was lost."""
+        kinds: set[str] = set()
+        closed = False
+        while True:
+            try:
+                item = self._events.receive_nowait()
+            except anyio.WouldBlock:
+                return frozenset(kinds), closed
+            if item is None:
+                closed = True
+            else:
+                kinds |= item
+
+    def _lost(self, reason: str) -> None:
+        self.last_error = reason
+        try:
+            self._events_send.send_nowait(None)
+        except anyio.WouldBlock:
+            pass
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, Exception):
+            logger.warning("server %r sent something unreadable: %s", self.name, message)
+            return
+        kinds = _CHANGED_NOTIFICATIONS.get(type(message))
+        if kinds is not None:
+            try:
+                self._events_send.send_nowait(kinds)
+            except anyio.WouldBlock:
+                pass  # a refresh is already queued
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out connecting"
+    if isinstance(exc, ExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, UpstreamError | _ConnectionLost | MCPError) else f"{type(exc).__name__}: {text}"

@@ -1,0 +1,93 @@
+"""Shared test plumbing: real servers, a real hub, the SDK's real client.
+
+Nothing here mocks the protocol. Upstreams are `tests/servers/fixture.py`
+(as a stdio child process, or in-process over streamable HTTP) and npm's
+`@modelcontextprotocol/server-everything`; the hub is `mcp_hub.hub.Hub`;
+clients are `mcp.Client`, connected in-process, over HTTP, or over stdio.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import tomlkit
+import uvicorn
+from mcp import Client
+
+from mcp_hub.config import HubConfig, load_config
+from mcp_hub.hub import Hub
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = str(ROOT / "tests" / "servers" / "fixture.py")
+EVERYTHING = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "mcp-server-everything"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.X]` table that runs the fixture server as a stdio child."""
+    return {"command": sys.executable, "args": [FIXTURE, "--name", name, *options], **settings}
+
+
+def write_config(path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> Path:
+    document = tomlkit.document()
+    if hub:
+        document["hub"] = hub
+    document["servers"] = servers
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    return path
+
+
+def make_config(tmp_path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> HubConfig:
+    return load_config(write_config(tmp_path / "hub.toml", servers, **hub))
+
+
+@asynccontextmanager
+async def running_hub(config: HubConfig, settle: float = 20.0) -> AsyncIterator[Hub]:
+    hub = Hub(config)
+    async with hub.running():
+        await hub.wait_settled(settle)
+        yield hub
+
+
+@asynccontextmanager
+async def serve_app(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app on a free loopback port; yield its base URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the test owns signals
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+
+
+@asynccontextmanager
+async def hub_client(hub: Hub, mode: str = "legacy", **client_options: Any) -> AsyncIterator[Client]:
+    """The SDK client connected to the hub's endpoint in-process."""
+    async with Client(hub.endpoint.server, mode=mode, cache=None, **client_options) as client:
+        yield client
+
+
+async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05) -> None:
+    """Poll an async predicate until it is true (bounded; no fixed sleeps)."""
+    with anyio.fail_after(timeout):
+        while not await predicate():
+            await anyio.sleep(interval)

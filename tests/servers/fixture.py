@@ -1,0 +1,242 @@
+"""A real MCP server for the hub's tests, built on the SDK's low-level `Server`.
+
+Runs as a stdio child process (`python tests/servers/fixture.py --name a`) or
+in-process over streamable HTTP (`build_server(...).streamable_http_app()`).
+Its tools cover what a proxy must carry unchanged (structured content, tool
+errors, resource links, progress, large results) and what a proxy must
+survive (a server that dies mid-call, one that never answers).
+
+Options:
+  --name NAME          serverInfo name, and the text in its answers
+  --tools N            N extra generated tools (tool_0 ... tool_{N-1})
+  --page-size K        paginate its own lists, K items a page (0: no pagination)
+  --hang-on-start      never answer anything (a server that hangs at start-up)
+  --exit-on-start      exit at once with status 3 (a server that cannot start)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+
+Ctx = ServerRequestContext[Any, Any]
+
+BASE_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "echo",
+        "title": "Echo",
+        "description": "Echo the text back, as text and as structured content.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}, "server": {"type": "string"}}},
+        "annotations": {"readOnlyHint": True},
+        "icons": [{"src": "https://example.com/echo.png", "mimeType": "image/png"}],
+        "_meta": {"example.com/owner": "tests"},
+    },
+    {
+        "name": "fail",
+        "description": "Return a tool error with the given message.",
+        "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    },
+    {
+        "name": "slow",
+        "description": "Report progress `steps` times over `seconds`, then answer.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"seconds": {"type": "number"}, "steps": {"type": "integer"}},
+        },
+    },
+    {
+        "name": "big",
+        "description": "Answer with `size` bytes of text.",
+        "inputSchema": {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]},
+    },
+    {
+        "name": "link",
+        "description": "Answer with a resource link and an embedded resource.",
+        "inputSchema": {"type": "object"},
+    },
+    {"name": "crash", "description": "Exit the server process mid-call.", "inputSchema": {"type": "object"}},
+    {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object"}},
+    {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
+    {
+        "name": "grow",
+        "description": "Add a tool named `name` and announce that the tool list changed.",
+        "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    },
+]
+
+NOTES = {"1": "first note", "2": "second note"}
+
+
+def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0) -> Server[Any]:
+    tools = [dict(t) for t in BASE_TOOLS]
+    tools += [
+        {"name": f"tool_{i}", "description": f"Generated tool {i}.", "inputSchema": {"type": "object"}}
+        for i in range(extra_tools)
+    ]
+    resources = [
+        {"uri": f"fixture://notes/{key}", "name": f"note-{key}", "mimeType": "text/plain"} for key in NOTES
+    ] + [{"uri": "fixture://blob", "name": "blob", "mimeType": "application/octet-stream"}]
+    templates = [{"uriTemplate": "fixture://notes/{id}", "name": "note", "mimeType": "text/plain"}]
+    prompts = [
+        {
+            "name": "greet",
+            "description": "Greet someone.",
+            "arguments": [{"name": "who", "description": "Who to greet", "required": True}],
+        }
+    ]
+
+    def paged(items: list[dict[str, Any]], key: str, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+        if not page_size:
+            return {key: items}
+        start = int(params.cursor) if params and params.cursor else 0
+        result: dict[str, Any] = {key: items[start : start + page_size]}
+        if start + page_size < len(items):
+            result["nextCursor"] = str(start + page_size)
+        return result
+
+    async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+        return paged(tools, "tools", params)
+
+    async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+        args = params.arguments or {}
+        match params.name:
+            case "echo":
+                text = str(args.get("text", ""))
+                return {
+                    "content": [{"type": "text", "text": f"{name}: {text}", "annotations": {"priority": 0.5}}],
+                    "structuredContent": {"text": text, "server": name},
+                    "_meta": {"example.com/served-by": name},
+                }
+            case "fail":
+                return {"content": [{"type": "text", "text": str(args.get("message", "failed"))}], "isError": True}
+            case "slow":
+                steps = int(args.get("steps", 3))
+                for step in range(1, steps + 1):
+                    await anyio.sleep(float(args.get("seconds", 0.3)) / steps)
+                    await ctx.session.report_progress(step, steps, f"step {step}")
+                return {"content": [{"type": "text", "text": "done"}]}
+            case "big":
+                return {"content": [{"type": "text", "text": "x" * int(args["size"])}]}
+            case "link":
+                return {
+                    "content": [
+                        {"type": "resource_link", "uri": "fixture://notes/1", "name": "note-1"},
+                        {"type": "resource", "resource": {"uri": "fixture://notes/2", "text": NOTES["2"]}},
+                    ]
+                }
+            case "crash":
+                os._exit(3)
+            case "hang":
+                await anyio.sleep_forever()
+            case "pid":
+                return {"content": [{"type": "text", "text": str(os.getpid())}]}
+            case "grow":
+                tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
+                await ctx.session.send_tool_list_changed()
+                return {"content": [{"type": "text", "text": "grown"}]}
+            case other if any(t["name"] == other for t in tools):
+                return {"content": [{"type": "text", "text": f"{name}: {other}"}]}
+        return {"content": [{"type": "text", "text": f"Unknown tool: {params.name}"}], "isError": True}
+
+    async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+        return paged(resources, "resources", params)
+
+    async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+        return paged(templates, "resourceTemplates", params)
+
+    async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
+        uri = str(params.uri)
+        if uri == "fixture://blob":
+            return {"contents": [{"uri": uri, "blob": "AAEC", "mimeType": "application/octet-stream"}]}
+        key = uri.removeprefix("fixture://notes/")
+        if uri.startswith("fixture://notes/") and key in NOTES:
+            return {"contents": [{"uri": uri, "text": NOTES[key], "mimeType": "text/plain"}]}
+        raise_unknown(uri)
+
+    async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+        return paged(prompts, "prompts", params)
+
+    async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> Any:
+        who = (params.arguments or {}).get("who", "world")
+        return {
+            "description": "A greeting",
+            "messages": [
+                {"role": "user", "content": {"type": "text", "text": f"Hello, {who}, from {name}"}},
+                {"role": "user", "content": {"type": "resource_link", "uri": "fixture://notes/1", "name": "n"}},
+            ],
+        }
+
+    async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> Any:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            values = [v for v in ("alice", "albert", "bob") if v.startswith(params.argument.value)]
+        else:
+            values = [k for k in NOTES if k.startswith(params.argument.value)] + [f"template:{ref.uri}"]
+        return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+
+    return Server(
+        name,
+        version="1.0.0",
+        cache_hints={m: CacheHint() for m in CACHEABLE_METHODS if m != "server/discover"},
+        on_list_tools=final(list_tools),
+        on_call_tool=final(call_tool),
+        on_list_resources=final(list_resources),
+        on_list_resource_templates=final(list_templates),
+        on_read_resource=final(read_resource),
+        on_list_prompts=final(list_prompts),
+        on_get_prompt=final(get_prompt),
+        on_completion=final(complete),
+    )
+
+
+def final(handler: Any) -> Any:
+    """Answer with a final result (`resultType`, required on the 2026-07-28 wire, dropped on older ones)."""
+
+    async def wrapped(ctx: Ctx, params: Any) -> Any:
+        return {**await handler(ctx, params), "resultType": "complete"}
+
+    return wrapped
+
+
+def raise_unknown(uri: str) -> Any:
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(code=-32002, message=f"Resource not found: {uri}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="fixture")
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--hang-on-start", action="store_true")
+    parser.add_argument("--exit-on-start", action="store_true")
+    opts = parser.parse_args()
+    if opts.exit_on_start:
+        print("fixture: refusing to start", file=sys.stderr)
+        sys.exit(3)
+    if opts.hang_on_start:
+        while True:
+            time.sleep(3600)
+    server = build_server(opts.name, opts.tools, opts.page_size)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
