@@ -162,7 +162,8 @@ def _complete_result(result: dict[str, Any]) -> dict[str, Any]:
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
     """Relay a server's progress to the client, if the client asked for progress."""
-    if (ctx.meta or {}).get("progressToken") is None:
+    meta = (ctx.params or {}).get("_meta")
+    if not isinstance(meta, dict) or meta.get("progressToken") is None:
         return None
     session = ctx.session
 

@@ -167,6 +167,7 @@ class Upstream:
     async def run(self) -> None:
         """Connect, serve, reconnect with backoff; until cancelled."""
         if not self.config.enabled:
+            self._close_events()
             self.settled.set()
             return
         backoff = _BACKOFF_FIRST
@@ -192,6 +193,11 @@ class Upstream:
         finally:
             self._session = None
             self.state = State.STOPPED
+            self._close_events()
+
+    def _close_events(self) -> None:
+        self._events_send.close()
+        self._events.close()
 
     async def _connect_and_serve(self) -> None:
         # One scope spans the whole connection (the client's task groups must be
@@ -208,6 +214,10 @@ class Upstream:
                     cache=None,
                 )
                 await stack.enter_async_context(client)
+                if self.config.protocol not in ("auto", "legacy"):
+                    # A pinned version skips the probe, and with it the server's capabilities: ask.
+                    discovered = await client.session.send_discover(self.config.protocol)
+                    client.session.adopt(types.DiscoverResult.model_validate(discovered))
                 self._session = client.session
                 self._take_events()  # whatever a previous connection left behind
                 await self._on_listing(self, frozenset(LIST_METHODS))
@@ -265,7 +275,7 @@ class Upstream:
         self.last_error = reason
         try:
             self._events_send.send_nowait(None)
-        except anyio.WouldBlock:
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
             pass
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -278,6 +288,8 @@ class Upstream:
                 self._events_send.send_nowait(kinds)
             except anyio.WouldBlock:
                 pass  # a refresh is already queued
+            except anyio.ClosedResourceError:
+                pass  # shutting down
 
 
 def _describe(exc: BaseException) -> str:
