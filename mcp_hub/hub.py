@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
 import anyio
@@ -93,7 +93,7 @@ class Hub:
     async def _serve_stdio(self) -> None:
         server = self.endpoint.server
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+            tg.start_soon(_on_signal, tg.cancel_scope.cancel)
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
@@ -101,12 +101,29 @@ class Hub:
     async def _serve_http(self, host: str, port: int) -> None:
         app = build_app(self.endpoint.server, host=host, path=self.config.http.path, health=self.health)
         config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")
-        await uvicorn.Server(config).serve()
+        server = _HttpServer(config)
+
+        def stop() -> None:
+            server.should_exit = True
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_on_signal, stop)
+            await server.serve()
+            tg.cancel_scope.cancel()
 
 
-async def _cancel_on_signal(scope: anyio.CancelScope) -> None:
+class _HttpServer(uvicorn.Server):
+    """Uvicorn, minus its signal handling: it re-raises the signal after shutdown,
+    which would end the process before the hub has reaped its children."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _on_signal(stop: Callable[[], None]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
         async for signum in signals:
             logger.info("received %s; shutting down", signal.Signals(signum).name)
-            scope.cancel()
+            stop()
             return

@@ -12,6 +12,7 @@ Options:
   --page-size K        paginate its own lists, K items a page (0: no pagination)
   --hang-on-start      never answer anything (a server that hangs at start-up)
   --exit-on-start      exit at once with status 3 (a server that cannot start)
+  --start-delay S      wait S seconds before serving (a server that is slow to start)
 """
 
 from __future__ import annotations
@@ -222,6 +223,7 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--hang-on-start", action="store_true")
     parser.add_argument("--exit-on-start", action="store_true")
+    parser.add_argument("--start-delay", type=float, default=0.0)
     opts = parser.parse_args()
     if opts.exit_on_start:
         print("fixture: refusing to start", file=sys.stderr)
@@ -229,6 +231,7 @@ def main() -> None:
     if opts.hang_on_start:
         while True:
             time.sleep(3600)
+    time.sleep(opts.start_delay)
     server = build_server(opts.name, opts.tools, opts.page_size)
 
     async def run() -> None:

@@ -1,0 +1,390 @@
+"""The hub.toml model and loader.
+
+`load_config` / `parse_config` read a hub.toml in four steps and raise
+`ConfigError(file, key, reason)` at the first problem, naming the dotted key and the fix:
+
+1. TOML syntax (tomllib);
+2. unknown keys, with a "did you mean" suggestion;
+3. types, ranges and cross-field rules (the pydantic models below);
+4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
+   headers), then step 3 again on the expanded values (a url may come from a variable).
+
+Disabled servers are not expanded: their variables need not be set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from mcp_hub.errors import ConfigError
+
+MOUNT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}\Z")
+"""A mount name: a lowercase letter, then up to 31 lowercase letters, digits and hyphens."""
+
+_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+def _rule(reason: str, *key: str) -> PydanticCustomError:
+    """A broken cross-field rule; `key` is appended to where pydantic reports it."""
+    return PydanticCustomError("hub_rule", "{reason}", {"reason": reason, "key": key})
+
+
+def to_mount_name(name: str) -> str:
+    """The valid mount name closest to `name`.
+
+    Lowercase; runs of other characters become one hyphen; no leading/trailing hyphens;
+    "s-" in front unless it starts with a letter; at most 32 characters.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug[:1].isalpha():
+        slug = f"s-{slug}".rstrip("-")
+    return slug[:32].rstrip("-")
+
+
+class HubSettings(BaseModel):
+    """The [hub] table."""
+
+    model_config = _MODEL_CONFIG
+
+    name: str = Field(default="mcp-hub", min_length=1)
+    page_size: int = Field(default=100, ge=1)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class HttpSettings(BaseModel):
+    """The [http] table: where the hub listens (port 0 = any free port)."""
+
+    model_config = _MODEL_CONFIG
+
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8765, ge=0, le=65535)
+    path: str = "/mcp"
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, path: str) -> str:
+        if not path.startswith("/"):
+            raise _rule(f'the endpoint path must start with "/"; write "/{path}"')
+        return path
+
+
+class ServerConfig(BaseModel):
+    """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
+
+    model_config = _MODEL_CONFIG
+
+    name: str
+    command: str | None = Field(default=None, min_length=1)
+    args: tuple[str, ...] = Field(default=(), strict=False)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    cwd: str | None = Field(default=None, min_length=1)
+    url: str | None = None
+    transport: Literal["streamable-http", "sse"] | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    timeout: _Seconds = 60.0
+    connect_timeout: _Seconds = 30.0
+    enabled: bool = True
+    prefix: bool = True
+    protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
+
+    @property
+    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
+        """How the hub reaches this server."""
+        if self.command is not None:
+            return "stdio"
+        return self.transport or "streamable-http"
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is None or url.startswith("${"):  # scheme from a variable: checked once expanded
+            return url
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            raise _rule('url must be an http:// or https:// address, like "https://example.com/mcp"; fix the address')
+        return url
+
+    @model_validator(mode="after")
+    def _check_server(self) -> ServerConfig:
+        _check_mount_name(self.name)
+        _check_kind(self)
+        return self
+
+
+def _check_mount_name(name: str) -> None:
+    if not MOUNT_NAME_PATTERN.match(name):
+        raise _rule(
+            f"invalid server name {name!r}: a name starts with a lowercase letter and has at most 32 "
+            f"lowercase letters, digits and hyphens; rename the table to [servers.{to_mount_name(name)}]"
+        )
+
+
+_STDIO_ONLY = ("args", "env", "cwd")
+_REMOTE_ONLY = ("transport", "headers")
+
+
+def _check_kind(server: ServerConfig) -> None:
+    """Exactly one of command/url, and no keys that belong to the other kind."""
+    if server.command is None and server.url is None:
+        raise _rule(
+            'missing command or url; add command = "..." to start a local process, '
+            'or url = "https://..." to connect to a remote server'
+        )
+    if server.command is not None and server.url is not None:
+        raise _rule("command and url are both set; keep command for a local process or url for a remote server")
+    stdio = server.command is not None
+    for key in _REMOTE_ONLY if stdio else _STDIO_ONLY:
+        if key in server.model_fields_set:
+            needs = "a remote server (one with url)" if stdio else "a local process (one with command)"
+            raise _rule(f"{key} only applies to {needs}; remove it", key)
+
+
+class HubConfig(BaseModel):
+    """A whole hub.toml; `path` is the file it came from, for messages."""
+
+    model_config = _MODEL_CONFIG
+
+    hub: HubSettings = Field(default_factory=HubSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    path: str = "hub.toml"
+
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        """The servers to mount, by name, in file order."""
+        return {name: server for name, server in self.servers.items() if server.enabled}
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _name_servers(cls, servers: Any) -> Any:
+        """Each server's `name` is its table key."""
+        if not isinstance(servers, dict):
+            return servers
+        return {name: {**table, "name": name} if isinstance(table, dict) else table for name, table in servers.items()}
+
+    @model_validator(mode="after")
+    def _check_prefixes(self) -> HubConfig:
+        enabled = self.enabled_servers()
+        for name, server in enabled.items():
+            if not server.prefix and len(enabled) > 1:
+                others = ", ".join(other for other in enabled if other != name)
+                raise _rule(
+                    f"prefix = false is only allowed when {name!r} is the only enabled server: unprefixed "
+                    f"names could collide with those of the other mounts ({others}); remove 'prefix = false' "
+                    "or disable the other servers",
+                    *("servers", name, "prefix"),
+                )
+        return self
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> HubConfig:
+    """Read, validate and expand a hub.toml file."""
+    file = os.fspath(path)
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(file, "", "file not found; create it or pass --config PATH") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(file, "", f"cannot read it ({exc}); make it a readable UTF-8 text file") from None
+    return parse_config(text, file, environ)
+
+
+def parse_config(text: str, file: str = "hub.toml", environ: Mapping[str, str] | None = None) -> HubConfig:
+    """Validate and expand hub.toml `text`; `file` names it in error messages."""
+    data = _parse_toml(text, file)
+    _check_keys(data, file)
+    structure = _validate(data, file)
+    return _validate(_expand_servers(data, structure, os.environ if environ is None else environ, file), file)
+
+
+def _parse_toml(text: str, file: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "", f"invalid TOML: {exc}; fix the syntax there") from None
+
+
+def _validate(data: dict[str, Any], file: str) -> HubConfig:
+    try:
+        return HubConfig.model_validate({**data, "path": file})
+    except ValidationError as exc:
+        raise _config_error(exc.errors()[0], file) from None
+
+
+# -- unknown keys ------------------------------------------------------------------------------
+
+_TOP_KEYS = ("hub", "http", "servers")
+_SECTION_KEYS = {"hub": tuple(HubSettings.model_fields), "http": tuple(HttpSettings.model_fields)}
+_SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
+
+
+def _check_keys(data: dict[str, Any], file: str) -> None:
+    """Reject keys no model knows, before pydantic's terser extra_forbidden errors."""
+    _check_table(data, _TOP_KEYS, (), file)
+    for section, allowed in _SECTION_KEYS.items():
+        if isinstance(data.get(section), dict):
+            _check_table(data[section], allowed, (section,), file)
+    servers = data.get("servers")
+    if isinstance(servers, dict):
+        for name, table in servers.items():
+            if isinstance(table, dict):
+                _check_table(table, _SERVER_KEYS, ("servers", name), file)
+
+
+def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(file, dotted_key((*loc, key)), _unknown_key_reason(key, allowed))
+
+
+def _unknown_key_reason(key: str, allowed: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, allowed, n=1)
+    if close:
+        return f"unknown key {key!r}; did you mean {close[0]!r}?"
+    return f"unknown key {key!r}; remove it (allowed keys: {', '.join(allowed)})"
+
+
+# -- pydantic errors -> ConfigError ------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_TYPE_NAMES = {str: "a string", list: "an array", dict: "a table"}
+_UNQUOTED_TYPES = frozenset(("int_type", "float_type", "bool_type"))
+
+
+def dotted_key(loc: tuple[str | int, ...]) -> str:
+    """A location as a dotted key for messages: servers.github.args[2], servers."My Server"."""
+    key = ""
+    for part in loc:
+        if isinstance(part, int):
+            key += f"[{part}]"
+        else:
+            part = part if _BARE_KEY.match(part) else json.dumps(part)
+            key = f"{key}.{part}" if key else part
+    return key
+
+
+def _config_error(error: ErrorDetails, file: str) -> ConfigError:
+    if error["type"] == "hub_rule":
+        ctx = error.get("ctx", {})
+        return ConfigError(file, dotted_key((*error["loc"], *ctx["key"])), ctx["reason"])
+    return ConfigError(file, dotted_key(error["loc"]), _type_reason(error))
+
+
+def _type_reason(error: ErrorDetails) -> str:
+    got = _describe(error["input"])
+    if error["type"] in ("model_type", "dict_type"):
+        return f"must be a table, got {got}; write it as a [section] or as {{ key = value }}"
+    expected = re.sub(r"^\w+ should ", "must ", error["msg"]).replace("a valid tuple", "an array")
+    return f"{expected}, got {got}; {_type_hint(error)}"
+
+
+def _type_hint(error: ErrorDetails) -> str:
+    quoted = isinstance(error["input"], str)
+    if quoted and error["type"] in _UNQUOTED_TYPES:
+        return "remove the quotes"
+    if not quoted and error["type"] == "string_type":
+        return 'put it in quotes, like "value"'
+    return "fix the value"
+
+
+def _describe(value: Any) -> str:
+    """A value for a message; strings are never shown (they may be secrets)."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, int | float):
+        return f"{value} (a number)"
+    return _TYPE_NAMES.get(type(value), f"a {type(value).__name__}")
+
+
+# -- ${VAR} expansion --------------------------------------------------------------------------
+
+_REFERENCE = re.compile(r"\$\$|\$\{(?P<body>[^}]*)\}|\$\{")
+_BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^$]*))?\Z")
+_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers"))
+
+
+def expand_env(value: str, environ: Mapping[str, str], *, file: str, key: str) -> str:
+    """Expand `${VAR}`, `${VAR:-default}` and `$$` in `value`; other `$` stay as they are.
+
+    `${VAR:-default}` uses the default when VAR is unset or empty; `${VAR}` requires VAR set.
+    """
+
+    def substitute(match: re.Match[str]) -> str:
+        if match[0] == "$$":
+            return "$"
+        return _resolve(match["body"], environ, file, key)
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def _resolve(body: str | None, environ: Mapping[str, str], file: str, key: str) -> str:
+    if body is None:
+        raise ConfigError(file, key, "unclosed '${'; write ${NAME} for a variable, or $$ for a literal '$'")
+    reference = _BODY.match(body)
+    if reference is None:
+        raise ConfigError(
+            file,
+            key,
+            f"invalid variable reference '${{{body}}}'; write ${{NAME}} or ${{NAME:-default}} (NAME is letters, "
+            "digits and '_'; a default cannot contain '$'), or $$ for a literal '$'",
+        )
+    name, default = reference["name"], reference["default"]
+    found = environ.get(name)
+    if default is not None:
+        return found or default
+    if found is None:
+        reason = f"environment variable {name} is not set; export it, or write ${{{name}:-default}}"
+        raise ConfigError(file, key, reason)
+    return found
+
+
+def variable_references(value: str) -> list[tuple[str, str | None]]:
+    """The well-formed `${NAME}` / `${NAME:-default}` references in `value`, as (NAME, default)."""
+    references = []
+    for match in _REFERENCE.finditer(value):
+        reference = _BODY.match(match["body"] or "")
+        if reference is not None:
+            references.append((reference["name"], reference["default"]))
+    return references
+
+
+def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[str, str], file: str) -> dict[str, Any]:
+    """`data` (already validated as `config`) with the enabled servers' strings expanded."""
+    tables = data.get("servers", {})
+    servers = {
+        name: _expand_server(tables[name], ("servers", name), environ, file) if server.enabled else tables[name]
+        for name, server in config.servers.items()
+    }
+    return {**data, "servers": servers}
+
+
+def _expand_server(
+    table: dict[str, Any], loc: tuple[str, ...], environ: Mapping[str, str], file: str
+) -> dict[str, Any]:
+    return {
+        key: _expand_value(value, (*loc, key), environ, file) if key in _EXPANDED_KEYS else value
+        for key, value in table.items()
+    }
+
+
+def _expand_value(value: Any, loc: tuple[str | int, ...], environ: Mapping[str, str], file: str) -> Any:
+    """Expand a validated string, array of strings or table of strings."""
+    if isinstance(value, str):
+        return expand_env(value, environ, file=file, key=dotted_key(loc))
+    if isinstance(value, list):
+        return [_expand_value(item, (*loc, index), environ, file) for index, item in enumerate(value)]
+    return {key: _expand_value(item, (*loc, key), environ, file) for key, item in value.items()}

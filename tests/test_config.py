@@ -1,0 +1,380 @@
+"""Tests for mcp_hub.config: the hub.toml model, loader, error messages and ${VAR} expansion."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from mcp_hub.config import (
+    MOUNT_NAME_PATTERN,
+    HubConfig,
+    ServerConfig,
+    expand_env,
+    load_config,
+    parse_config,
+    to_mount_name,
+    variable_references,
+)
+from mcp_hub.errors import ConfigError
+
+FULL_EXAMPLE = """
+[hub]
+name = "my-hub"
+page_size = 25
+log_level = "debug"
+
+[http]
+host = "0.0.0.0"
+port = 9000
+path = "/gateway/mcp"
+
+[servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything"]
+env = { API_KEY = "${API_KEY}" }
+cwd = "/srv"
+timeout = 5
+connect_timeout = 2.5
+protocol = "legacy"
+
+[servers.remote]
+url = "https://example.com/mcp"
+headers = { Authorization = "Bearer ${TOKEN}" }
+
+[servers.old-sse]
+url = "http://localhost:3001/sse"
+transport = "sse"
+protocol = "2026-07-28"
+
+[servers.off]
+command = "never-started"
+enabled = false
+"""
+ENV = {"API_KEY": "k-123", "TOKEN": "t-456"}
+
+
+def parse(text: str, environ: dict[str, str] | None = None) -> HubConfig:
+    return parse_config(text, file="hub.toml", environ=environ or {})
+
+
+def config_error(text: str, environ: dict[str, str] | None = None) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        parse(text, environ)
+    return caught.value
+
+
+def server(body: str) -> str:
+    return f"[servers.s]\n{body}\n"
+
+
+# -- valid files -------------------------------------------------------------------------------
+
+
+def test_full_example_loads() -> None:
+    config = parse(FULL_EXAMPLE, ENV)
+    assert config.hub.model_dump() == {"name": "my-hub", "page_size": 25, "log_level": "debug"}
+    assert config.http.model_dump() == {"host": "0.0.0.0", "port": 9000, "path": "/gateway/mcp"}
+    assert config.path == "hub.toml"
+    everything = config.servers["everything"]
+    assert everything.name == "everything"
+    assert everything.args == ("-y", "@modelcontextprotocol/server-everything")
+    assert everything.env == {"API_KEY": "k-123"}
+    assert (everything.cwd, everything.timeout, everything.connect_timeout) == ("/srv", 5.0, 2.5)
+    assert everything.protocol == "legacy"
+    assert config.servers["remote"].headers == {"Authorization": "Bearer t-456"}
+    assert [s.kind for s in config.servers.values()] == ["stdio", "streamable-http", "sse", "stdio"]
+    assert list(config.enabled_servers()) == ["everything", "remote", "old-sse"]
+
+
+def test_defaults() -> None:
+    config = parse(server('command = "x"'))
+    assert config.hub.model_dump() == {"name": "mcp-hub", "page_size": 100, "log_level": "info"}
+    assert config.http.model_dump() == {"host": "127.0.0.1", "port": 8765, "path": "/mcp"}
+    s = config.servers["s"]
+    assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})
+    assert (s.timeout, s.connect_timeout, s.enabled, s.prefix, s.protocol) == (60.0, 30.0, True, True, "auto")
+
+
+@pytest.mark.parametrize("text", ["", "[servers]\n"])
+def test_no_servers_is_allowed(text: str) -> None:
+    assert parse(text).servers == {}
+
+
+def test_port_zero_means_any_free_port() -> None:
+    assert parse("[http]\nport = 0").http.port == 0
+
+
+def test_secrets_stay_out_of_repr() -> None:
+    config = parse(FULL_EXAMPLE, ENV)
+    assert "k-123" not in repr(config)
+    assert "t-456" not in repr(config)
+
+
+def test_models_are_frozen() -> None:
+    config = parse(server('command = "x"'))
+    with pytest.raises(ValidationError):
+        config.servers["s"].timeout = 1  # type: ignore[misc]
+
+
+def test_server_config_can_be_built_directly() -> None:
+    assert ServerConfig(name="x", url="https://e.com/mcp", transport="sse").kind == "sse"
+    assert ServerConfig(name="x", command="cat", args=["-"]).args == ("-",)  # type: ignore[arg-type]
+
+
+def test_load_config_reads_the_file(tmp_path) -> None:
+    path = tmp_path / "hub.toml"
+    path.write_text(FULL_EXAMPLE, encoding="utf-8")
+    config = load_config(path, environ=ENV)
+    assert config.path == str(path)
+    assert config.servers["remote"].url == "https://example.com/mcp"
+
+
+def test_environ_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_HUB_TEST_TOKEN", "from-os")
+    config = parse_config(server('command = "x"\nenv = { T = "${MCP_HUB_TEST_TOKEN}" }'))
+    assert config.servers["s"].env == {"T": "from-os"}
+
+
+# -- every error names the file, the dotted key and a fix --------------------------------------
+
+ERRORS = [
+    # (text, key, fragments of the reason)
+    ("[hub]\nnmae = 'x'", "hub.nmae", ["unknown key 'nmae'", "did you mean 'name'?"]),
+    ("[http]\nprot = 1", "http.prot", ["did you mean 'port'?"]),
+    ("[servers.gh]\ncomand = 'npx'", "servers.gh.comand", ["unknown key 'comand'; did you mean 'command'?"]),
+    ("[servers.gh]\ncommand = 'x'\nzzz = 1", "servers.gh.zzz", ["unknown key 'zzz'", "remove it", "command, args"]),
+    ("[servers.gh]\ncommand = 'x'\nname = 'y'", "servers.gh.name", ["unknown key 'name'"]),
+    ("[hubb]\nname = 'x'", "hubb", ["did you mean 'hub'?"]),
+    ("path = 'x'", "path", ["allowed keys: hub, http, servers"]),
+    ("[hub]\npage_size = 0", "hub.page_size", ["greater than or equal to 1", "got 0"]),
+    ("[hub]\npage_size = '10'", "hub.page_size", ["valid integer", "remove the quotes"]),
+    ("[hub]\npage_size = 1.5", "hub.page_size", ["valid integer", "got 1.5"]),
+    ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),
+    ("[hub]\nname = 3", "hub.name", ["valid string", "put it in quotes"]),
+    ("[http]\nport = 70000", "http.port", ["less than or equal to 65535", "got 70000"]),
+    ("[http]\nport = -1", "http.port", ["greater than or equal to 0"]),
+    ("[http]\npath = 'mcp'", "http.path", ['must start with "/"', 'write "/mcp"']),
+    ("hub = 3", "hub", ["must be a table", "[section]"]),
+    ("[servers]\ngh = 'npx'", "servers.gh", ["must be a table"]),
+    (server("command = 'x'\ntimeout = 0"), "servers.s.timeout", ["greater than 0"]),
+    (server("command = 'x'\nconnect_timeout = -1"), "servers.s.connect_timeout", ["greater than 0"]),
+    (server("command = 'x'\nenabled = 'yes'"), "servers.s.enabled", ["valid boolean", "remove the quotes"]),
+    (server("command = 'x'\nargs = 'a b'"), "servers.s.args", ["must be an array"]),
+    (server("command = 'x'\nargs = ['a', 2]"), "servers.s.args[1]", ["valid string", "put it in quotes"]),
+    (server("command = 'x'\nenv = { PORT = 80 }"), "servers.s.env.PORT", ["valid string"]),
+    (server("command = ''"), "servers.s.command", ["at least 1 character"]),
+    (server("command = 'x'\nprotocol = '2025'"), "servers.s.protocol", ["'auto', 'legacy' or '2026-07-28'"]),
+    (server("url = 'https://e.com'\ntransport = 'ws'"), "servers.s.transport", ["'streamable-http' or 'sse'"]),
+    ("[servers.GitHub]\ncommand = 'x'", "servers.GitHub", ["lowercase letter", "[servers.github]"]),
+    ("[servers.my_server]\ncommand = 'x'", "servers.my_server", ["[servers.my-server]"]),
+    ("[servers.1st]\ncommand = 'x'", "servers.1st", ["[servers.s-1st]"]),
+    ("[servers.\"my server\"]\ncommand = 'x'", 'servers."my server"', ["[servers.my-server]"]),
+    (f"[servers.{'a' * 33}]\ncommand = 'x'", f"servers.{'a' * 33}", ["at most 32", f"[servers.{'a' * 32}]"]),
+    (server(""), "servers.s", ["missing command or url", 'add command = "..."']),
+    (server("command = 'x'\nurl = 'https://e.com'"), "servers.s", ["both set", "keep command"]),
+    (server("url = 'https://e.com'\nargs = []"), "servers.s.args", ["only applies to a local process", "remove it"]),
+    (server("url = 'https://e.com'\nenv = {}"), "servers.s.env", ["only applies to a local process"]),
+    (server("url = 'https://e.com'\ncwd = '/'"), "servers.s.cwd", ["only applies to a local process"]),
+    (server("command = 'x'\ntransport = 'sse'"), "servers.s.transport", ["only applies to a remote server"]),
+    (server("command = 'x'\nheaders = {}"), "servers.s.headers", ["only applies to a remote server"]),
+    (server("url = 'ftp://e.com/mcp'"), "servers.s.url", ["http:// or https://", "fix the address"]),
+    (server("url = 'example.com/mcp'"), "servers.s.url", ["http:// or https://"]),
+    (server("url = 'https://'"), "servers.s.url", ["http:// or https://"]),
+]
+
+
+@pytest.mark.parametrize(("text", "key", "fragments"), ERRORS)
+def test_error_names_file_key_and_fix(text: str, key: str, fragments: list[str]) -> None:
+    error = config_error(text)
+    assert (error.file, error.key) == ("hub.toml", key)
+    assert str(error).startswith(f"hub.toml: {key}: ")
+    for fragment in fragments:
+        assert fragment in error.reason
+    assert ";" in error.reason  # what is wrong; how to fix it
+
+
+def test_missing_file(tmp_path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert (caught.value.file, caught.value.key) == (str(path), "")
+    assert caught.value.reason == "file not found; create it or pass --config PATH"
+    assert str(caught.value).startswith(str(path))
+
+
+def test_unreadable_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="cannot read it"):
+        load_config(tmp_path)
+
+
+def test_toml_syntax_error_has_line_and_column() -> None:
+    error = config_error('[hub]\nname = "x"\npage_size = = 3\n')
+    assert (error.file, error.key) == ("hub.toml", "")
+    assert "line 3, column" in error.reason
+    assert "fix the syntax" in error.reason
+
+
+def test_string_values_never_appear_in_type_errors() -> None:
+    error = config_error(server("command = 'x'\nenabled = 'sk-secret'"))
+    assert "sk-secret" not in str(error)
+
+
+# -- prefix = false ----------------------------------------------------------------------------
+
+
+def test_prefix_false_with_other_enabled_servers_is_an_error() -> None:
+    error = config_error(server("command = 'x'\nprefix = false") + "[servers.other]\ncommand = 'y'\n")
+    assert error.key == "servers.s.prefix"
+    assert "only enabled server" in error.reason
+    assert "collide" in error.reason
+    assert "other" in error.reason
+    assert "remove 'prefix = false'" in error.reason
+
+
+def test_prefix_false_alone_is_allowed() -> None:
+    assert parse(server("command = 'x'\nprefix = false")).servers["s"].prefix is False
+
+
+def test_prefix_false_with_only_disabled_others_is_allowed() -> None:
+    text = server("command = 'x'\nprefix = false") + "[servers.other]\ncommand = 'y'\nenabled = false\n"
+    assert parse(text).servers["s"].prefix is False
+
+
+# -- ${VAR} expansion --------------------------------------------------------------------------
+
+STDIO_ALL = server(
+    'command = "${BIN}"\nargs = ["--dir", "${DIR}"]\nenv = { T = "${TOKEN}" }\ncwd = "${DIR}"',
+)
+REMOTE_ALL = server('url = "https://${HOST}/mcp"\nheaders = { Authorization = "Bearer ${TOKEN}" }')
+
+
+def test_expansion_in_every_stdio_field() -> None:
+    s = parse(STDIO_ALL, {"BIN": "node", "DIR": "/work", "TOKEN": "t"}).servers["s"]
+    assert (s.command, s.args, s.env, s.cwd) == ("node", ("--dir", "/work"), {"T": "t"}, "/work")
+
+
+def test_expansion_in_url_and_headers() -> None:
+    s = parse(REMOTE_ALL, {"HOST": "e.com", "TOKEN": "t"}).servers["s"]
+    assert (s.url, s.headers) == ("https://e.com/mcp", {"Authorization": "Bearer t"})
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "key", "variable"),
+    [
+        (STDIO_ALL, {"DIR": "/", "TOKEN": "t"}, "servers.s.command", "BIN"),
+        (STDIO_ALL, {"BIN": "b", "TOKEN": "t"}, "servers.s.args[1]", "DIR"),
+        (STDIO_ALL, {"BIN": "b", "DIR": "/"}, "servers.s.env.T", "TOKEN"),
+        (REMOTE_ALL, {"TOKEN": "t"}, "servers.s.url", "HOST"),
+        (REMOTE_ALL, {"HOST": "e.com"}, "servers.s.headers.Authorization", "TOKEN"),
+        (server('command = "x"\nenv = { "A.B" = "${V}" }'), {}, 'servers.s.env."A.B"', "V"),
+    ],
+)
+def test_missing_variable(text: str, environ: dict[str, str], key: str, variable: str) -> None:
+    error = config_error(text, environ)
+    assert (error.file, error.key) == ("hub.toml", key)
+    assert error.reason == f"environment variable {variable} is not set; export it, or write ${{{variable}:-default}}"
+
+
+def test_cwd_missing_variable_names_cwd() -> None:
+    error = config_error(server('command = "x"\ncwd = "${NOPE}"'))
+    assert error.key == "servers.s.cwd"
+
+
+def test_default_is_used_when_unset_or_empty() -> None:
+    text = server('command = "x"\nargs = ["${A:-one}", "${B:-two}", "${C:-}"]')
+    assert parse(text, {"B": ""}).servers["s"].args == ("one", "two", "")
+    assert parse(text, {"A": "set"}).servers["s"].args == ("set", "two", "")
+
+
+def test_set_but_empty_variable_without_default_is_empty() -> None:
+    assert parse(server('command = "x"\nargs = ["${E}"]'), {"E": ""}).servers["s"].args == ("",)
+
+
+def test_double_dollar_is_a_literal_dollar() -> None:
+    text = server('command = "x"\nargs = ["$${HOME}", "a$$b", "$5", "end$"]')
+    assert parse(text, {"HOME": "/h"}).servers["s"].args == ("${HOME}", "a$b", "$5", "end$")
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("${UNCLOSED", "unclosed '${'"),
+        ("${}", "invalid variable reference '${}'"),
+        ("${1ABC}", "invalid variable reference"),
+        ("${A-B}", "invalid variable reference"),
+        ("${A:-$B}", "a default cannot contain '$'"),
+    ],
+)
+def test_malformed_reference(value: str, fragment: str) -> None:
+    error = config_error(server(f'command = "x"\nargs = ["{value}"]'))
+    assert error.key == "servers.s.args[0]"
+    assert fragment in error.reason
+    assert "$$ for a literal '$'" in error.reason
+
+
+def test_url_from_a_variable_is_checked_after_expansion() -> None:
+    text = server('url = "${URL}"')
+    assert parse(text, {"URL": "https://e.com/mcp"}).servers["s"].url == "https://e.com/mcp"
+    error = config_error(text, {"URL": "file:///etc/passwd"})
+    assert error.key == "servers.s.url"
+    assert "http:// or https://" in error.reason
+
+
+def test_structural_errors_come_before_expansion() -> None:
+    error = config_error(server('command = "${MISSING}"\ntimeout = 0'))
+    assert error.key == "servers.s.timeout"
+
+
+def test_disabled_servers_are_not_expanded() -> None:
+    s = parse(server('command = "${MISSING}"\nenabled = false')).servers["s"]
+    assert s.command == "${MISSING}"
+
+
+def test_expand_env_directly() -> None:
+    assert expand_env("${A}-${B:-b}-$$", {"A": "a"}, file="f", key="k") == "a-b-$"
+    with pytest.raises(ConfigError) as caught:
+        expand_env("${A}", {}, file="f.toml", key="servers.x.url")
+    assert str(caught.value).startswith("f.toml: servers.x.url: environment variable A is not set")
+
+
+def test_variable_references() -> None:
+    assert variable_references("$${X} ${A} ${B:-d} ${bad-name} ${") == [("A", None), ("B", "d")]
+
+
+# -- mount names -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a", "github", "my-server-2", "a" * 32, "x-"])
+def test_valid_mount_names(name: str) -> None:
+    assert MOUNT_NAME_PATTERN.match(name)
+    assert name in parse(f"[servers.{name}]\ncommand = 'x'").servers
+
+
+@pytest.mark.parametrize("name", ["", "A", "1a", "-a", "a_b", "a.b", "a" * 33, "a\n", "ü"])
+def test_invalid_mount_names(name: str) -> None:
+    assert not MOUNT_NAME_PATTERN.match(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("GitHub", "github"),
+        ("My Server!!", "my-server"),
+        ("a__b..c", "a-b-c"),
+        ("--x--", "x"),
+        ("123", "s-123"),
+        ("!!!", "s"),
+        ("é-café", "caf"),
+        ("a" * 40, "a" * 32),
+        ("a" * 31 + "_b", "a" * 31),
+    ],
+)
+def test_to_mount_name(name: str, expected: str) -> None:
+    assert to_mount_name(name) == expected
+
+
+@given(st.text(max_size=60))
+def test_to_mount_name_is_always_valid(name: str) -> None:
+    assert MOUNT_NAME_PATTERN.match(to_mount_name(name))

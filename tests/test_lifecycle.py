@@ -1,0 +1,216 @@
+"""Upstream lifecycle: servers that crash, hang, start late or never; and a hub that reaps its children."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
+
+from mcp_hub.hub import Hub
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for, write_config
+
+pytestmark = pytest.mark.anyio
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead but not yet reaped by its parent; the hub is that parent.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def _pid(client: Client, tool: str) -> int:
+    result = await client.call_tool(tool, {})
+    return int(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def test_a_crashed_server_answers_promptly_and_comes_back(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"a": fixture_server("a"), "b": fixture_server("b")})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        first_pid = await _pid(client, "a_pid")
+        with anyio.fail_after(5), pytest.raises(MCPError) as caught:
+            await client.call_tool("a_crash", {})
+        assert caught.value.code == CONNECTION_CLOSED
+        assert "Server 'a'" in caught.value.message
+
+        # The other mount never noticed.
+        assert (await client.call_tool("b_echo", {"text": "still here"})).structured_content == {
+            "text": "still here",
+            "server": "b",
+        }
+
+        async def restarted() -> bool:
+            try:
+                return await _pid(client, "a_pid") != first_pid
+            except MCPError:
+                return False
+
+        await wait_for(restarted)
+        assert hub.upstreams["a"].restarts >= 1
+        assert not _alive(first_pid)
+
+
+async def test_a_server_that_hangs_at_start_does_not_hold_up_the_others(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        {"stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=1.0), "ok": fixture_server("ok")},
+    )
+    hub = Hub(config)
+    async with hub.running(), hub_client(hub) as client:
+        await hub.upstreams["ok"].settled.wait()
+        echo = await client.call_tool("ok_echo", {"text": "up"})
+        assert echo.structured_content == {"text": "up", "server": "ok"}
+        await hub.upstreams["stuck"].settled.wait()
+        with anyio.fail_after(2), pytest.raises(MCPError) as caught:
+            await client.call_tool("stuck_echo", {"text": "x"})
+        assert caught.value.code == CONNECTION_CLOSED
+        assert caught.value.message.startswith("Server 'stuck' is not connected")
+        assert "timed out connecting" in caught.value.message
+        health = hub.health()
+    assert health["status"] == "degraded"
+    assert health["servers"]["stuck"]["state"] in ("down", "starting")
+    assert health["servers"]["ok"]["state"] == "up"
+
+
+async def test_a_server_that_cannot_start_is_reported_and_retried(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"broken": fixture_server("broken", "--exit-on-start")})
+    hub = Hub(config)
+    async with hub.running():
+        await wait_for(lambda: _true_when(hub.upstreams["broken"].restarts >= 1))
+        report = hub.health()
+    assert report["status"] == "down"
+    assert report["servers"]["broken"]["last_error"]
+
+
+async def _true_when(value: bool) -> bool:
+    return value
+
+
+async def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"slow": fixture_server("slow", timeout=1.0)})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        with anyio.fail_after(5), pytest.raises(MCPError) as caught:
+            await client.call_tool("slow_hang", {})
+        assert caught.value.code == REQUEST_TIMEOUT
+        assert caught.value.message == "Server 'slow' did not answer tools/call within 1s"
+        echo = await client.call_tool("slow_echo", {"text": "after"})
+    assert echo.structured_content == {"text": "after", "server": "slow"}
+
+
+async def test_a_late_server_joins_and_clients_hear_list_changed(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"early": fixture_server("early"), "late": fixture_server("late", "--start-delay", "1")})
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            changed.set()
+
+    hub = Hub(config)
+    async with hub.running(), hub_client(hub, message_handler=on_message) as client:
+        await hub.upstreams["early"].settled.wait()
+        with anyio.fail_after(15):
+            await changed.wait()
+        names = {t.name for t in (await client.list_tools()).tools}
+        if "late_echo" not in names:  # the early mount's own arrival may have been the notification seen
+            changed = anyio.Event()
+            with anyio.fail_after(15):
+                await changed.wait()
+            names = {t.name for t in (await client.list_tools()).tools}
+    assert {"early_echo", "late_echo"} <= names
+
+
+async def test_a_server_changing_its_tools_reaches_clients(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            changed.set()
+
+    async with running_hub(config) as hub, hub_client(hub, message_handler=on_message) as client:
+        await client.call_tool("srv_grow", {"name": "fresh"})
+        with anyio.fail_after(10):
+            await changed.wait()
+        names = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("srv_fresh", {})
+    assert "srv_fresh" in names
+    assert result.content[0].text == "srv: fresh"  # type: ignore[union-attr]
+
+
+# -- the hub as a process: no orphans, ever --------------------------------------------------------
+
+
+def _hub_command(config: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), *extra]
+
+
+async def test_stdio_hub_reaps_children_when_the_client_goes_away(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
+    command, *args = _hub_command(config)
+    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path))
+    async with Client(params, mode="legacy", cache=None) as client:
+        async def both_up() -> bool:
+            names = {t.name for t in (await client.list_tools()).tools}
+            return {"a_pid", "b_pid"} <= names
+
+        await wait_for(both_up)
+        pids = [await _pid(client, "a_pid"), await _pid(client, "b_pid")]
+        assert all(_alive(pid) for pid in pids)
+
+    async def reaped() -> bool:
+        return not any(_alive(pid) for pid in pids)
+
+    await wait_for(reaped, timeout=10)
+
+
+async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
+    process = subprocess.Popen(_hub_command(config, "--transport", "http", "--port", str(port)), cwd=tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        async def healthy() -> bool:
+            try:
+                async with httpx2.AsyncClient() as http:
+                    response = await http.get(f"{base}/healthz")
+                return response.status_code == 200 and response.json()["status"] == "ok"
+            except httpx2.HTTPError:
+                return False
+
+        await wait_for(healthy, timeout=20)
+        async with Client(f"{base}/mcp", cache=None) as client:
+            pids = [await _pid(client, "a_pid"), await _pid(client, "b_pid")]
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(15):
+            while process.poll() is None:
+                await anyio.sleep(0.05)
+        assert process.returncode == 0
+
+        async def reaped() -> bool:
+            return not any(_alive(pid) for pid in pids)
+
+        await wait_for(reaped, timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
