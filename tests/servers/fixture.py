@@ -210,6 +210,24 @@ def final(handler: Any) -> Any:
     return wrapped
 
 
+def sse_app(server: Server[Any]) -> Any:
+    """The server over the legacy HTTP+SSE transport: GET /sse, POST /messages/."""
+    from mcp.server.sse import SseServerTransport
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    transport = SseServerTransport("/messages/")
+
+    async def handle_sse(request: Request) -> Response:
+        async with transport.connect_sse(request.scope, request.receive, request._send) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        return Response()
+
+    return Starlette(routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", transport.handle_post_message)])
+
+
 def raise_unknown(uri: str) -> Any:
     from mcp.shared.exceptions import MCPError
 

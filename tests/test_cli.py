@@ -1,0 +1,110 @@
+"""The `mcp-hub` command as a user runs it: a real process, real config files, real servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, fixture_server, write_config
+
+
+def mcp_hub(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_hub", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_the_shipped_config_connects_on_a_fresh_install() -> None:
+    result = mcp_hub("check", "--connect")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "notes: up" in result.stdout
+    assert "time: up" in result.stdout
+
+
+def test_check_names_file_key_and_fix(tmp_path: Path) -> None:
+    config = tmp_path / "hub.toml"
+    config.write_text('[servers.a]\ncomand = "x"\n', encoding="utf-8")
+    result = mcp_hub("check", "--config", str(config))
+    assert result.returncode == 2
+    assert str(config) in result.stderr
+    assert "servers.a" in result.stderr
+    assert "did you mean 'command'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_check_reports_a_missing_file_and_a_missing_variable(tmp_path: Path) -> None:
+    missing = mcp_hub("check", "--config", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and "file not found" in missing.stderr
+
+    config = tmp_path / "hub.toml"
+    config.write_text('[servers.a]\ncommand = "x"\nenv = { TOKEN = "${HUB_TEST_UNSET_TOKEN}" }\n', encoding="utf-8")
+    result = mcp_hub("check", "--config", str(config))
+    assert result.returncode == 2
+    assert "servers.a.env.TOKEN" in result.stderr and "HUB_TEST_UNSET_TOKEN" in result.stderr
+
+
+def test_check_connect_fails_when_a_server_cannot_start(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "hub.toml", {"ok": fixture_server("ok"), "bad": fixture_server("bad", "--exit-on-start")}
+    )
+    result = mcp_hub("check", "--config", str(config), "--connect")
+    assert result.returncode == 1
+    assert "ok: up" in result.stdout
+    assert "bad: down" in result.stdout
+
+
+def test_tools_prints_the_merged_catalog(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
+    result = mcp_hub("tools", "--config", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    catalog = json.loads(result.stdout)
+    names = {tool["name"] for tool in catalog["tools"]}
+    assert {"a_echo", "b_echo"} <= names and len(names) == 18
+    assert {r["uri"] for r in catalog["resources"]} >= {"a+fixture://notes/1", "b+fixture://blob"}
+    assert [t["uriTemplate"] for t in catalog["resourceTemplates"]] == ["a+fixture://notes/{id}", "b+fixture://notes/{id}"]
+
+    text = mcp_hub("tools", "--config", str(config))
+    assert "a_echo  Echo the text back" in text.stdout
+
+
+def test_import_converts_a_claude_desktop_config(tmp_path: Path) -> None:
+    source = tmp_path / "claude_desktop_config.json"
+    source.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "My Files": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"]},
+                    "github": {"command": "gh-mcp", "env": {"GITHUB_TOKEN": "ghp_secret123"}},
+                    "remote": {"url": "https://example.com/mcp", "type": "sse"},
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    output = tmp_path / "hub.toml"
+    result = mcp_hub("import", str(source), "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    written = output.read_text(encoding="utf-8")
+    assert "ghp_secret123" not in written
+    assert "[servers.my-files]" in written and "[servers.remote]" in written
+    assert "GITHUB_TOKEN" in result.stderr  # told to export it
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "mcp_hub", "check", "--config", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"GITHUB_TOKEN": "x", "PATH": "/usr/bin:/bin"},
+    )
+    assert checked.returncode == 0, checked.stderr
+    assert "3 server(s) enabled" in checked.stdout
+
+
+def test_import_rejects_a_file_without_servers(tmp_path: Path) -> None:
+    source = tmp_path / "x.json"
+    source.write_text('{"other": {}}', encoding="utf-8")
+    result = mcp_hub("import", str(source))
+    assert result.returncode == 2
+    assert str(source) in result.stderr and "mcpServers" in result.stderr

@@ -1,0 +1,110 @@
+"""Streamable HTTP and legacy SSE: upstreams over the network, and the hub's own HTTP endpoint."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app
+from tests.servers.fixture import build_server, sse_app
+
+pytestmark = pytest.mark.anyio
+
+MODES = ["legacy", "2026-07-28"]
+TWO_MIB = 2 * 1024 * 1024
+
+
+@asynccontextmanager
+async def hub_over_http(hub: Hub) -> AsyncIterator[str]:
+    app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+    async with serve_app(app) as base:
+        yield base
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_streamable_http_upstream_with_results_over_one_mib(tmp_path: Path, mode: str) -> None:
+    upstream_app = build_server("remote").streamable_http_app(stateless_http=False)
+    async with serve_app(upstream_app) as upstream:
+        config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp"}, "local": fixture_server("local")})
+        async with running_hub(config) as hub, hub_client(hub, mode) as client:
+            assert hub.upstreams["remote"].config.kind == "streamable-http"
+            echo = await client.call_tool("remote_echo", {"text": "over http"})
+            big = await client.call_tool("remote_big", {"size": TWO_MIB})
+            note = await client.read_resource("remote+fixture://notes/1")
+    assert echo.structured_content == {"text": "over http", "server": "remote"}
+    assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
+    assert note.contents[0].uri == "remote+fixture://notes/1"
+
+
+async def test_legacy_sse_upstream(tmp_path: Path) -> None:
+    async with serve_app(sse_app(build_server("old"))) as upstream:
+        config = make_config(tmp_path, {"old": {"url": f"{upstream}/sse", "transport": "sse"}})
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            assert hub.health()["servers"]["old"]["state"] == "up"
+            echo = await client.call_tool("old_echo", {"text": "sse"})
+            prompt = await client.get_prompt("old_greet", {"who": "sse"})
+    assert echo.structured_content == {"text": "sse", "server": "old"}
+    assert prompt.messages[0].content.text == "Hello, sse, from old"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_hub_serves_streamable_http_in_both_eras(tmp_path: Path, mode: str) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    config = make_config(tmp_path, {"a": fixture_server("a"), "b": fixture_server("b")})
+    async with running_hub(config) as hub, hub_over_http(hub) as base:
+        # The SDK client caps one SSE event at 1 MiB unless told otherwise; this one takes 2 MiB results.
+        transport = streamable_http_client(f"{base}/mcp", max_sse_event_size=None)
+        async with Client(transport, mode=mode, cache=None) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            echo = await client.call_tool("b_echo", {"text": "http"})
+            failed = await client.call_tool("a_fail", {"message": "as sent"})
+            big = await client.call_tool("a_big", {"size": TWO_MIB})
+            slow = await client.call_tool("a_slow", {"seconds": 0.2, "steps": 2}, progress_callback=on_progress)
+    assert {"a_echo", "b_echo"} <= names
+    assert echo.structured_content == {"text": "http", "server": "b"}
+    assert failed.is_error is True and failed.content[0].text == "as sent"  # type: ignore[union-attr]
+    assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
+    assert slow.content[0].text == "done"  # type: ignore[union-attr]
+    assert progress == [1, 2]
+
+
+async def test_healthz_reports_each_mount(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        {"good": fixture_server("good"), "bad": fixture_server("bad", "--exit-on-start"), "off": fixture_server("off", enabled=False)},
+    )
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient() as http:
+        response = await http.get(f"{base}/healthz")
+    report = response.json()
+    assert response.status_code == 200
+    assert report["status"] == "degraded"
+    assert set(report["servers"]) == {"good", "bad"}
+    good = report["servers"]["good"]
+    assert good["state"] == "up" and good["tools"] == 9 and good["transport"] == "stdio"
+    assert good["last_error"] is None
+    assert report["servers"]["bad"]["state"] in ("down", "starting")
+    assert report["servers"]["bad"]["last_error"]
+
+
+async def test_http_endpoint_refuses_foreign_hosts(tmp_path: Path) -> None:
+    """Bound to loopback, the endpoint refuses other Host headers (DNS rebinding protection)."""
+    config = make_config(tmp_path, {"a": fixture_server("a")})
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient() as http:
+        response = await http.post(
+            f"{base}/mcp",
+            headers={"Host": "evil.example:80", "Accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        )
+    assert response.status_code in (400, 403, 421)
