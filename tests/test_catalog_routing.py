@@ -138,8 +138,7 @@ async def test_hub_pages_over_server_pages(tmp_path: Path) -> None:
 
 async def test_long_and_odd_native_names_get_short_valid_public_names(tmp_path: Path) -> None:
     long_mount = "m" * 32
-    # list_changed from a 2026-07-28 server needs subscriptions/listen; this server speaks the handshake era.
-    config = make_config(tmp_path, {long_mount: fixture_server("long", "--tools", "3", protocol="legacy")})
+    config = make_config(tmp_path, {long_mount: fixture_server("long", "--tools", "3")})
     async with running_hub(config) as hub, hub_client(hub) as client:
         await client.call_tool(f"{long_mount}_echo", {"text": "x"})
         await client.call_tool(f"{long_mount}_grow", {"name": "a.tool/with spaces and a very long name " * 2})

@@ -134,8 +134,10 @@ async def test_a_late_server_joins_and_clients_hear_list_changed(tmp_path: Path)
     assert {"early_echo", "late_echo"} <= names
 
 
-async def test_a_server_changing_its_tools_reaches_clients(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+@pytest.mark.parametrize("protocol", ["legacy", "2026-07-28"])
+async def test_a_server_changing_its_tools_reaches_clients(tmp_path: Path, protocol: str) -> None:
+    """A handshake-era server notifies; a 2026-07-28 server streams it on subscriptions/listen."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol=protocol)})
     changed = anyio.Event()
 
     async def on_message(message: object) -> None:

@@ -27,9 +27,17 @@ import anyio
 import mcp_types as types
 from mcp import Client
 from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+    listen,
+)
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
 from mcp_hub import __version__
@@ -54,6 +62,12 @@ LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "resource_templates": ("resources/templates/list", "resourceTemplates"),
 }
 """Catalog kind -> (list method, result key)."""
+
+_LISTEN_EVENTS: Mapping[type[Any], frozenset[str]] = {
+    ToolsListChanged: frozenset({"tools"}),
+    PromptsListChanged: frozenset({"prompts"}),
+    ResourcesListChanged: frozenset({"resources", "resource_templates"}),
+}
 
 _CHANGED_NOTIFICATIONS: Mapping[type[Any], frozenset[str]] = {
     types.ToolListChangedNotification: frozenset({"tools"}),
@@ -239,6 +253,8 @@ class Upstream:
                 await self._events_send.send(None)
 
             tg.start_soon(closed)
+            if self._listen_filter():
+                tg.start_soon(self._listen)
             while True:
                 with anyio.move_on_after(_HEALTH_INTERVAL):
                     first = await self._events.receive()
@@ -248,6 +264,36 @@ class Upstream:
                     await self._on_listing(self, first | kinds)
                     continue
                 await self._ping()
+
+    def _listen_filter(self) -> dict[str, bool]:
+        """What to ask a 2026-07-28 server to stream: the list changes it can announce."""
+        caps = self.capabilities
+        if caps is None or self.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return {}
+        wanted = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+        }
+        return wanted if any(wanted.values()) else {}
+
+    async def _listen(self) -> None:
+        """Receive a 2026-07-28 server's list changes over `subscriptions/listen`.
+
+        There is no replay: after the stream drops, re-listen and re-list everything.
+        """
+        backoff = _BACKOFF_FIRST
+        while self._session is not None:
+            try:
+                async with listen(self._session, **self._listen_filter()) as subscription:
+                    backoff = _BACKOFF_FIRST
+                    async for event in subscription:
+                        self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))
+            except (SubscriptionLost, MCPError) as exc:
+                logger.warning("server %r: change stream ended: %s", self.name, exc)
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF_MAX)
+            self._queue(frozenset(LIST_METHODS))
 
     async def _ping(self) -> None:
         try:
@@ -284,12 +330,18 @@ class Upstream:
             return
         kinds = _CHANGED_NOTIFICATIONS.get(type(message))
         if kinds is not None:
-            try:
-                self._events_send.send_nowait(kinds)
-            except anyio.WouldBlock:
-                pass  # a refresh is already queued
-            except anyio.ClosedResourceError:
-                pass  # shutting down
+            self._queue(kinds)
+
+    def _queue(self, kinds: frozenset[str]) -> None:
+        """Ask the supervisor to re-list `kinds` (never blocks the caller)."""
+        if not kinds:
+            return
+        try:
+            self._events_send.send_nowait(kinds)
+        except anyio.WouldBlock:
+            pass  # the queue is full of refreshes already
+        except anyio.ClosedResourceError:
+            pass  # shutting down
 
 
 def _describe(exc: BaseException) -> str:

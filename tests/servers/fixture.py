@@ -29,6 +29,9 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
 
@@ -80,6 +83,7 @@ NOTES = {"1": "first note", "2": "second note"}
 
 
 def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0) -> Server[Any]:
+    changes = InMemorySubscriptionBus()
     tools = [dict(t) for t in BASE_TOOLS]
     tools += [
         {"name": f"tool_{i}", "description": f"Generated tool {i}.", "inputSchema": {"type": "object"}}
@@ -144,7 +148,10 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 return {"content": [{"type": "text", "text": str(os.getpid())}]}
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
-                await ctx.session.send_tool_list_changed()
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await changes.publish(ToolsListChanged())  # delivered on subscriptions/listen streams
+                else:
+                    await ctx.session.send_tool_list_changed()
                 return {"content": [{"type": "text", "text": "grown"}]}
             case other if any(t["name"] == other for t in tools):
                 return {"content": [{"type": "text", "text": f"{name}: {other}"}]}
@@ -198,6 +205,7 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         on_list_prompts=final(list_prompts),
         on_get_prompt=final(get_prompt),
         on_completion=final(complete),
+        on_subscriptions_listen=ListenHandler(changes),
     )
 
 
