@@ -28,7 +28,12 @@ from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.upstream import State
 
-_KIND_KEYS = {"tools": "tools", "prompts": "prompts", "resources": "resources", "resource_templates": "resourceTemplates"}
+_KIND_KEYS = {
+    "tools": "tools",
+    "prompts": "prompts",
+    "resources": "resources",
+    "resource_templates": "resourceTemplates",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -82,13 +82,17 @@ class Hub:
 
     # -- serving ------------------------------------------------------------------
 
-    async def serve(self, transport: Literal["stdio", "http"], host: str | None = None, port: int | None = None) -> None:
+    async def serve(
+        self, transport: Literal["stdio", "http"], host: str | None = None, port: int | None = None
+    ) -> None:
         """Serve until the client goes away (stdio) or a signal arrives."""
         async with self.running():
             if transport == "stdio":
                 await self._serve_stdio()
             else:
-                await self._serve_http(host or self.config.http.host, port if port is not None else self.config.http.port)
+                await self._serve_http(
+                    host or self.config.http.host, port if port is not None else self.config.http.port
+                )
 
     async def _serve_stdio(self) -> None:
         server = self.endpoint.server

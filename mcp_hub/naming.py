@@ -51,9 +51,7 @@ _CURSOR_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _DIGEST_LENGTH = 8  # hex chars of the first try; each retry adds 2
 
 
-def assign_names(
-    items: Iterable[tuple[str, str]], unprefixed: Collection[str] = ()
-) -> dict[tuple[str, str], str]:
+def assign_names(items: Iterable[tuple[str, str]], unprefixed: Collection[str] = ()) -> dict[tuple[str, str], str]:
     """The public name of each ``(mount, native)`` pair; call once per kind (tools, prompts).
 
     The result is injective, every name matches :data:`PUBLIC_NAME_RE`, and it

@@ -63,7 +63,10 @@ def test_tools_prints_the_merged_catalog(tmp_path: Path) -> None:
     names = {tool["name"] for tool in catalog["tools"]}
     assert {"a_echo", "b_echo"} <= names and len(names) == 18
     assert {r["uri"] for r in catalog["resources"]} >= {"a+fixture://notes/1", "b+fixture://blob"}
-    assert [t["uriTemplate"] for t in catalog["resourceTemplates"]] == ["a+fixture://notes/{id}", "b+fixture://notes/{id}"]
+    assert [t["uriTemplate"] for t in catalog["resourceTemplates"]] == [
+        "a+fixture://notes/{id}",
+        "b+fixture://notes/{id}",
+    ]
 
     text = mcp_hub("tools", "--config", str(config))
     assert "a_echo  Echo the text back" in text.stdout

@@ -83,7 +83,11 @@ async def test_hub_serves_streamable_http_in_both_eras(tmp_path: Path, mode: str
 async def test_healthz_reports_each_mount(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
-        {"good": fixture_server("good"), "bad": fixture_server("bad", "--exit-on-start"), "off": fixture_server("off", enabled=False)},
+        {
+            "good": fixture_server("good"),
+            "bad": fixture_server("bad", "--exit-on-start"),
+            "off": fixture_server("off", enabled=False),
+        },
     )
     async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient() as http:
         response = await http.get(f"{base}/healthz")

@@ -113,7 +113,9 @@ async def test_a_call_that_hangs_times_out_and_the_server_keeps_serving(tmp_path
 
 
 async def test_a_late_server_joins_and_clients_hear_list_changed(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"early": fixture_server("early"), "late": fixture_server("late", "--start-delay", "1")})
+    config = make_config(
+        tmp_path, {"early": fixture_server("early"), "late": fixture_server("late", "--start-delay", "1")}
+    )
     changed = anyio.Event()
 
     async def on_message(message: object) -> None:
@@ -166,6 +168,7 @@ async def test_stdio_hub_reaps_children_when_the_client_goes_away(tmp_path: Path
     command, *args = _hub_command(config)
     params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path))
     async with Client(params, mode="legacy", cache=None) as client:
+
         async def both_up() -> bool:
             names = {t.name for t in (await client.list_tools()).tools}
             return {"a_pid", "b_pid"} <= names

@@ -30,7 +30,9 @@ logger = logging.getLogger("mcp_hub.server")
 
 _NOTIFY_TIMEOUT = 5.0
 
-_NO_CACHING = {method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS if method != "server/discover"}
+_NO_CACHING = {
+    method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS if method != "server/discover"
+}
 """What the hub tells 2026-07-28 clients about caching its answers, unless a server said otherwise:
 always revalidate, never share across callers (what a caller sees will depend on who it is)."""
 
@@ -52,7 +54,8 @@ class _HubServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
+            notification_options
+            or NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -113,9 +116,7 @@ class Endpoint:
     async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
         return _complete_result(await self._router.get_prompt(ctx.params or {}, _progress_relay(ctx)))
 
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> Any:
+    async def _read_resource(self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams) -> Any:
         return _complete_result(await self._router.read_resource(ctx.params or {}))
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:

@@ -104,7 +104,11 @@ class Upstream:
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
         self._session: ClientSession | None = None
-        self._events_send, self._events = anyio.create_memory_object_stream[frozenset[str] | None](64)
+        # What the current connection's watcher has to act on: kinds to re-list,
+        # whether the connection is lost, and the event that wakes it for either.
+        self._dirty: set[str] = set()
+        self._broken = False
+        self._wake = anyio.Event()
 
     # -- what the hub reads ---------------------------------------------------
 
@@ -181,7 +185,6 @@ class Upstream:
     async def run(self) -> None:
         """Connect, serve, reconnect with backoff; until cancelled."""
         if not self.config.enabled:
-            self._close_events()
             self.settled.set()
             return
         backoff = _BACKOFF_FIRST
@@ -207,11 +210,6 @@ class Upstream:
         finally:
             self._session = None
             self.state = State.STOPPED
-            self._close_events()
-
-    def _close_events(self) -> None:
-        self._events_send.close()
-        self._events.close()
 
     async def _connect_and_serve(self) -> None:
         # One scope spans the whole connection (the client's task groups must be
@@ -233,7 +231,8 @@ class Upstream:
                     discovered = await client.session.send_discover(self.config.protocol)
                     client.session.adopt(types.DiscoverResult.model_validate(discovered))
                 self._session = client.session
-                self._take_events()  # whatever a previous connection left behind
+                self._dirty.clear()  # whatever a previous connection left behind
+                self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
                 connecting.deadline = math.inf
                 self.state = State.UP
@@ -250,18 +249,20 @@ class Upstream:
 
             async def closed() -> None:
                 await transport.closed.wait()
-                await self._events_send.send(None)
+                self._lost("connection closed")
 
             tg.start_soon(closed)
             if self._listen_filter():
                 tg.start_soon(self._listen)
             while True:
                 with anyio.move_on_after(_HEALTH_INTERVAL):
-                    first = await self._events.receive()
-                    kinds, closed = self._take_events()
-                    if first is None or closed:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    if self._broken:
                         raise _ConnectionLost(self.last_error or "connection closed")
-                    await self._on_listing(self, first | kinds)
+                    kinds = frozenset(self._dirty)
+                    self._dirty.clear()
+                    await self._on_listing(self, kinds)
                     continue
                 await self._ping()
 
@@ -303,26 +304,11 @@ class Upstream:
         except MCPError:
             pass  # answered, just not with a result: the connection works
 
-    def _take_events(self) -> tuple[frozenset[str], bool]:
-        """Everything queued so far: the changed kinds, and whether the connection was lost."""
-        kinds: set[str] = set()
-        closed = False
-        while True:
-            try:
-                item = self._events.receive_nowait()
-            except anyio.WouldBlock:
-                return frozenset(kinds), closed
-            if item is None:
-                closed = True
-            else:
-                kinds |= item
-
     def _lost(self, reason: str) -> None:
+        """Mark the current connection unusable; its watcher reconnects."""
         self.last_error = reason
-        try:
-            self._events_send.send_nowait(None)
-        except (anyio.WouldBlock, anyio.ClosedResourceError):
-            pass
+        self._broken = True
+        self._wake.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
@@ -334,14 +320,9 @@ class Upstream:
 
     def _queue(self, kinds: frozenset[str]) -> None:
         """Ask the supervisor to re-list `kinds` (never blocks the caller)."""
-        if not kinds:
-            return
-        try:
-            self._events_send.send_nowait(kinds)
-        except anyio.WouldBlock:
-            pass  # the queue is full of refreshes already
-        except anyio.ClosedResourceError:
-            pass  # shutting down
+        if kinds:
+            self._dirty |= kinds
+            self._wake.set()
 
 
 def _describe(exc: BaseException) -> str:

@@ -74,9 +74,7 @@ class _StreamableHttp:
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT)
-            )
+            client = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT))
             streams = await stack.enter_async_context(
                 streamable_http_client(self._url, http_client=client, max_sse_event_size=None)
             )

@@ -233,7 +233,9 @@ def sse_app(server: Server[Any]) -> Any:
             await server.run(read, write, server.create_initialization_options())
         return Response()
 
-    return Starlette(routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", transport.handle_post_message)])
+    return Starlette(
+        routes=[Route("/sse", handle_sse, methods=["GET"]), Mount("/messages/", transport.handle_post_message)]
+    )
 
 
 def raise_unknown(uri: str) -> Any:
