@@ -14,20 +14,20 @@ server = MCPServer("notes", instructions="A notepad: add, list, read and delete 
 _notes: dict[str, str] = {"welcome": "Notes live in memory until the server stops."}
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False))
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
 def add_note(title: str, text: str) -> str:
     """Add (or replace) the note `title`."""
     _notes[title] = text
     return f"saved {title!r} ({len(text)} characters)"
 
 
-@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def list_notes() -> list[str]:
     """The titles of all notes."""
     return sorted(_notes)
 
 
-@server.tool(annotations=ToolAnnotations(destructiveHint=True))
+@server.tool(annotations=ToolAnnotations(destructive_hint=True))
 def delete_note(title: str) -> str:
     """Delete the note `title`."""
     if _notes.pop(title, None) is None:

@@ -9,17 +9,18 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
+from pydantic import BaseModel
 
 from mcp_hub import __version__
 from mcp_hub.catalog import Catalog
@@ -30,8 +31,9 @@ logger = logging.getLogger("mcp_hub.server")
 
 _NOTIFY_TIMEOUT = 5.0
 
-_NO_CACHING = {
-    method: CacheHint(ttl_ms=0, scope="private") for method in CACHEABLE_METHODS if method != "server/discover"
+_NO_CACHING: dict[CacheableMethod, CacheHint] = {
+    method: CacheHint(ttl_ms=0, scope="private")
+    for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read")
 }
 """What the hub tells 2026-07-28 clients about caching its answers, unless a server said otherwise:
 always revalidate, never share across callers (what a caller sees will depend on who it is)."""
@@ -76,19 +78,19 @@ class Endpoint:
         self._router = router
         self._page_size = page_size
         self._clients: set[ServerSession] = set()
-        self.server: Server[Any] = _HubServer(
-            name,
-            version=__version__,
-            cache_hints=_NO_CACHING,
-            on_list_tools=self._lister("tools"),
-            on_list_prompts=self._lister("prompts"),
-            on_list_resources=self._lister("resources"),
-            on_list_resource_templates=self._lister("resource_templates"),
-            on_call_tool=self._call_tool,
-            on_get_prompt=self._get_prompt,
-            on_read_resource=self._read_resource,
-            on_completion=self._complete,
-        )
+        self.server: Server[Any] = _HubServer(name, version=__version__, cache_hints=_NO_CACHING)
+        handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
+            ("tools/list", types.PaginatedRequestParams, self._lister("tools")),
+            ("prompts/list", types.PaginatedRequestParams, self._lister("prompts")),
+            ("resources/list", types.PaginatedRequestParams, self._lister("resources")),
+            ("resources/templates/list", types.PaginatedRequestParams, self._lister("resource_templates")),
+            ("tools/call", types.CallToolRequestParams, self._call_tool),
+            ("prompts/get", types.GetPromptRequestParams, self._get_prompt),
+            ("resources/read", types.ReadResourceRequestParams, self._read_resource),
+            ("completion/complete", types.CompleteRequestParams, self._complete),
+        ]
+        for method, params_type, handler in handlers:
+            self.server.add_request_handler(method, params_type, handler)
         self.server.middleware.append(_translate_errors)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
@@ -96,9 +98,7 @@ class Endpoint:
 
     # -- handlers -------------------------------------------------------------
 
-    def _lister(
-        self, kind: str
-    ) -> Callable[[ServerRequestContext[Any, Any], types.PaginatedRequestParams], Awaitable[dict[str, Any]]]:
+    def _lister(self, kind: str) -> RequestHandler[Any, Any]:
         key = _LIST_RESULT_KEY[kind]
 
         async def handler(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:

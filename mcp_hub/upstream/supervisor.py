@@ -47,7 +47,8 @@ from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
 logger = logging.getLogger("mcp_hub.upstream")
 
-_RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
+"""Results stay the server's own JSON: the hub forwards, it does not re-model."""
 _MAX_LIST_PAGES = 1000
 _HEALTH_INTERVAL = 30.0
 _BACKOFF_FIRST = 0.5
@@ -155,7 +156,8 @@ class Upstream:
         timeout = self.config.timeout
         try:
             with anyio.fail_after(timeout):
-                return await session.send_request(request, _RAW_RESULT, progress_callback=on_progress)
+                result: dict[str, Any] = await session.send_request(request, _RAW_RESULT, progress_callback=on_progress)
+                return result
         except TimeoutError:
             raise UpstreamTimeout(self.name, f"did not answer {method} within {timeout:g}s") from None
         except MCPError as exc:
@@ -266,17 +268,17 @@ class Upstream:
                     continue
                 await self._ping()
 
-    def _listen_filter(self) -> dict[str, bool]:
-        """What to ask a 2026-07-28 server to stream: the list changes it can announce."""
+    def _listen_filter(self) -> tuple[bool, bool, bool] | None:
+        """What a 2026-07-28 server can stream: (tools, prompts, resources) list changes; None for nothing."""
         caps = self.capabilities
         if caps is None or self.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return {}
-        wanted = {
-            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
-            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
-            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
-        }
-        return wanted if any(wanted.values()) else {}
+            return None
+        wanted = (
+            bool(caps.tools and caps.tools.list_changed),
+            bool(caps.prompts and caps.prompts.list_changed),
+            bool(caps.resources and caps.resources.list_changed),
+        )
+        return wanted if any(wanted) else None
 
     async def _listen(self) -> None:
         """Receive a 2026-07-28 server's list changes over `subscriptions/listen`.
@@ -284,9 +286,15 @@ class Upstream:
         There is no replay: after the stream drops, re-listen and re-list everything.
         """
         backoff = _BACKOFF_FIRST
-        while self._session is not None:
+        while self._session is not None and (wanted := self._listen_filter()) is not None:
+            tools, prompts, resources = wanted
             try:
-                async with listen(self._session, **self._listen_filter()) as subscription:
+                async with listen(
+                    self._session,
+                    tools_list_changed=tools,
+                    prompts_list_changed=prompts,
+                    resources_list_changed=resources,
+                ) as subscription:
                     backoff = _BACKOFF_FIRST
                     async for event in subscription:
                         self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))

@@ -12,14 +12,15 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import httpx2
-from mcp.client._transport import Transport, TransportStreams
+from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
 
@@ -108,7 +109,7 @@ class WatchedTransport:
 class _WatchedReadStream:
     """Delegates to the transport's read stream; sets `closed` when it ends."""
 
-    def __init__(self, inner: Any, closed: anyio.Event) -> None:
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], closed: anyio.Event) -> None:
         self._inner = inner
         self._closed = closed
 
@@ -116,17 +117,17 @@ class _WatchedReadStream:
     def last_context(self) -> Any:
         return getattr(self._inner, "last_context", None)
 
-    async def receive(self) -> Any:
+    async def receive(self) -> SessionMessage | Exception:
         try:
             return await self._inner.receive()
         except BaseException:
             self._closed.set()
             raise
 
-    def __aiter__(self) -> _WatchedReadStream:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> SessionMessage | Exception:
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -136,8 +137,11 @@ class _WatchedReadStream:
         self._closed.set()
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _WatchedReadStream:
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> bool | None:
         await self.aclose()
+        return None
