@@ -60,12 +60,16 @@ async def running_hub(config: HubConfig, settle: float = 20.0) -> AsyncIterator[
         yield hub
 
 
-@asynccontextmanager
-async def serve_app(app: Any) -> AsyncIterator[str]:
-    """Serve an ASGI app on a free loopback port; yield its base URL."""
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def serve_app(app: Any, port: int | None = None) -> AsyncIterator[str]:
+    """Serve an ASGI app on loopback (on a free port unless given); yield its base URL."""
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the test owns signals
     async with anyio.create_task_group() as tg:

@@ -6,14 +6,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import httpx2
+from anyio.abc import TaskStatus
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app
+from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import build_server, sse_app
 
 pytestmark = pytest.mark.anyio
@@ -51,8 +54,54 @@ async def test_legacy_sse_upstream(tmp_path: Path) -> None:
             assert hub.health()["servers"]["old"]["state"] == "up"
             echo = await client.call_tool("old_echo", {"text": "sse"})
             prompt = await client.get_prompt("old_greet", {"who": "sse"})
+            big = await client.call_tool("old_big", {"size": TWO_MIB})
     assert echo.structured_content == {"text": "sse", "server": "old"}
     assert prompt.messages[0].content.text == "Hello, sse, from old"  # type: ignore[union-attr]
+    assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
+
+
+async def test_an_http_server_that_goes_away_is_reconnected(tmp_path: Path) -> None:
+    port = free_port()
+    config = make_config(tmp_path, {"remote": {"url": f"http://127.0.0.1:{port}/mcp"}, "local": fixture_server("l")})
+
+    async def run_upstream(name: str, stop: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+        async with serve_app(build_server(name).streamable_http_app(), port=port):
+            task_status.started()
+            await stop.wait()
+
+    async def remote_answers_as(name: str) -> bool:
+        try:
+            result = await client.call_tool("remote_echo", {"text": "x"})
+        except MCPError:
+            return False
+        return result.structured_content == {"text": "x", "server": name}
+
+    async with anyio.create_task_group() as tg:
+        stop_first = anyio.Event()
+        await tg.start(run_upstream, "first", stop_first)
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            assert await remote_answers_as("first")
+            stop_first.set()
+
+            # The server is gone: calls fail promptly, naming it; the other mount serves on.
+            async def failing() -> bool:
+                try:
+                    await client.call_tool("remote_echo", {"text": "x"})
+                except MCPError as exc:
+                    return "Server 'remote'" in exc.message
+                return False
+
+            await wait_for(failing, timeout=10)
+            assert (await client.call_tool("local_echo", {"text": "3"})).structured_content == {
+                "text": "3",
+                "server": "l",
+            }
+
+            stop_second = anyio.Event()
+            await tg.start(run_upstream, "second", stop_second)
+            await wait_for(lambda: remote_answers_as("second"), timeout=40)
+            assert hub.upstreams["remote"].restarts >= 1
+            stop_second.set()
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -17,6 +17,7 @@ from typing import Any, Self
 import anyio
 import httpx2
 from mcp.client._transport import ReadStream, Transport, TransportStreams
+import mcp.client.sse
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -27,6 +28,27 @@ from mcp_hub.config import ServerConfig
 # Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the HTTP
 # client's own read timeout only guards a stream that goes silent for good.
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+
+def _lift_sse_event_cap() -> None:
+    """Let the SDK's legacy SSE client take events of any size.
+
+    `sse_client` opens its stream through `sse_within_origin` with that helper's
+    default cap of 1 MiB per event and offers no parameter to change it, so one
+    large tool result would break the connection. The hub's upstreams are the
+    only SSE clients in its process, and the cap is lifted for them by rebinding
+    the name `sse_client` looks up.
+    """
+    original = mcp.client.sse.sse_within_origin
+    if getattr(original, "_uncapped", False):
+        return
+
+    def uncapped(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("max_event_size", None)
+        return original(*args, **kwargs)
+
+    uncapped._uncapped = True  # type: ignore[attr-defined]
+    mcp.client.sse.sse_within_origin = uncapped  # type: ignore[assignment]
 
 
 def resolve_command(command: str) -> str:
@@ -57,6 +79,7 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
         return WatchedTransport(stdio_client(params))
     assert config.url is not None
     if config.kind == "sse":
+        _lift_sse_event_cap()
         return WatchedTransport(sse_client(config.url, headers=dict(config.headers), sse_read_timeout=300.0))
     return WatchedTransport(_StreamableHttp(config.url, dict(config.headers)))
 
