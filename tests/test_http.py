@@ -8,11 +8,11 @@ from pathlib import Path
 
 import anyio
 import httpx2
-from anyio.abc import TaskStatus
 import pytest
+from anyio.abc import TaskStatus
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app

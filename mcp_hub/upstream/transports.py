@@ -16,8 +16,8 @@ from typing import Any, Self
 
 import anyio
 import httpx2
-from mcp.client._transport import ReadStream, Transport, TransportStreams
 import mcp.client.sse
+from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
