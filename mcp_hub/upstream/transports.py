@@ -39,7 +39,7 @@ def _lift_sse_event_cap() -> None:
     only SSE clients in its process, and the cap is lifted for them by rebinding
     the name `sse_client` looks up.
     """
-    original = mcp.client.sse.sse_within_origin
+    original = mcp.client.sse.sse_within_origin  # pyright: ignore[reportPrivateImportUsage]
     if getattr(original, "_uncapped", False):
         return
 
