@@ -1,0 +1,54 @@
+"""Dependencies point one way: errors <- config <- naming <- upstream <- catalog <- router <- server <- hub <- cli."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
+
+# module -> the mcp_hub modules it may import (its own subpackage is always allowed)
+ALLOWED = {
+    "errors": set(),
+    "naming": {"errors"},
+    "config": {"errors"},
+    "importer": {"errors", "config"},
+    "upstream": {"errors", "config", "__init__"},
+    "catalog": {"naming"},
+    "router": {"catalog", "errors", "upstream"},
+    "server": {"catalog", "errors", "router", "__init__"},
+    "hub": {"catalog", "config", "router", "server", "upstream"},
+    "examples": set(),
+}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcp_hub"):
+            parts = node.module.split(".")
+            if len(parts) > 1:
+                found.add(parts[1])
+            else:  # `from mcp_hub import naming` names modules; `__version__` lives in __init__
+                found |= {a.name if (PACKAGE / f"{a.name}.py").exists() else "__init__" for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("mcp_hub.")}
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_imports_point_one_way(module: str) -> None:
+    target = PACKAGE / module
+    files = sorted(target.rglob("*.py")) if target.is_dir() else [target.with_suffix(".py")]
+    for file in files:
+        imported = _imports(file) - {module}
+        assert imported <= ALLOWED[module], f"{file.relative_to(PACKAGE)} imports {sorted(imported - ALLOWED[module])}"
+
+
+def test_pure_modules_touch_no_io_or_sdk() -> None:
+    for module in ("naming.py", "catalog.py"):
+        source = (PACKAGE / module).read_text(encoding="utf-8")
+        for forbidden in ("import mcp.", "from mcp ", "from mcp.", "import anyio", "open("):
+            assert forbidden not in source, f"{module} uses {forbidden!r}"
