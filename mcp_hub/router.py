@@ -23,7 +23,7 @@ from mcp_types import (
 
 from mcp_hub.catalog import Catalog, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
-from mcp_hub.upstream import Upstream
+from mcp_hub.upstream import Origin, Upstream
 
 _HOP_BY_HOP_META = frozenset(
     {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, "progressToken"}
@@ -37,14 +37,18 @@ class Router:
         self._catalog = catalog
         self._upstreams = upstreams
 
-    async def call_tool(self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None, origin: Origin | None = None
+    ) -> dict[str, Any]:
         target = self._named("tools", "tool", params.get("name"))
-        result = await self._send(target.mount, "tools/call", {**params, "name": target.native}, on_progress)
+        result = await self._send(target.mount, "tools/call", {**params, "name": target.native}, on_progress, origin)
         return self._map_content_list(target.mount, result, "content")
 
-    async def get_prompt(self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None) -> dict[str, Any]:
+    async def get_prompt(
+        self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None, origin: Origin | None = None
+    ) -> dict[str, Any]:
         target = self._named("prompts", "prompt", params.get("name"))
-        result = await self._send(target.mount, "prompts/get", {**params, "name": target.native}, on_progress)
+        result = await self._send(target.mount, "prompts/get", {**params, "name": target.native}, on_progress, origin)
         messages = result.get("messages")
         if isinstance(messages, list):
             result["messages"] = [
@@ -55,9 +59,9 @@ class Router:
             ]
         return result
 
-    async def read_resource(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def read_resource(self, params: Mapping[str, Any], origin: Origin | None = None) -> dict[str, Any]:
         target = self._resource(params.get("uri"))
-        result = await self._send(target.mount, "resources/read", {**params, "uri": target.native})
+        result = await self._send(target.mount, "resources/read", {**params, "uri": target.native}, None, origin)
         contents = result.get("contents")
         if isinstance(contents, list):
             result["contents"] = [self._map_uri_field(target.mount, c) for c in contents]
@@ -107,12 +111,13 @@ class Router:
         method: str,
         params: dict[str, Any],
         on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
     ) -> dict[str, Any]:
         meta = params.get("_meta")
         if isinstance(meta, dict) and not _HOP_BY_HOP_META.isdisjoint(meta):
             kept = {k: v for k, v in meta.items() if k not in _HOP_BY_HOP_META}
             params = {**params, "_meta": kept} if kept else {k: v for k, v in params.items() if k != "_meta"}
-        result = await self._upstreams[mount].request(method, params, on_progress=on_progress)
+        result = await self._upstreams[mount].request(method, params, on_progress=on_progress, origin=origin)
         meta = result.get("_meta")
         if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
             # The server's identity stamp describes its hop; the hub stamps its own.

@@ -9,6 +9,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from tests.conftest import fixture_server, hub_client, make_config, running_hub
+from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -129,8 +130,9 @@ async def test_hub_pages_over_server_pages(tmp_path: Path) -> None:
             await client.list_tools(cursor="not-a-cursor")
 
     names = [t.name for page in pages for t in page.tools]
-    assert [len(page.tools) for page in pages] == [100, 100, 68]
-    assert len(set(names)) == len(names) == 250 + 2 * 9
+    total = 250 + 2 * len(BASE_TOOLS)
+    assert [len(page.tools) for page in pages] == [100, 100, total - 200]
+    assert len(set(names)) == len(names) == total
     assert {f"big_tool_{i}" for i in range(250)} <= set(names)
     assert caught.value.code == INVALID_PARAMS
     assert "Invalid cursor" in caught.value.message
@@ -145,7 +147,7 @@ async def test_long_and_odd_native_names_get_short_valid_public_names(tmp_path: 
         from tests.conftest import wait_for
 
         async def grown() -> bool:
-            return len((await client.list_tools()).tools) == 13
+            return len((await client.list_tools()).tools) == 3 + len(BASE_TOOLS) + 1
 
         await wait_for(grown)
         tools = (await client.list_tools()).tools

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT, fixture_server, write_config
+from tests.servers.fixture import BASE_TOOLS
 
 
 def mcp_hub(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -61,7 +62,7 @@ def test_tools_prints_the_merged_catalog(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     catalog = json.loads(result.stdout)
     names = {tool["name"] for tool in catalog["tools"]}
-    assert {"a_echo", "b_echo"} <= names and len(names) == 18
+    assert {"a_echo", "b_echo"} <= names and len(names) == 2 * len(BASE_TOOLS)
     assert {r["uri"] for r in catalog["resources"]} >= {"a+fixture://notes/1", "b+fixture://blob"}
     assert [t["uriTemplate"] for t in catalog["resourceTemplates"]] == [
         "a+fixture://notes/{id}",

@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -161,12 +162,28 @@ def _direct_target(kind: str, everything_url: str) -> StdioServerParameters | st
     return everything_url
 
 
+async def _decline(*_: Any) -> types.ErrorData:
+    return types.ErrorData(code=-32600, message="declined")
+
+
+AS_THE_HUB_ASKS: dict[str, Any] = {
+    "sampling_callback": _decline,
+    "sampling_capabilities": types.SamplingCapability(
+        context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability()
+    ),
+    "elicitation_callback": _decline,
+    "list_roots_callback": _decline,
+}
+"""Direct clients declare what the hub declares to its servers (it relays sampling, elicitation
+and roots), so server-everything shows both the same tools."""
+
+
 @pytest.fixture(scope="module")
 async def directs(everything_url: str) -> AsyncIterator[dict[str, Client]]:
     """The SDK client connected straight to server-everything, as the hub connects (`mode="auto"`)."""
     async with (
-        Client(_direct_target("stdio", everything_url), cache=None) as stdio,
-        Client(_direct_target("http", everything_url), cache=None) as http,
+        Client(_direct_target("stdio", everything_url), cache=None, **AS_THE_HUB_ASKS) as stdio,
+        Client(_direct_target("http", everything_url), cache=None, **AS_THE_HUB_ASKS) as http,
     ):
         yield {"stdio": stdio, "http": http}
 
@@ -579,7 +596,7 @@ async def test_a_large_result_arrives_whole(tmp_path: Path, everything_url: str,
     async with (
         running_hub(config) as hub,
         serve_app(build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)) as base,
-        Client(large_direct or _direct_target(kind, everything_url), cache=None) as direct,
+        Client(large_direct or _direct_target(kind, everything_url), cache=None, **AS_THE_HUB_ASKS) as direct,
     ):
         with anyio.fail_after(30):
             directly = await direct.call_tool(

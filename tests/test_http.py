@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
-from tests.servers.fixture import build_server, sse_app
+from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
 
 pytestmark = pytest.mark.anyio
 
@@ -145,7 +145,7 @@ async def test_healthz_reports_each_mount(tmp_path: Path) -> None:
     assert report["status"] == "degraded"
     assert set(report["servers"]) == {"good", "bad"}
     good = report["servers"]["good"]
-    assert good["state"] == "up" and good["tools"] == 9 and good["transport"] == "stdio"
+    assert good["state"] == "up" and good["tools"] == len(BASE_TOOLS) and good["transport"] == "stdio"
     assert good["last_error"] is None
     assert report["servers"]["bad"]["state"] in ("down", "starting")
     assert report["servers"]["bad"]["last_error"]

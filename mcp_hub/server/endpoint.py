@@ -9,8 +9,8 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
@@ -20,7 +20,11 @@ from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Serv
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
-from pydantic import BaseModel
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INVALID_REQUEST
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, RootModel
 
 from mcp_hub import __version__
 from mcp_hub.catalog import Catalog
@@ -111,13 +115,15 @@ class Endpoint:
         return handler
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
-        return _complete_result(await self._router.call_tool(ctx.params or {}, _progress_relay(ctx)))
+        return _complete_result(await self._router.call_tool(ctx.params or {}, _progress_relay(ctx), ClientOrigin(ctx)))
 
     async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
-        return _complete_result(await self._router.get_prompt(ctx.params or {}, _progress_relay(ctx)))
+        return _complete_result(
+            await self._router.get_prompt(ctx.params or {}, _progress_relay(ctx), ClientOrigin(ctx))
+        )
 
     async def _read_resource(self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams) -> Any:
-        return _complete_result(await self._router.read_resource(ctx.params or {}))
+        return _complete_result(await self._router.read_resource(ctx.params or {}, ClientOrigin(ctx)))
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
         return _complete_result(await self._router.complete(ctx.params or {}))
@@ -153,6 +159,40 @@ class Endpoint:
                     logger.debug("dropping a client that could not be notified", exc_info=True)
                     self._clients.discard(session)
                     break
+
+
+class _RawResult(RootModel[dict[str, Any]]):
+    """A client's answer, kept as the client's own JSON."""
+
+
+_NEEDS = {
+    "sampling/createMessage": ("sampling", types.ClientCapabilities(sampling=types.SamplingCapability())),
+    "elicitation/create": ("elicitation", types.ClientCapabilities(elicitation=types.ElicitationCapability())),
+    "roots/list": ("roots", types.ClientCapabilities(roots=types.RootsCapability())),
+}
+
+
+class ClientOrigin:
+    """The downstream client behind one request: where a server's questions about it go."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._session = ctx.session
+        self._request_id = ctx.request_id
+        self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        if self.modern:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"mcp-hub: the server sent {method} mid-call, which cannot be relayed to a 2026-07-28 client yet",
+            )
+        feature, capability = _NEEDS.get(method, (method, None))
+        if capability is None or not self._session.check_client_capability(capability):
+            raise MCPError(INVALID_REQUEST, f"mcp-hub: the client connected to the hub does not support {feature}")
+        request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
+        metadata = ServerMessageMetadata(related_request_id=self._request_id)
+        answer = await self._session.send_request(request, _RawResult, metadata=metadata)
+        return answer.root
 
 
 def _complete_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from pydantic import TypeAdapter
 from mcp_hub import __version__
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -55,6 +56,8 @@ _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
 _STABLE_AFTER = 60.0
 """A connection that stayed up this long resets the backoff."""
+
+_SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
 
 LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "tools": ("tools/list", "tools"),
@@ -105,6 +108,7 @@ class Upstream:
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
         self._session: ClientSession | None = None
+        self._inflight = InFlight(self.name)
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
@@ -140,14 +144,36 @@ class Upstream:
         params: Mapping[str, Any] | None,
         *,
         on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
     ) -> dict[str, Any]:
-        """Send one request and return the server's raw result.
+        """Send one request on behalf of `origin` and return the server's raw result.
+
+        Questions the server asks meanwhile go to `origin`. A 2026-07-28 server's
+        `input_required` result reaches a 2026-07-28 client as is (the client
+        answers and calls again); for a handshake-era client the hub asks it and
+        calls again itself.
 
         Raises:
             UpstreamUnavailable: the mount is not connected, or the connection broke.
             UpstreamTimeout: no answer within the mount's `timeout`.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
+
+        async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
+            return await self._send(method, params, on_progress, origin)
+
+        result = await send(params)
+        if result.get("resultType") == "input_required" and origin is not None and not origin.modern:
+            result = await drive_input_required(send, params or {}, result, origin)
+        return result
+
+    async def _send(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        on_progress: ProgressFnT | None,
+        origin: Origin | None,
+    ) -> dict[str, Any]:
         session = self._session
         if session is None:
             reason = f": {self.last_error}" if self.last_error else ""
@@ -155,7 +181,7 @@ class Upstream:
         request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
         timeout = self.config.timeout
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(timeout) as scope, self._inflight.track(origin, scope):
                 result: dict[str, Any] = await session.send_request(request, _RAW_RESULT, progress_callback=on_progress)
                 return result
         except TimeoutError:
@@ -226,6 +252,12 @@ class Upstream:
                     client_info=types.Implementation(name="mcp-hub", version=__version__),
                     message_handler=self._on_message,
                     cache=None,
+                    # The hub asks its clients on the server's behalf (see relay.py), so it
+                    # offers what a client may offer; a client that cannot gets an error.
+                    sampling_callback=self._inflight.sampling,
+                    sampling_capabilities=_SAMPLING,
+                    elicitation_callback=self._inflight.elicitation,
+                    list_roots_callback=self._inflight.roots,
                 )
                 await stack.enter_async_context(client)
                 if self.config.protocol not in ("auto", "legacy"):

@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -72,6 +73,20 @@ BASE_TOOLS: list[dict[str, Any]] = [
     {"name": "crash", "description": "Exit the server process mid-call.", "inputSchema": {"type": "object"}},
     {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object"}},
     {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
+    {
+        "name": "wait",
+        "description": "Write `<marker>.started`, wait until cancelled, then write `<marker>.cancelled`.",
+        "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}, "required": ["marker"]},
+    },
+    {
+        "name": "ask",
+        "description": "Ask the client (sampling, elicitation or roots) and answer with what it said.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"what": {"enum": ["sampling", "elicitation", "roots"]}, "text": {"type": "string"}},
+            "required": ["what"],
+        },
+    },
     {
         "name": "grow",
         "description": "Add a tool named `name` and announce that the tool list changed.",
@@ -144,8 +159,17 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 os._exit(3)
             case "hang":
                 await anyio.sleep_forever()
+            case "wait":
+                marker = str(args["marker"])
+                Path(f"{marker}.started").touch()
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    Path(f"{marker}.cancelled").touch()
             case "pid":
                 return {"content": [{"type": "text", "text": str(os.getpid())}]}
+            case "ask":
+                return await ask(ctx, params, str(args["what"]), str(args.get("text", "")))
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -209,11 +233,60 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
     )
 
 
+QUESTIONS: dict[str, Any] = {
+    "sampling": lambda text: types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            max_tokens=50,
+        )
+    ),
+    "elicitation": lambda text: types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message=text,
+            requested_schema={"type": "object", "properties": {"answer": {"type": "string"}}},
+        )
+    ),
+    "roots": lambda text: types.ListRootsRequest(),
+}
+
+
+def _answer_text(what: str, answer: Any) -> str:
+    if what == "sampling":
+        return f"sampled: {answer.content.text}"
+    if what == "elicitation":
+        return f"elicited: {answer.action} {answer.content}"
+    return "roots: " + ", ".join(str(root.uri) for root in answer.roots)
+
+
+async def ask(ctx: Ctx, params: types.CallToolRequestParams, what: str, text: str) -> Any:
+    """Ask the client: as a request mid-call (handshake era), or by `input_required` (2026-07-28)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        session = ctx.session
+        if what == "sampling":
+            message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+            answer: Any = await session.create_message([message], max_tokens=50, related_request_id=ctx.request_id)
+        elif what == "elicitation":
+            schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+            answer = await session.elicit_form(text, schema, related_request_id=ctx.request_id)  # type: ignore[arg-type]
+        else:
+            answer = await session.list_roots()
+        return {"content": [{"type": "text", "text": _answer_text(what, answer)}]}
+    responses = params.input_responses or {}
+    if "q" not in responses:
+        return types.InputRequiredResult(input_requests={"q": QUESTIONS[what](text)}, request_state=f"asked-{what}")
+    if params.request_state != f"asked-{what}":
+        return {"content": [{"type": "text", "text": "lost my state"}], "isError": True}
+    return {"content": [{"type": "text", "text": _answer_text(what, responses["q"])}]}
+
+
 def final(handler: Any) -> Any:
     """Answer with a final result (`resultType`, required on the 2026-07-28 wire, dropped on older ones)."""
 
     async def wrapped(ctx: Ctx, params: Any) -> Any:
-        return {**await handler(ctx, params), "resultType": "complete"}
+        result = await handler(ctx, params)
+        if isinstance(result, types.InputRequiredResult):
+            return result
+        return {**result, "resultType": "complete"}
 
     return wrapped
 

@@ -1,0 +1,150 @@
+"""A server's questions (sampling, elicitation, roots) reach the client whose call it is serving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import fixture_server, hub_client, make_config, running_hub
+
+pytestmark = pytest.mark.anyio
+
+
+class Person:
+    """A client's answers, recording what it was asked."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.asked: list[str] = []
+
+    async def sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        self.asked.append("sampling")
+        text = params.messages[0].content.text  # type: ignore[union-attr]
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=f"{self.name} read {text!r}"), model="m-1"
+        )
+
+    async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        self.asked.append("elicitation")
+        return types.ElicitResult(action="accept", content={"answer": self.name})
+
+    async def roots(self, context: ClientRequestContext) -> Any:
+        self.asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri=f"file:///home/{self.name}", name="home")])
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "sampling_callback": self.sampling,
+            "elicitation_callback": self.elicitation,
+            "list_roots_callback": self.roots,
+        }
+
+
+EXPECTED = {
+    "sampling": "sampled: ada read 'hello'",
+    "elicitation": "elicited: accept {'answer': 'ada'}",
+    "roots": "roots: file:///home/ada",
+}
+
+
+@pytest.mark.parametrize("what", list(EXPECTED))
+@pytest.mark.parametrize(
+    ("server_era", "client_mode"),
+    [("legacy", "legacy"), ("2026-07-28", "legacy"), ("2026-07-28", "2026-07-28")],
+)
+async def test_questions_reach_the_calling_client(tmp_path: Path, what: str, server_era: str, client_mode: str) -> None:
+    """Handshake-era questions are relayed as requests; 2026-07-28 `input_required` rounds are
+    driven by the hub for a handshake-era client, and passed through to a 2026-07-28 one."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol=server_era)})
+    ada = Person("ada")
+    async with running_hub(config) as hub, hub_client(hub, client_mode, **ada.options()) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool("srv_ask", {"what": what, "text": "hello"})
+    assert result.is_error is not True, result
+    assert result.content[0].text == EXPECTED[what]  # type: ignore[union-attr]
+    assert ada.asked == [what]
+
+
+async def test_a_client_without_the_capability_gets_a_clear_error(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+            await client.call_tool("srv_ask", {"what": "sampling", "text": "x"})
+    assert "does not support sampling" in caught.value.message
+
+
+async def test_a_modern_client_behind_a_legacy_server_gets_a_clear_error(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    ada = Person("ada")
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", **ada.options()) as client:
+        with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+            await client.call_tool("srv_ask", {"what": "elicitation", "text": "x"})
+    assert "2026-07-28 client" in caught.value.message
+    assert ada.asked == []
+
+
+async def test_two_clients_asked_by_a_modern_server_each_answer_their_own(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="2026-07-28")})
+    ada, bob = Person("ada"), Person("bob")
+    results: dict[str, str] = {}
+    async with running_hub(config) as hub:
+
+        async def call(person: Person) -> None:
+            async with hub_client(hub, "legacy", **person.options()) as client:
+                result = await client.call_tool("srv_ask", {"what": "elicitation", "text": "who?"})
+                results[person.name] = result.content[0].text  # type: ignore[union-attr]
+
+        with anyio.fail_after(15):
+            async with anyio.create_task_group() as tg:
+                for person in (ada, bob):
+                    tg.start_soon(call, person)
+    assert results == {"ada": "elicited: accept {'answer': 'ada'}", "bob": "elicited: accept {'answer': 'bob'}"}
+    assert ada.asked == bob.asked == ["elicitation"]
+
+
+async def test_questions_are_relayed_over_the_hubs_http_endpoint(tmp_path: Path) -> None:
+    from mcp_hub.server.http import build_app
+    from tests.conftest import serve_app
+
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    ada = Person("ada")
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, Client(f"{base}/mcp", mode="legacy", cache=None, **ada.options()) as client:
+            with anyio.fail_after(10):
+                results = [
+                    (await client.call_tool("srv_ask", {"what": what, "text": "hello"})).content[0].text  # type: ignore[union-attr]
+                    for what in EXPECTED
+                ]
+    assert results == list(EXPECTED.values())
+
+
+@pytest.mark.parametrize("server_era", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("client_mode", ["legacy", "2026-07-28"])
+async def test_a_client_cancelling_a_call_cancels_it_on_the_server(
+    tmp_path: Path, server_era: str, client_mode: str
+) -> None:
+    from tests.conftest import wait_for
+
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol=server_era)})
+    marker = tmp_path / "call"
+    async with running_hub(config) as hub, hub_client(hub, client_mode) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "srv_wait", {"marker": str(marker)})
+            await wait_for(lambda: _exists(Path(f"{marker}.started")))
+            tg.cancel_scope.cancel()
+        await wait_for(lambda: _exists(Path(f"{marker}.cancelled")), timeout=10)
+        # The connection is fine afterwards.
+        echo = await client.call_tool("srv_echo", {"text": "after"})
+    assert echo.structured_content == {"text": "after", "server": "srv"}
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
