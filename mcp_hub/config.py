@@ -98,6 +98,9 @@ class ServerConfig(BaseModel):
     enabled: bool = True
     prefix: bool = True
     protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
+    isolation: Literal["shared", "per-client"] = "shared"
+    idle_timeout: _Seconds = 300.0
+    max_sessions: int = Field(default=16, ge=1)
 
     @property
     def kind(self) -> Literal["stdio", "streamable-http", "sse"]:

@@ -9,12 +9,13 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, cast
 
 import anyio
 import mcp_types as types
 from mcp.server.caching import CacheableMethod, CacheHint
+from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Server
 from mcp.server.models import InitializationOptions
@@ -134,9 +135,8 @@ class Endpoint:
         session = ctx.session
         self._clients.add(session)
         # The session outlives this notification through its connection; forget it
-        # when the connection closes. (The SDK exposes the connection only here.)
-        connection = session._connection  # pyright: ignore[reportPrivateUsage]
-        connection.exit_stack.callback(self._clients.discard, session)
+        # when the connection closes.
+        _connection_of(session).exit_stack.callback(self._clients.discard, session)
 
     async def notify_changed(self, kinds: Iterable[str]) -> None:
         """Tell every connected client which of the hub's lists changed."""
@@ -175,10 +175,25 @@ _NEEDS = {
 class ClientOrigin:
     """The downstream client behind one request: where a server's questions about it go."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], *, scoped: bool = True) -> None:
+        self._ctx = ctx
         self._session = ctx.session
-        self._request_id = ctx.request_id
+        self._request_id = ctx.request_id if scoped else None
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        # A handshake-era client has a connection that lasts across its requests; a
+        # 2026-07-28 request stands alone. (The SDK exposes the connection only here.)
+        self._connection = None if self.modern else _connection_of(self._session)
+
+    @property
+    def client_key(self) -> Hashable | None:
+        return self._connection
+
+    def for_client(self) -> ClientOrigin:
+        return ClientOrigin(self._ctx, scoped=False)
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        if self._connection is not None:
+            self._connection.exit_stack.callback(callback)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if self.modern:
@@ -190,9 +205,13 @@ class ClientOrigin:
         if capability is None or not self._session.check_client_capability(capability):
             raise MCPError(INVALID_REQUEST, f"mcp-hub: the client connected to the hub does not support {feature}")
         request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
-        metadata = ServerMessageMetadata(related_request_id=self._request_id)
+        metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None
         answer = await self._session.send_request(request, _RawResult, metadata=metadata)
         return answer.root
+
+
+def _connection_of(session: ServerSession) -> Connection:
+    return session._connection  # pyright: ignore[reportPrivateUsage]
 
 
 def _complete_result(result: dict[str, Any]) -> dict[str, Any]:

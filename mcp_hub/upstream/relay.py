@@ -19,7 +19,7 @@ server.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,12 +47,25 @@ class Origin(Protocol):
         """Whether the client speaks 2026-07-28 (questions travel inside results, not as requests)."""
         ...
 
+    @property
+    def client_key(self) -> Hashable | None:
+        """Identifies the client connection across its requests; None when it has none to keep."""
+        ...
+
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Put a server's question (sampling/createMessage, elicitation/create, roots/list) to the client.
 
         Raises:
             MCPError: the client answered with an error, or cannot be asked this.
         """
+        ...
+
+    def for_client(self) -> Origin:
+        """The same client, outside this request: asks go on the client's connection, not its request."""
+        ...
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the client's connection closes."""
         ...
 
 
@@ -64,9 +77,14 @@ class _Entry:
 
 @dataclass
 class InFlight:
-    """Requests in flight on one upstream connection, and the clients they came from."""
+    """Requests in flight on one upstream connection, and the clients they came from.
+
+    `owner` is set for a client's own session (isolation = "per-client"): its
+    questions go to that client even when none of its requests is in flight.
+    """
 
     mount: str
+    owner: Origin | None = None
     _entries: set[_Entry] = field(default_factory=set)
 
     @contextmanager
@@ -83,16 +101,7 @@ class InFlight:
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Relay a handshake-era server's question to the one client it can be for."""
-        origins = {entry.origin for entry in self._entries}
-        if not origins:
-            raise MCPError(INVALID_REQUEST, f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
-        if len(origins) > 1:
-            raise MCPError(
-                INVALID_REQUEST,
-                f"mcp-hub: requests from {len(origins)} clients are in flight on '{self.mount}'; "
-                "the hub cannot tell whose question this is",
-            )
-        (origin,) = origins
+        origin = self._whose()
         started = time.monotonic()
         try:
             return await origin.ask(method, params)
@@ -101,6 +110,21 @@ class InFlight:
             for entry in self._entries:
                 if entry.origin is origin:
                     entry.scope.deadline += paused
+
+    def _whose(self) -> Origin:
+        origins = [entry.origin for entry in self._entries]
+        if not origins:
+            if self.owner is not None:
+                return self.owner.for_client()
+            raise MCPError(INVALID_REQUEST, f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
+        clients = {origin.client_key if origin.client_key is not None else id(origin) for origin in origins}
+        if len(clients) > 1:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"mcp-hub: requests from {len(clients)} clients are in flight on '{self.mount}', and nothing "
+                'says whose question this is; give the mount isolation = "per-client"',
+            )
+        return origins[0]
 
     # -- the SDK client's callbacks ------------------------------------------------
 

@@ -8,9 +8,9 @@ exponential backoff. A slow or failing mount never blocks another: each has its
 own loop, and requests to a mount that is down fail at once with an error that
 names it.
 
-`Upstream.request()` is the one way the hub talks to a mounted server. Library
-and transport failures are translated to `UpstreamError`s here, at the I/O
-edge; errors the server itself answers (`MCPError`) pass through unchanged.
+`Upstream.request()` is the one way the hub talks to a mounted server: on the
+shared session, or on the calling client's own session when the mount is
+`isolation = "per-client"` (see pool.py).
 """
 
 from __future__ import annotations
@@ -20,13 +20,11 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client
-from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.session import IncomingMessage
 from mcp.client.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
@@ -36,28 +34,22 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter
 
-from mcp_hub import __version__
 from mcp_hub.config import ServerConfig
-from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
-from mcp_hub.upstream.transports import WatchedTransport, open_transport
+from mcp_hub.errors import UpstreamError, UpstreamUnavailable
+from mcp_hub.upstream.connection import Connection, connect
+from mcp_hub.upstream.pool import SessionPool
+from mcp_hub.upstream.relay import InFlight, Origin
 
 logger = logging.getLogger("mcp_hub.upstream")
 
-_RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
-"""Results stay the server's own JSON: the hub forwards, it does not re-model."""
 _MAX_LIST_PAGES = 1000
 _HEALTH_INTERVAL = 30.0
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
 _STABLE_AFTER = 60.0
 """A connection that stayed up this long resets the backoff."""
-
-_SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
 
 LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "tools": ("tools/list", "tools"),
@@ -107,8 +99,8 @@ class Upstream:
         self.restarts = 0
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
-        self._session: ClientSession | None = None
-        self._inflight = InFlight(self.name)
+        self._connection: Connection | None = None
+        self._pool: SessionPool | None = None
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
@@ -119,11 +111,16 @@ class Upstream:
 
     @property
     def capabilities(self) -> types.ServerCapabilities | None:
-        return self._session.server_capabilities if self._session is not None else None
+        return self._connection.session.server_capabilities if self._connection is not None else None
 
     @property
     def protocol_version(self) -> str | None:
-        return self._session.protocol_version if self._session is not None else None
+        return self._connection.session.protocol_version if self._connection is not None else None
+
+    @property
+    def client_sessions(self) -> int:
+        """Per-client sessions open now (always 0 for a shared mount)."""
+        return len(self._pool) if self._pool is not None else 0
 
     def offers(self, kind: str) -> bool:
         """Whether the connected server declared the capability behind a catalog kind."""
@@ -148,52 +145,23 @@ class Upstream:
     ) -> dict[str, Any]:
         """Send one request on behalf of `origin` and return the server's raw result.
 
-        Questions the server asks meanwhile go to `origin`. A 2026-07-28 server's
-        `input_required` result reaches a 2026-07-28 client as is (the client
-        answers and calls again); for a handshake-era client the hub asks it and
-        calls again itself.
-
         Raises:
             UpstreamUnavailable: the mount is not connected, or the connection broke.
             UpstreamTimeout: no answer within the mount's `timeout`.
+            UpstreamError: the mount's per-client sessions are all taken.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
-
-        async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
-            return await self._send(method, params, on_progress, origin)
-
-        result = await send(params)
-        if result.get("resultType") == "input_required" and origin is not None and not origin.modern:
-            result = await drive_input_required(send, params or {}, result, origin)
-        return result
-
-    async def _send(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        on_progress: ProgressFnT | None,
-        origin: Origin | None,
-    ) -> dict[str, Any]:
-        session = self._session
-        if session is None:
+        if self._pool is not None and origin is not None and origin.client_key is not None:
+            connection, seat = await self._pool.acquire(origin)
+            try:
+                return await connection.request(method, params, on_progress=on_progress, origin=origin)
+            finally:
+                self._pool.done(seat)
+        connection = self._connection
+        if connection is None:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
-        request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
-        timeout = self.config.timeout
-        try:
-            with anyio.fail_after(timeout) as scope, self._inflight.track(origin, scope):
-                result: dict[str, Any] = await session.send_request(request, _RAW_RESULT, progress_callback=on_progress)
-                return result
-        except TimeoutError:
-            raise UpstreamTimeout(self.name, f"did not answer {method} within {timeout:g}s") from None
-        except MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
-                raise
-            self._lost(f"connection closed during {method}")
-            raise UpstreamUnavailable(self.name, f"closed the connection during {method}") from exc
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            self._lost(f"{type(exc).__name__}: {exc}")
-            raise UpstreamUnavailable(self.name, f"connection failed during {method}: {exc}") from exc
+        return await connection.request(method, params, on_progress=on_progress, origin=origin)
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one catalog kind, following the server's cursors."""
@@ -215,6 +183,15 @@ class Upstream:
         if not self.config.enabled:
             self.settled.set()
             return
+        async with anyio.create_task_group() as tg:
+            if self.config.isolation == "per-client":
+                self._pool = SessionPool(self.config, tg)
+            try:
+                await self._supervise()
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _supervise(self) -> None:
         backoff = _BACKOFF_FIRST
         try:
             while True:
@@ -225,7 +202,7 @@ class Upstream:
                     self.last_error = _describe(exc)
                     logger.warning("server %r: %s", self.name, self.last_error)
                 finally:
-                    self._session = None
+                    self._connection = None
                     self.settled.set()
                 self.state = State.DOWN
                 if time.monotonic() - started > _STABLE_AFTER:
@@ -236,7 +213,7 @@ class Upstream:
                 self.restarts += 1
                 self.state = State.STARTING
         finally:
-            self._session = None
+            self._connection = None
             self.state = State.STOPPED
 
     async def _connect_and_serve(self) -> None:
@@ -244,27 +221,10 @@ class Upstream:
         # exited in the scope they were entered in); its deadline bounds only
         # the connect phase and is lifted once the mount is up.
         with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
-            async with AsyncExitStack() as stack:
-                transport = open_transport(self.config)
-                client = Client(
-                    transport,
-                    mode=self.config.protocol,
-                    client_info=types.Implementation(name="mcp-hub", version=__version__),
-                    message_handler=self._on_message,
-                    cache=None,
-                    # The hub asks its clients on the server's behalf (see relay.py), so it
-                    # offers what a client may offer; a client that cannot gets an error.
-                    sampling_callback=self._inflight.sampling,
-                    sampling_capabilities=_SAMPLING,
-                    elicitation_callback=self._inflight.elicitation,
-                    list_roots_callback=self._inflight.roots,
-                )
-                await stack.enter_async_context(client)
-                if self.config.protocol not in ("auto", "legacy"):
-                    # A pinned version skips the probe, and with it the server's capabilities: ask.
-                    discovered = await client.session.send_discover(self.config.protocol)
-                    client.session.adopt(types.DiscoverResult.model_validate(discovered))
-                self._session = client.session
+            async with connect(
+                self.config, inflight=InFlight(self.name), message_handler=self._on_message, on_broken=self._lost
+            ) as connection:
+                self._connection = connection
                 self._dirty.clear()  # whatever a previous connection left behind
                 self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
@@ -273,16 +233,16 @@ class Upstream:
                 self.last_error = None
                 self.settled.set()
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
-                await self._watch(transport)
+                await self._watch(connection)
         if connecting.cancelled_caught:
             raise TimeoutError
 
-    async def _watch(self, transport: WatchedTransport) -> None:
+    async def _watch(self, connection: Connection) -> None:
         """Serve until the connection ends; refresh listings when the server says they changed."""
         async with anyio.create_task_group() as tg:
 
             async def closed() -> None:
-                await transport.closed.wait()
+                await connection.closed.wait()
                 self._lost("connection closed")
 
             tg.start_soon(closed)
@@ -318,11 +278,11 @@ class Upstream:
         There is no replay: after the stream drops, re-listen and re-list everything.
         """
         backoff = _BACKOFF_FIRST
-        while self._session is not None and (wanted := self._listen_filter()) is not None:
+        while self._connection is not None and (wanted := self._listen_filter()) is not None:
             tools, prompts, resources = wanted
             try:
                 async with listen(
-                    self._session,
+                    self._connection.session,
                     tools_list_changed=tools,
                     prompts_list_changed=prompts,
                     resources_list_changed=resources,
@@ -338,7 +298,8 @@ class Upstream:
 
     async def _ping(self) -> None:
         try:
-            await self.request("ping", None)
+            if self._connection is not None:
+                await self._connection.send("ping", None)
         except UpstreamError as exc:
             raise _ConnectionLost(f"health check failed: {exc}") from exc
         except MCPError:

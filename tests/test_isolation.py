@@ -1,0 +1,112 @@
+"""isolation = "per-client": one server session (one child process) per client, reclaimed when idle or gone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for
+from tests.test_lifecycle import _alive, _pid
+from tests.test_relay import Person
+
+pytestmark = pytest.mark.anyio
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+async def test_each_client_gets_its_own_server_process(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path, {"own": fixture_server("own", isolation="per-client"), "common": fixture_server("common")}
+    )
+    async with running_hub(config) as hub, hub_client(hub) as first, hub_client(hub) as second:
+        own = {await _pid(first, "own_pid"), await _pid(second, "own_pid")}
+        again = await _pid(first, "own_pid")
+        common = {await _pid(first, "common_pid"), await _pid(second, "common_pid")}
+        assert hub.upstreams["own"].client_sessions == 2
+    assert len(own) == 2 and again in own
+    assert len(common) == 1
+
+
+async def test_two_clients_each_answer_their_own_questions(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy", isolation="per-client")})
+    ada, bob = Person("ada"), Person("bob")
+    results: dict[str, str] = {}
+    async with running_hub(config) as hub:
+
+        async def call(person: Person) -> None:
+            async with hub_client(hub, "legacy", **person.options()) as client:
+                for what in ("elicitation", "sampling", "roots"):
+                    result = await client.call_tool("srv_ask", {"what": what, "text": "hello"})
+                    results[f"{person.name} {what}"] = result.content[0].text  # type: ignore[union-attr]
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, ada)
+                tg.start_soon(call, bob)
+    for name in ("ada", "bob"):
+        assert results[f"{name} elicitation"] == f"elicited: accept {{'answer': '{name}'}}"
+        assert results[f"{name} sampling"] == f"sampled: {name} read 'hello'"
+        assert results[f"{name} roots"] == f"roots: file:///home/{name}"
+    assert ada.asked == bob.asked == ["elicitation", "sampling", "roots"]
+
+
+async def test_a_shared_session_refuses_a_question_it_cannot_attribute(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    marker = tmp_path / "busy"
+    async with running_hub(config) as hub, hub_client(hub) as busy, hub_client(hub, **Person("bob").options()) as bob:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(busy.call_tool, "srv_wait", {"marker": str(marker)})
+            await wait_for(lambda: _exists(Path(f"{marker}.started")))
+            with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+                await bob.call_tool("srv_ask", {"what": "elicitation", "text": "x"})
+            tg.cancel_scope.cancel()
+    assert "isolation" in caught.value.message and "per-client" in caught.value.message
+
+
+async def test_sessions_beyond_max_sessions_are_refused(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client", max_sessions=1)})
+    async with running_hub(config) as hub, hub_client(hub) as first, hub_client(hub) as second:
+        await first.call_tool("srv_echo", {"text": "x"})
+        with anyio.fail_after(5), pytest.raises(MCPError) as caught:
+            await second.call_tool("srv_echo", {"text": "y"})
+    assert "Server 'srv' has 1 client sessions open, its max_sessions" in caught.value.message
+
+
+async def test_idle_and_departed_clients_sessions_are_reclaimed(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client", idle_timeout=0.5)})
+    async with running_hub(config) as hub:
+        async with hub_client(hub) as client:
+            idle = await _pid(client, "srv_pid")
+            await wait_for(lambda: _dead(idle), timeout=10)
+            fresh = await _pid(client, "srv_pid")  # the next call opens a new session
+            assert fresh != idle
+        await wait_for(lambda: _dead(fresh), timeout=10)  # the client left
+        assert hub.upstreams["srv"].client_sessions == 0
+
+
+async def _dead(pid: int) -> bool:
+    return not _alive(pid)
+
+
+async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -> None:
+    from mcp_hub.server.http import build_app
+    from tests.conftest import serve_app
+
+    config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base:
+            async with (
+                Client(f"{base}/mcp", mode="legacy", cache=None) as a,
+                Client(f"{base}/mcp", mode="legacy", cache=None) as b,
+            ):
+                pids = {await _pid(a, "srv_pid"), await _pid(b, "srv_pid")}
+            assert len(pids) == 2
+            for pid in pids:
+                await wait_for(lambda pid=pid: _dead(pid), timeout=10)
