@@ -59,13 +59,18 @@ async def test_two_clients_each_answer_their_own_questions(tmp_path: Path) -> No
 async def test_a_shared_session_refuses_a_question_it_cannot_attribute(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
     marker = tmp_path / "busy"
-    async with running_hub(config) as hub, hub_client(hub) as busy, hub_client(hub, **Person("bob").options()) as bob:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(busy.call_tool, "srv_wait", {"marker": str(marker)})
-            await wait_for(lambda: _exists(Path(f"{marker}.started")))
-            with anyio.fail_after(10), pytest.raises(MCPError) as caught:
-                await bob.call_tool("srv_ask", {"what": "elicitation", "text": "x"})
-            tg.cancel_scope.cancel()
+    bob_answers = Person("bob").options()
+    async with (
+        running_hub(config) as hub,
+        hub_client(hub) as busy,
+        hub_client(hub, **bob_answers) as bob,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(busy.call_tool, "srv_wait", {"marker": str(marker)})
+        await wait_for(lambda: _exists(Path(f"{marker}.started")))
+        with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+            await bob.call_tool("srv_ask", {"what": "elicitation", "text": "x"})
+        tg.cancel_scope.cancel()
     assert "isolation" in caught.value.message and "per-client" in caught.value.message
 
 
