@@ -36,7 +36,7 @@ _MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
 _Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-def _rule(reason: str, *key: str) -> PydanticCustomError:
+def rule_error(reason: str, *key: str | int) -> PydanticCustomError:
     """A broken cross-field rule; `key` is appended to where pydantic reports it."""
     return PydanticCustomError("hub_rule", "{reason}", {"reason": reason, "key": key})
 
@@ -76,7 +76,7 @@ class HttpSettings(BaseModel):
     @classmethod
     def _absolute_path(cls, path: str) -> str:
         if not path.startswith("/"):
-            raise _rule(f'the endpoint path must start with "/"; write "/{path}"')
+            raise rule_error(f'the endpoint path must start with "/"; write "/{path}"')
         return path
 
 
@@ -116,7 +116,9 @@ class ServerConfig(BaseModel):
             return url
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-            raise _rule('url must be an http:// or https:// address, like "https://example.com/mcp"; fix the address')
+            raise rule_error(
+                'url must be an http:// or https:// address, like "https://example.com/mcp"; fix the address'
+            )
         return url
 
     @model_validator(mode="after")
@@ -128,7 +130,7 @@ class ServerConfig(BaseModel):
 
 def _check_mount_name(name: str) -> None:
     if not MOUNT_NAME_PATTERN.match(name):
-        raise _rule(
+        raise rule_error(
             f"invalid server name {name!r}: a name starts with a lowercase letter and has at most 32 "
             f"lowercase letters, digits and hyphens; rename the table to [servers.{to_mount_name(name)}]"
         )
@@ -141,17 +143,17 @@ _REMOTE_ONLY = ("transport", "headers")
 def _check_kind(server: ServerConfig) -> None:
     """Exactly one of command/url, and no keys that belong to the other kind."""
     if server.command is None and server.url is None:
-        raise _rule(
+        raise rule_error(
             'missing command or url; add command = "..." to start a local process, '
             'or url = "https://..." to connect to a remote server'
         )
     if server.command is not None and server.url is not None:
-        raise _rule("command and url are both set; keep command for a local process or url for a remote server")
+        raise rule_error("command and url are both set; keep command for a local process or url for a remote server")
     stdio = server.command is not None
     for key in _REMOTE_ONLY if stdio else _STDIO_ONLY:
         if key in server.model_fields_set:
             needs = "a remote server (one with url)" if stdio else "a local process (one with command)"
-            raise _rule(f"{key} only applies to {needs}; remove it", key)
+            raise rule_error(f"{key} only applies to {needs}; remove it", key)
 
 
 class HubConfig(BaseModel):
@@ -182,7 +184,7 @@ class HubConfig(BaseModel):
         for name, server in enabled.items():
             if not server.prefix and len(enabled) > 1:
                 others = ", ".join(other for other in enabled if other != name)
-                raise _rule(
+                raise rule_error(
                     f"prefix = false is only allowed when {name!r} is the only enabled server: unprefixed "
                     f"names could collide with those of the other mounts ({others}); remove 'prefix = false' "
                     "or disable the other servers",
@@ -208,13 +210,13 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
 
 def parse_config(text: str, file: str = "hub.toml", environ: Mapping[str, str] | None = None) -> HubConfig:
     """Validate and expand hub.toml `text`; `file` names it in error messages."""
-    data = _parse_toml(text, file)
+    data = parse_toml(text, file)
     _check_keys(data, file)
     structure = _validate(data, file)
     return _validate(_expand_servers(data, structure, os.environ if environ is None else environ, file), file)
 
 
-def _parse_toml(text: str, file: str) -> dict[str, Any]:
+def parse_toml(text: str, file: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -225,7 +227,7 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
     try:
         return HubConfig.model_validate({**data, "path": file})
     except ValidationError as exc:
-        raise _config_error(exc.errors()[0], file) from None
+        raise config_error(exc.errors()[0], file) from None
 
 
 # -- unknown keys ------------------------------------------------------------------------------
@@ -251,10 +253,10 @@ def _check_keys(data: dict[str, Any], file: str) -> None:
 def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> None:
     for key in table:
         if key not in allowed:
-            raise ConfigError(file, dotted_key((*loc, key)), _unknown_key_reason(key, allowed))
+            raise ConfigError(file, dotted_key((*loc, key)), unknown_key_reason(key, allowed))
 
 
-def _unknown_key_reason(key: str, allowed: tuple[str, ...]) -> str:
+def unknown_key_reason(key: str, allowed: tuple[str, ...]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1)
     if close:
         return f"unknown key {key!r}; did you mean {close[0]!r}?"
@@ -280,7 +282,7 @@ def dotted_key(loc: tuple[str | int, ...]) -> str:
     return key
 
 
-def _config_error(error: ErrorDetails, file: str) -> ConfigError:
+def config_error(error: ErrorDetails, file: str) -> ConfigError:
     if error["type"] == "hub_rule":
         ctx = error.get("ctx", {})
         return ConfigError(file, dotted_key((*error["loc"], *ctx["key"])), ctx["reason"])

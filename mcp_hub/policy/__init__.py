@@ -1,0 +1,47 @@
+"""Policy: who may see and call what, with which arguments, how often. The decision side only.
+
+Pure: no network, no SDK, no clocks. The only I/O is reading the policy files in
+`load_policies`, and resolving paths for `path_within` through the `realpath` callable that
+`decide` takes (default `os.path.realpath`). The hub enforces the decisions.
+
+```
+load.py         policies/*.toml -> PolicySet (+ revision); every mistake a ConfigError
+model.py        the file model (pydantic, strict, unknown keys rejected)
+globs.py        selectors "MOUNTGLOB/NAMEGLOB" and mask globs, compiled once
+rates.py        rate strings ("30/minute")
+constraints.py  argument constraints, path_within
+compiled.py     profiles with `extends` flattened, rules indexed by kind
+decide.py       PolicySet.decide / visible, and THE precedence (its docstring)
+explain.py      a decision told for a person
+masking.py      argument values hidden for audit records
+source.py       the line of a key in a TOML file, for messages
+```
+"""
+
+from __future__ import annotations
+
+from mcp_hub.policy.constraints import Violation, path_problem
+from mcp_hub.policy.decide import Decision, Outcome, PolicySet, RateLimit, Target, empty_policy
+from mcp_hub.policy.load import load_policies, parse_policies, policy_revision
+from mcp_hub.policy.masking import mask_arguments
+from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
+from mcp_hub.policy.rates import parse_rate
+
+__all__ = [
+    "AuditSettings",
+    "ConfirmationSettings",
+    "Decision",
+    "Outcome",
+    "PinningSettings",
+    "PolicySet",
+    "RateLimit",
+    "Target",
+    "Violation",
+    "empty_policy",
+    "load_policies",
+    "mask_arguments",
+    "parse_policies",
+    "parse_rate",
+    "path_problem",
+    "policy_revision",
+]

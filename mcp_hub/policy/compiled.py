@@ -1,0 +1,122 @@
+"""Profiles and rules compiled for decisions: globs and regexes compiled, `extends` flattened.
+
+Built once by `load.py` from validated files (names known to exist, no `extends` cycles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from mcp_hub.policy.constraints import ArgumentRule, Realpath, Violation, compile_argument
+from mcp_hub.policy.globs import Selector
+from mcp_hub.policy.model import Profile, Rule
+
+Kind = Literal["tool", "prompt", "resource"]
+KINDS: tuple[Kind, ...] = ("tool", "prompt", "resource")
+SELECTOR_FIELDS: Mapping[Kind, str] = MappingProxyType({"tool": "tools", "prompt": "prompts", "resource": "resources"})
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    """One rule, ready to match. `profile` is the profile that wrote it."""
+
+    id: str
+    profile: str
+    effect: Literal["allow", "deny", "confirm"]
+    reason: str
+    selectors: Mapping[Kind, tuple[Selector, ...]]
+    arguments: tuple[ArgumentRule, ...]
+    rate: str | None
+    rate_scope: Literal["principal", "shared"]
+
+    def match(self, kind: Kind, mount: str, name: str) -> Selector | None:
+        """The first of this rule's selectors for `kind` that matches, or None."""
+        for selector in self.selectors[kind]:
+            if selector.matches(mount, name):
+                return selector
+        return None
+
+    def violations(self, arguments: Mapping[str, Any], realpath: Realpath) -> Iterator[Violation]:
+        for argument in self.arguments:
+            yield from argument.violations(self.id, arguments, realpath)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledProfile:
+    """A profile with its own rules followed by those it extends (each once), indexed by kind."""
+
+    name: str
+    description: str
+    default: Literal["deny", "allow"]
+    includes: tuple[str, ...]
+    rules: tuple[CompiledRule, ...]
+    by_kind: Mapping[Kind, tuple[CompiledRule, ...]]
+    builtin: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        description: str,
+        default: Literal["deny", "allow"],
+        includes: tuple[str, ...],
+        rules: tuple[CompiledRule, ...],
+        *,
+        builtin: bool = False,
+    ) -> CompiledProfile:
+        by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
+            kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
+        }
+        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin)
+
+
+def rule_id(profile: str, index: int, rule: Rule) -> str:
+    """A rule's id: its own, or "<profile>#<n>" counting from 1."""
+    return rule.id if rule.id is not None else f"{profile}#{index + 1}"
+
+
+def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
+    selectors: dict[Kind, tuple[Selector, ...]] = {
+        kind: tuple(Selector.parse(text) for text in getattr(rule, field)) for kind, field in SELECTOR_FIELDS.items()
+    }
+    return CompiledRule(
+        id=rule_id(profile, index, rule),
+        profile=profile,
+        effect=rule.effect,
+        reason=rule.reason,
+        selectors=MappingProxyType(selectors),
+        arguments=tuple(compile_argument(name, spec) for name, spec in rule.arguments.items()),
+        rate=rule.rate,
+        rate_scope=rule.rate_scope,
+    )
+
+
+def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfile]:
+    """Compile every profile; `extends` must name existing profiles without cycles (checked by load)."""
+    own = {
+        name: tuple(compile_rule(name, index, rule) for index, rule in enumerate(profile.rules))
+        for name, profile in profiles.items()
+    }
+    compiled: dict[str, CompiledProfile] = {}
+    for name, profile in profiles.items():
+        includes = _includes(name, profiles)
+        rules = own[name] + tuple(rule for included in includes for rule in own[included])
+        compiled[name] = CompiledProfile.build(name, profile.description, profile.default, includes, rules)
+    return compiled
+
+
+def _includes(name: str, profiles: Mapping[str, Profile]) -> tuple[str, ...]:
+    """The profiles `name` extends, directly or not, depth-first in `extends` order, each once."""
+    seen: list[str] = []
+
+    def visit(current: str) -> None:
+        for parent in profiles[current].extends:
+            if parent != name and parent not in seen:
+                seen.append(parent)
+                visit(parent)
+
+    visit(name)
+    return tuple(seen)

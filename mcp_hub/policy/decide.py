@@ -1,0 +1,216 @@
+"""Decisions: may this principal see, or call, this tool, prompt or resource?
+
+A target is a kind (tool, prompt, resource), a mount, the server's own name (a resource's URI)
+and, for calls, the arguments. The principal's profile decides; its rules are its own followed
+by those of the profiles it extends (recursively, each once), in that order.
+
+Precedence, written down once (the first step that applies decides):
+
+1. No profile: the principal is not in [principals] and there is no "*" entry
+   -> DENIED, rule "no-profile".
+2. A `deny` rule matches the target -> DENIED, by the first such rule.
+3. No `allow` or `confirm` rule matches and the profile's default is "deny"
+   -> DENIED, rule "default".
+4. Some constraint of some matching allow/confirm rule does not hold for the arguments
+   (constraints of all matching rules must hold, so a broad allow never bypasses a narrow
+   rule's constraint) -> REFUSED, by the rule of the first violation.
+5. A `confirm` rule matches -> CONFIRM, by the first such rule, with the [confirmation] settings.
+6. Otherwise -> ALLOWED, by the first matching allow rule, or rule "default" when none
+   matched and the profile's default is "allow".
+
+DENIED means hidden: the hub neither lists the item nor lets it be called, and answers a call
+exactly like one to a name that does not exist (the reason is for the audit log only). REFUSED
+is visible: the call answers a tool error naming the rule and the constraint. Rule order never
+changes the outcome, only which rule is named.
+
+`visible()` is steps 1-3: "the decision is not DENIED", the same code as calls use. Arguments
+only matter from step 4, so an item is visible or not whatever the arguments. A target without
+arguments (None) is checked as a call with no arguments: only `required` can fail then.
+Resource templates are checked like resources, their uriTemplate taken literally as the URI.
+
+The rate limits of every matching allow/confirm rule come back with every decision that is not
+DENIED (REFUSED included, so an enforcer may count refused attempts); `decide` counts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Literal
+
+from mcp_hub.policy import explain as _explain
+from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
+from mcp_hub.policy.constraints import Realpath, Violation
+from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
+from mcp_hub.policy.rates import parse_rate
+
+NO_PROFILE = "no-profile"
+DEFAULT = "default"
+KIND_ALIASES: Mapping[str, Kind] = MappingProxyType({**{kind: kind for kind in KINDS}, "resource_template": "resource"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a decision is about: `name` is the server's own name, or the resource URI."""
+
+    kind: Literal["tool", "prompt", "resource"]
+    mount: str
+    name: str
+    arguments: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown target kind {self.kind!r}; use one of {', '.join(KINDS)}")
+
+
+class Outcome(StrEnum):
+    ALLOWED = "allowed"
+    CONFIRM = "confirm"
+    REFUSED = "refused"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A rate limit the enforcer applies: per principal, or one budget `shared` by all."""
+
+    rule: str
+    rate: str
+    scope: Literal["principal", "shared"]
+
+    @property
+    def amount(self) -> int:
+        """How many calls the rate allows per `period` seconds."""
+        return parse_rate(self.rate)[0]
+
+    @property
+    def period(self) -> int:
+        return parse_rate(self.rate)[1]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer for one principal and target, and why."""
+
+    outcome: Outcome
+    rule: str | None
+    """The deciding rule's id, "default" (the profile's default) or "no-profile"."""
+    reason: str
+    profile: str | None
+    rate_limits: tuple[RateLimit, ...]
+    revision: str
+    violations: tuple[Violation, ...] = ()
+    """Every broken constraint (REFUSED only); `reason` describes the first."""
+    confirmation: ConfirmationSettings | None = None
+    """How to ask (CONFIRM only)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PolicySet:
+    """Compiled policies: immutable; decisions need no I/O but the injected `realpath`."""
+
+    revision: str
+    confirmation: ConfirmationSettings
+    audit: AuditSettings
+    pinning: PinningSettings
+    principals: Mapping[str, str]
+    profiles: Mapping[str, CompiledProfile]
+    sources: tuple[str, ...] = field(default=())
+    """The files it was compiled from (empty for the built-in policy)."""
+
+    def profile_for(self, principal: str) -> str | None:
+        """The principal's profile: its own entry, else the "*" entry, else None."""
+        return self.principals.get(principal, self.principals.get("*"))
+
+    def decide(self, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> Decision:
+        """The decision for `principal` on `target` (see the module docstring for the precedence)."""
+        found = self._grants(principal, target.kind, target.mount, target.name)
+        if isinstance(found, Decision):
+            return found
+        profile, grants = found
+        rates = tuple(RateLimit(rule.id, rule.rate, rule.rate_scope) for rule in grants if rule.rate is not None)
+        if target.kind != "resource":
+            arguments = target.arguments or {}
+            violations = tuple(v for rule in grants if rule.arguments for v in rule.violations(arguments, realpath))
+            if violations:
+                first = violations[0]
+                return self._decision(Outcome.REFUSED, first.rule, str(first), profile, rates, violations=violations)
+        for rule in grants:
+            if rule.effect == "confirm":
+                reason = rule.reason or f"rule {rule.id!r} asks for confirmation"
+                return self._decision(Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True)
+        if grants:
+            reason = grants[0].reason or f"allowed by rule {grants[0].id!r}"
+            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates)
+        reason = _explain.BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
+        return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates)
+
+    def visible(self, principal: str, kind: str, mount: str, name: str) -> bool:
+        """Whether the item is listed (and callable at all): the decision is not DENIED.
+
+        `kind` is tool, prompt, resource, or resource_template (a template's uriTemplate is
+        matched literally, like a resource URI).
+        """
+        if kind not in KIND_ALIASES:
+            raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(KIND_ALIASES)}")
+        return not isinstance(self._grants(principal, KIND_ALIASES[kind], mount, name), Decision)
+
+    def explain(self, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> str:
+        """A multi-line account of the decision: profile, every rule considered, constraints, outcome."""
+        return _explain.render(self, principal, target, self.decide(principal, target, realpath=realpath), realpath)
+
+    def _grants(
+        self, principal: str, kind: Kind, mount: str, name: str
+    ) -> Decision | tuple[CompiledProfile, list[CompiledRule]]:
+        """Steps 1-3: a DENIED decision, or the profile and its matching allow/confirm rules."""
+        profile_name = self.profile_for(principal)
+        if profile_name is None:
+            reason = f'principal {principal!r} has no profile (not in [principals], and no "*" entry)'
+            return Decision(Outcome.DENIED, NO_PROFILE, reason, None, (), self.revision)
+        profile = self.profiles[profile_name]
+        grants: list[CompiledRule] = []
+        for rule in profile.by_kind[kind]:
+            if rule.match(kind, mount, name) is not None:
+                if rule.effect == "deny":
+                    reason = rule.reason or f"denied by rule {rule.id!r}"
+                    return Decision(Outcome.DENIED, rule.id, reason, profile.name, (), self.revision)
+                grants.append(rule)
+        if not grants and profile.default == "deny":
+            reason = f"no rule of profile {profile.name!r} allows this, and it denies by default"
+            return Decision(Outcome.DENIED, DEFAULT, reason, profile.name, (), self.revision)
+        return profile, grants
+
+    def _decision(
+        self,
+        outcome: Outcome,
+        rule: str,
+        reason: str,
+        profile: CompiledProfile,
+        rates: tuple[RateLimit, ...],
+        *,
+        violations: tuple[Violation, ...] = (),
+        confirm: bool = False,
+    ) -> Decision:
+        confirmation = self.confirmation if confirm else None
+        return Decision(outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation)
+
+
+BUILTIN_PROFILE = "allow-all"
+EMPTY_REVISION = "e3b0c44298fc"
+"""The revision of no files at all: the first 12 hex digits of sha256(b"")."""
+
+
+def empty_policy() -> PolicySet:
+    """The policy when none is configured: every principal gets the built-in profile "allow-all"."""
+    profile = CompiledProfile.build(BUILTIN_PROFILE, _explain.BUILTIN_REASON, "allow", (), (), builtin=True)
+    return PolicySet(
+        revision=EMPTY_REVISION,
+        confirmation=ConfirmationSettings(),
+        audit=AuditSettings(),
+        pinning=PinningSettings(),
+        principals=MappingProxyType({"*": BUILTIN_PROFILE}),
+        profiles=MappingProxyType({BUILTIN_PROFILE: profile}),
+    )

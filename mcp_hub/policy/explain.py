@@ -1,0 +1,108 @@
+"""Explanations: a decision told for a person (`PolicySet.explain`).
+
+The outcome shown is `decide()`'s own; the rule lines re-run the same matching and the same
+constraint checks, one rule at a time, so every rule considered appears, matched or not.
+Argument values are shown masked with the [audit] settings.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
+from mcp_hub.policy.constraints import Realpath
+from mcp_hub.policy.masking import mask_arguments
+
+if TYPE_CHECKING:
+    from mcp_hub.policy.decide import Decision, PolicySet, Target
+
+BUILTIN_REASON = "built-in profile: no policy directory is configured, so every principal may see and call everything"
+_MAX_ARGUMENTS_TEXT = 300
+
+
+def render(policy: PolicySet, principal: str, target: Target, decision: Decision, realpath: Realpath) -> str:
+    files = f" ({', '.join(policy.sources)})" if policy.sources else " (built-in policy)"
+    lines = [f"Policy revision {policy.revision}{files}", _principal_line(policy, principal)]
+    lines.append(f"Target: {target.kind} {target.name!r} on mount {target.mount!r}; {_arguments_text(policy, target)}")
+    if decision.profile is not None:
+        lines.extend(_profile_lines(policy, target, realpath, decision.profile))
+    lines.append(_outcome_line(decision))
+    for limit in decision.rate_limits:
+        lines.append(f"Rate limit from rule {limit.rule!r}: {limit.rate} ({_scope_text(limit.scope)})")
+    return "\n".join(lines)
+
+
+def _principal_line(policy: PolicySet, principal: str) -> str:
+    profile = policy.profile_for(principal)
+    if profile is None:
+        return f'Principal {principal!r}: no profile (not in [principals], and there is no "*" entry)'
+    if policy.profiles[profile].builtin:
+        return f"Principal {principal!r}: profile {profile!r} ({BUILTIN_REASON})"
+    entry = f'[principals] "{principal}"' if principal in policy.principals else '[principals] "*" (it is not listed)'
+    return f"Principal {principal!r}: profile {profile!r}, from {entry}"
+
+
+def _arguments_text(policy: PolicySet, target: Target) -> str:
+    if target.kind == "resource":
+        return "resources take no arguments"
+    if target.arguments is None:
+        return "no arguments given (checked as a call without arguments)"
+    shown = json.dumps(mask_arguments(target.arguments, policy.audit.mask_arguments), default=repr, ensure_ascii=False)
+    if len(shown) > _MAX_ARGUMENTS_TEXT:
+        shown = shown[:_MAX_ARGUMENTS_TEXT] + "..."
+    return f"arguments (masked): {shown}"
+
+
+def _profile_lines(policy: PolicySet, target: Target, realpath: Realpath, name: str) -> list[str]:
+    profile = policy.profiles[name]
+    extends = f"; includes the rules of {', '.join(profile.includes)}" if profile.includes else ""
+    about = f": {profile.description}" if profile.description and not profile.builtin else ""
+    lines = [f"Profile {name!r} (default {profile.default}{extends}){about}"]
+    field = SELECTOR_FIELDS[target.kind]
+    rules = profile.by_kind[target.kind]
+    others = len(profile.rules) - len(rules)
+    skipped = f" ({others} other {'rules select' if others != 1 else 'rule selects'} no {field})" if others else ""
+    lines.append(f"Rules selecting {field}: {len(rules)}{skipped}")
+    for number, rule in enumerate(rules, start=1):
+        lines.extend(_rule_lines(number, rule, name, target, realpath))
+    return lines
+
+
+def _rule_lines(number: int, rule: CompiledRule, profile: str, target: Target, realpath: Realpath) -> list[str]:
+    origin = f", from profile {rule.profile!r}" if rule.profile != profile else ""
+    head = f"  {number}. {rule.id} [{rule.effect}{origin}]"
+    selector = rule.match(target.kind, target.mount, target.name)
+    if selector is None:
+        written = ", ".join(s.text for s in rule.selectors[target.kind])
+        return [f"{head}: no match ({SELECTOR_FIELDS[target.kind]}: {written})"]
+    extras = f"; rate {rule.rate} ({_scope_text(rule.rate_scope)})" if rule.rate else ""
+    lines = [f"{head}: matches {selector.text!r}{extras}"]
+    if rule.effect != "deny" and target.kind != "resource":
+        arguments: Any = target.arguments or {}
+        for argument in rule.arguments:
+            results = [
+                f"{constraint} {'ok' if problem is None else 'VIOLATED: ' + problem}"
+                for constraint, problem in argument.results(arguments, realpath)
+            ]
+            lines.append(f"       argument {argument.argument!r}: {'; '.join(results) or 'absent, not required: ok'}")
+    return lines
+
+
+def _outcome_line(decision: Decision) -> str:
+    by = {"no-profile": "(no profile)", "default": "by the profile's default"}.get(
+        decision.rule or "", f"by rule {decision.rule!r}"
+    )
+    line = f"Outcome: {decision.outcome.name} {by}: {decision.reason}"
+    if decision.outcome == "denied":
+        line += " (hidden: not listed, and a call is answered like one to an unknown name)"
+    elif decision.outcome == "confirm" and decision.confirmation is not None:
+        asked = decision.confirmation
+        line += (
+            f" (a person is asked, {asked.timeout:g} s to answer; a client that cannot ask: {asked.when_unsupported})"
+        )
+    return line
+
+
+def _scope_text(scope: str) -> str:
+    return "each principal its own budget" if scope == "principal" else "one budget shared by all principals"

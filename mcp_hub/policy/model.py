@@ -1,0 +1,272 @@
+"""The policy file model: what one `policies/*.toml` file may contain.
+
+Shape, types and the rules one file can break on its own (a bad glob, regex, rate or root).
+Rules across files (duplicates, unknown profile names, `extends` cycles, rule ids) are checked
+by `load.py` once every file is read. Models are pydantic v2, strict, frozen, unknown keys
+rejected, like `mcp_hub.config`; errors go through the same `hub_rule` error type so they
+become `ConfigError(file, key, reason)` in one place.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from mcp_hub.config import rule_error
+from mcp_hub.policy.globs import selector_problem, unclosed_bracket
+from mcp_hub.policy.rates import parse_rate
+
+_MODEL_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _as_tuple(value: Any) -> Any:
+    """TOML arrays arrive as lists; the frozen models hold tuples (items stay strict)."""
+    return tuple(cast(list[Any], value)) if isinstance(value, list) else value
+
+
+_Strings = Annotated[tuple[str, ...], BeforeValidator(_as_tuple)]
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+PROFILE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}\Z")
+RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,127}\Z")
+RESERVED_RULE_IDS = frozenset(("default", "no-profile"))
+DEFAULT_MASK = ("*password*", "*passwd*", "*secret*", "*token*", "authorization", "cookie", "*api_key*", "*apikey*")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class ArgumentConstraints(BaseModel):
+    """One `[profiles.P.rules.arguments.NAME]` table: what argument NAME must look like."""
+
+    model_config = _MODEL_CONFIG
+
+    path_within: _Strings | None = None
+    pattern: str | None = None
+    not_pattern: str | None = None
+    enum: Annotated[tuple[Any, ...], BeforeValidator(_as_tuple)] | None = None
+    max_length: int | None = Field(default=None, ge=0)
+    minimum: Any = None
+    maximum: Any = None
+    required: bool = False
+
+    @field_validator("path_within")
+    @classmethod
+    def _absolute_roots(cls, roots: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if roots is None:
+            return None
+        if not roots:
+            raise rule_error('no roots; list at least one absolute directory, like ["/srv/docs"]')
+        for index, root in enumerate(roots):
+            if "\x00" in root or not os.path.isabs(root):
+                raise rule_error(f"{root!r} is not an absolute path; write the full directory, like '/srv/docs'", index)
+        return tuple(os.path.normpath(root) for root in roots)
+
+    @field_validator("pattern", "not_pattern")
+    @classmethod
+    def _regex(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise rule_error(f"invalid regular expression ({exc}); fix it (Python `re` syntax)") from None
+        return pattern
+
+    @field_validator("enum")
+    @classmethod
+    def _scalars(cls, values: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        if values is None:
+            return None
+        if not values:
+            raise rule_error("no allowed values; list at least one, or remove enum")
+        for index, value in enumerate(values):
+            finite = not isinstance(value, float) or math.isfinite(value)
+            if not (isinstance(value, str | bool | int | float) and finite):
+                raise rule_error(
+                    f"enum values must be strings, numbers or booleans, got a {type(value).__name__}; fix it", index
+                )
+        return values
+
+    @field_validator("minimum", "maximum")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if value is not None and not (_is_number(value) and math.isfinite(value)):
+            raise rule_error("must be a number, like 0 or 2.5 (without quotes)")
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> ArgumentConstraints:
+        if not self.model_fields_set:
+            raise rule_error("no constraints; add one (like required = true or max_length = 100) or remove the table")
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise rule_error(f"minimum {self.minimum} is above maximum {self.maximum}; swap them", "minimum")
+        strings = [key for key in ("path_within", "pattern", "not_pattern") if getattr(self, key) is not None]
+        numbers = [key for key in ("minimum", "maximum") if getattr(self, key) is not None]
+        if strings and numbers:
+            raise rule_error(
+                f"{strings[0]} needs a string and {numbers[0]} a number, so no value can pass both; "
+                "keep the ones that fit the argument",
+                numbers[0],
+            )
+        return self
+
+
+class Rule(BaseModel):
+    """One `[[profiles.P.rules]]` entry."""
+
+    model_config = _MODEL_CONFIG
+
+    id: str | None = None
+    effect: Literal["allow", "deny", "confirm"]
+    tools: _Strings = ()
+    prompts: _Strings = ()
+    resources: _Strings = ()
+    reason: str = ""
+    rate: str | None = None
+    rate_scope: Literal["principal", "shared"] = "principal"
+    arguments: dict[str, ArgumentConstraints] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, rule_id: str | None) -> str | None:
+        if rule_id is not None:
+            if rule_id in RESERVED_RULE_IDS:
+                raise rule_error(f"{rule_id!r} is reserved for decisions no rule made; choose another id")
+            if not RULE_ID.match(rule_id):
+                raise rule_error(
+                    "a rule id is 1-128 letters, digits and _ . : # / - (starting with a letter or digit); rename it"
+                )
+        return rule_id
+
+    @field_validator("tools", "prompts", "resources")
+    @classmethod
+    def _selectors(cls, selectors: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        for index, selector in enumerate(selectors):
+            problem = selector_problem(selector, info.field_name or "")
+            if problem is not None:
+                raise rule_error(problem, index)
+        return selectors
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: str | None) -> str | None:
+        if rate is not None:
+            try:
+                parse_rate(rate)
+            except ValueError as exc:
+                raise rule_error(str(exc)) from None
+        return rate
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Rule:
+        if not (self.tools or self.prompts or self.resources):
+            raise rule_error('the rule selects nothing; add tools, prompts or resources, like tools = ["notes/*"]')
+        if "rate_scope" in self.model_fields_set and self.rate is None:
+            raise rule_error('rate_scope without rate; add rate = "30/minute" or remove rate_scope', "rate_scope")
+        if self.effect == "deny":
+            for key in ("rate", "arguments"):
+                if key in self.model_fields_set:
+                    raise rule_error(f"a deny rule has no {key}: it hides what it matches; remove {key}", key)
+        if self.arguments and self.resources:
+            raise rule_error(
+                "argument constraints apply to tools and prompts, and resources have no arguments; "
+                "move the resources to a rule of their own",
+                "arguments",
+            )
+        for name in self.arguments:
+            if not name:
+                raise rule_error("an argument name is empty; name the argument", "arguments")
+        return self
+
+
+class Profile(BaseModel):
+    """One `[profiles.NAME]` table."""
+
+    model_config = _MODEL_CONFIG
+
+    description: str = ""
+    default: Literal["deny", "allow"] = "deny"
+    extends: _Strings = ()
+    rules: Annotated[tuple[Rule, ...], BeforeValidator(_as_tuple)] = ()
+
+
+class ConfirmationSettings(BaseModel):
+    """`[confirmation]`: how CONFIRM decisions are asked."""
+
+    model_config = _MODEL_CONFIG
+
+    timeout: _Seconds = 120.0
+    """Seconds to wait for a person's answer (no answer: the call is refused)."""
+    when_unsupported: Literal["deny", "allow"] = "deny"
+    """What a CONFIRM decision becomes for a client that cannot ask its user."""
+
+
+class AuditSettings(BaseModel):
+    """`[audit]`: what audit records hide."""
+
+    model_config = _MODEL_CONFIG
+
+    mask_arguments: _Strings = DEFAULT_MASK
+    """Argument-name globs (case-insensitive, at any depth) whose values are recorded as "***".
+    Setting it replaces the default list."""
+
+    @field_validator("mask_arguments")
+    @classmethod
+    def _globs(cls, globs: tuple[str, ...]) -> tuple[str, ...]:
+        for index, glob in enumerate(globs):
+            if not glob:
+                raise rule_error("an empty glob masks nothing; remove it", index)
+            if unclosed_bracket(glob):
+                raise rule_error(f"unclosed '[' in {glob!r}; close it, or write '[[]' for a literal '['", index)
+        return globs
+
+
+class PinningSettings(BaseModel):
+    """`[pinning]`: what happens to a tool whose definition changed after it was first seen."""
+
+    model_config = _MODEL_CONFIG
+
+    on_change: Literal["accept", "flag", "hold"] = "flag"
+
+
+class PolicyFile(BaseModel):
+    """One whole policy file. Every table is optional; the directory's files are merged."""
+
+    model_config = _MODEL_CONFIG
+
+    principals: dict[str, str] = Field(default_factory=dict)
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+    confirmation: ConfirmationSettings | None = None
+    audit: AuditSettings | None = None
+    pinning: PinningSettings | None = None
+
+    @model_validator(mode="after")
+    def _names(self) -> PolicyFile:
+        for principal in self.principals:
+            if not principal:
+                raise rule_error(
+                    'an empty principal id; name the principal, or use "*" for everyone else', "principals"
+                )
+            if principal != "*" and set(principal) & set("*?["):
+                raise rule_error(
+                    f"principal ids are exact, not globs: {principal!r} would only match itself; "
+                    'list each principal, or use "*" alone for everyone not listed',
+                    "principals",
+                    principal,
+                )
+        for name in self.profiles:
+            if not PROFILE_NAME.match(name):
+                raise rule_error(
+                    "a profile name is 1-64 letters, digits, '_' and '-', starting with a letter; rename the table",
+                    "profiles",
+                    name,
+                )
+        return self
+
+
+SETTINGS_TABLES = ("confirmation", "audit", "pinning")
