@@ -17,11 +17,14 @@ import itertools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 from mcp_hub import naming
 
 KINDS = ("tools", "prompts", "resources", "resource_templates")
+
+Kind = Literal["tool", "prompt", "resource"]
+"""What a call addresses (the policy's word for it)."""
 NAMED_KINDS = ("tools", "prompts")
 
 _ITEM_KEY = {"tools": "name", "prompts": "name", "resources": "uri", "resource_templates": "uriTemplate"}
@@ -40,15 +43,23 @@ class View:
     """The public, immutable listing of one kind."""
 
     items: tuple[dict[str, Any], ...] = ()
+    targets: tuple[Target, ...] = ()
+    """Where each item leads, position for position."""
     index: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({}))
     revision: str = "0"
 
-    def page(self, cursor: str | None, size: int) -> tuple[list[dict[str, Any]], str | None]:
-        """One page of items and the cursor of the next, if any. Raises `InvalidCursor`."""
-        start = naming.decode_cursor(cursor, self.revision) if cursor else 0
-        end = start + size
-        next_cursor = naming.encode_cursor(end, self.revision) if end < len(self.items) else None
-        return list(self.items[start:end]), next_cursor
+
+def page(
+    items: Sequence[dict[str, Any]], cursor: str | None, size: int, revision: str
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of `items` and the cursor of the next, if any. Raises `InvalidCursor`.
+
+    `revision` names the listing the cursor walks: a cursor from another revision is invalid.
+    """
+    start = naming.decode_cursor(cursor, revision) if cursor else 0
+    end = start + size
+    next_cursor = naming.encode_cursor(end, revision) if end < len(items) else None
+    return list(items[start:end]), next_cursor
 
 
 class Catalog:
@@ -136,6 +147,7 @@ class Catalog:
                     continue  # a server listing the same name twice: first wins
                 index[public] = Target(mount, item[key])
                 items.append({**item, key: public})
-            return View(tuple(items), MappingProxyType(index), revision)
+            return View(tuple(items), tuple(index.values()), MappingProxyType(index), revision)
         mapped = tuple({**item, key: self.public_uri(mount, item[key])} for mount, item in entries)
-        return View(mapped, MappingProxyType({}), revision)
+        targets = tuple(Target(mount, item[key]) for mount, item in entries)
+        return View(mapped, targets, MappingProxyType({}), revision)

@@ -4,6 +4,7 @@
     mcp-hub check  [--config PATH] [--connect]
     mcp-hub tools  [--config PATH] [--json]
     mcp-hub import FILE [--output PATH] [--force]
+    mcp-hub explain --principal P (--tool T | --prompt P | --resource URI) [--args JSON] [--config PATH]
 
 Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or input.
 """
@@ -21,11 +22,12 @@ from typing import Any
 import anyio
 
 from mcp_hub import __version__
-from mcp_hub.catalog import KINDS
+from mcp_hub.catalog import KINDS, Kind
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
+from mcp_hub.policy import Target, empty_policy, load_policies
 from mcp_hub.upstream import State
 
 _KIND_KEYS = {
@@ -72,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--config", default="hub.toml")
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
 
+    explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
+    explain.add_argument("--config", default="hub.toml")
+    explain.add_argument("--principal", required=True, help='who calls: "stdio", or an API key\'s name')
+    target = explain.add_mutually_exclusive_group(required=True)
+    target.add_argument("--tool", help="MOUNT/NAME or the public name MOUNT_NAME")
+    target.add_argument("--prompt", help="MOUNT/NAME or the public name MOUNT_NAME")
+    target.add_argument("--resource", help="MOUNT+URI (the public URI) or MOUNT/URI")
+    explain.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
+
     imp = command("import", "Convert a Claude Desktop / VS Code / Cursor MCP JSON config to hub.toml.", _import)
     imp.add_argument("file", help="the JSON file (e.g. claude_desktop_config.json, .vscode/mcp.json)")
     imp.add_argument("--output", help="add the servers to this hub.toml (created if missing); default: print")
@@ -99,6 +110,11 @@ def _check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     servers = config.enabled_servers()
     print(f"{config.path}: ok, {len(servers)} server(s) enabled")
+    if config.policy.dir:
+        policy = load_policies(config.relative(config.policy.dir))
+        print(
+            f"{config.relative(config.policy.dir)}: ok, revision {policy.revision}, {len(policy.profiles)} profile(s)"
+        )
     if not args.connect:
         for name, server in config.servers.items():
             print(f"  {name}: {server.kind}{'' if server.enabled else ' (disabled)'}")
@@ -147,6 +163,32 @@ async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, An
             for kind in KINDS:
                 catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
         return hub.health()["servers"]
+
+
+def _explain(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    policy = load_policies(config.relative(config.policy.dir)) if config.policy.dir else empty_policy()
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("--args", "", f'not JSON ({exc}); pass an object like \'{{"path": "/tmp/x"}}\'') from None
+    if not isinstance(arguments, dict):
+        raise ConfigError("--args", "", 'must be a JSON object, like \'{"path": "/tmp/x"}\'')
+    kind: Kind = "tool" if args.tool else "prompt" if args.prompt else "resource"
+    mount, name = _split_target(kind, args.tool or args.prompt or args.resource)
+    print(policy.explain(args.principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
+    return 0
+
+
+def _split_target(kind: str, text: str) -> tuple[str, str]:
+    """`mount/name`, or a public name (`mount_name`, `mount+uri`)."""
+    separator = "+" if kind == "resource" else "_"
+    slash, plus = text.find("/"), text.find(separator)
+    if plus > 0 and (slash < 0 or plus < slash):
+        return text[:plus], text[plus + 1 :]
+    if slash > 0:
+        return text[:slash], text[slash + 1 :]
+    raise ConfigError(f"--{kind}", "", f"name the mount too: MOUNT/NAME, or the public name (got {text!r})")
 
 
 def _import(args: argparse.Namespace) -> int:

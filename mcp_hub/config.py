@@ -80,6 +80,46 @@ class HttpSettings(BaseModel):
         return path
 
 
+class PolicySettings(BaseModel):
+    """The [policy] table: where the policy files are (relative paths: from hub.toml's folder)."""
+
+    model_config = _MODEL_CONFIG
+
+    dir: str | None = Field(default=None, min_length=1)
+    """None: no policy; every principal may see and call everything."""
+    reload: bool = True
+    """Apply edits to the policy files without a restart."""
+
+
+class AuditFileSettings(BaseModel):
+    """The [audit] table: the audit log file (relative paths: from hub.toml's folder)."""
+
+    model_config = _MODEL_CONFIG
+
+    file: str | None = Field(default=None, min_length=1)
+    """None: decisions are not written anywhere."""
+    max_bytes: int = Field(default=10_000_000, ge=1024)
+    backups: int = Field(default=5, ge=0)
+
+
+class AuthSettings(BaseModel):
+    """The [auth] table: who HTTP clients are."""
+
+    model_config = _MODEL_CONFIG
+
+    api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Principal name -> its API key (write keys as ${VAR}). When set, HTTP clients must
+    present one (`Authorization: Bearer KEY` or `X-API-Key: KEY`) and act as its principal."""
+
+    @field_validator("api_keys")
+    @classmethod
+    def _usable_keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        for name, key in keys.items():
+            if not key.startswith("${") and len(key) < 16:
+                raise rule_error("an API key must be at least 16 characters; generate a longer one", name)
+        return keys
+
+
 class ServerConfig(BaseModel):
     """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
 
@@ -164,7 +204,14 @@ class HubConfig(BaseModel):
     hub: HubSettings = Field(default_factory=HubSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    audit: AuditFileSettings = Field(default_factory=AuditFileSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     path: str = "hub.toml"
+
+    def relative(self, path: str) -> Path:
+        """A path from the config, resolved against the folder of the config file."""
+        return Path(self.path).parent / Path(path).expanduser()
 
     def enabled_servers(self) -> dict[str, ServerConfig]:
         """The servers to mount, by name, in file order."""
@@ -232,8 +279,14 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers")
-_SECTION_KEYS = {"hub": tuple(HubSettings.model_fields), "http": tuple(HttpSettings.model_fields)}
+_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth")
+_SECTION_KEYS = {
+    "hub": tuple(HubSettings.model_fields),
+    "http": tuple(HttpSettings.model_fields),
+    "policy": tuple(PolicySettings.model_fields),
+    "audit": tuple(AuditFileSettings.model_fields),
+    "auth": tuple(AuthSettings.model_fields),
+}
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 
 
@@ -374,7 +427,11 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
         name: _expand_server(tables[name], ("servers", name), environ, file) if server.enabled else tables[name]
         for name, server in config.servers.items()
     }
-    return {**data, "servers": servers}
+    expanded = {**data, "servers": servers}
+    if "auth" in data and "api_keys" in data["auth"]:
+        keys = _expand_value(data["auth"]["api_keys"], ("auth", "api_keys"), environ, file)
+        expanded["auth"] = {**data["auth"], "api_keys": keys}
+    return expanded
 
 
 def _expand_server(

@@ -5,6 +5,8 @@ HubError                      (JSON-RPC code -32603 unless a subclass says other
 ├── ConfigError               bad hub.toml / import file: names the file, key and fix
 ├── UnknownName               a tool/prompt/resource the caller cannot see (-32602)
 ├── InvalidCursor             a pagination cursor the hub did not issue (-32602)
+├── Refused                   the policy refused these arguments, or a person said no (-32602)
+├── RateLimited               over a rate limit; says when to retry (-32029, data.retryAfter)
 └── UpstreamError             something went wrong on the way to a mounted server
     ├── UpstreamUnavailable   the mount is not connected right now (-32000)
     └── UpstreamTimeout       the mount did not answer in time (-32001)
@@ -63,6 +65,35 @@ class InvalidCursor(HubError):
 
     def __init__(self, cursor: str) -> None:
         super().__init__(f"Invalid cursor: {cursor[:80]!r}; start again without a cursor")
+
+
+class Refused(HubError):
+    """The policy refused the call as made (arguments, confirmation); names the rule."""
+
+    code = INVALID_PARAMS
+
+    def __init__(self, reason: str, rule: str | None) -> None:
+        self.reason = reason
+        self.rule = rule
+        super().__init__(reason)
+
+
+RATE_LIMITED = -32029
+"""JSON-RPC error code (server-defined range) for a call over a rate limit."""
+
+
+class RateLimited(HubError):
+    """Over a rate limit. `retry_after` is in seconds."""
+
+    code = RATE_LIMITED
+
+    def __init__(self, rule: str, rate: str, retry_after: float) -> None:
+        self.rule = rule
+        self.retry_after = retry_after
+        super().__init__(f"Rate limit {rate} (rule {rule}) reached; retry in {max(retry_after, 0.1):.1f}s")
+
+    def to_mcp(self) -> MCPError:
+        return MCPError(code=self.code, message=str(self), data={"retryAfter": round(self.retry_after, 3)})
 
 
 class UpstreamError(HubError):

@@ -19,8 +19,13 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
+from mcp_hub.audit import AuditLog
 from mcp_hub.catalog import KINDS, Catalog
+from mcp_hub.chain.audit import AuditTrail
+from mcp_hub.chain.context import CallContext, Link, compose
+from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.config import HubConfig
+from mcp_hub.policy_store import PolicyStore
 from mcp_hub.router import Router
 from mcp_hub.server import Endpoint
 from mcp_hub.server.http import build_app
@@ -36,18 +41,44 @@ class Hub:
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
         self.upstreams = {name: Upstream(server, self._on_listing) for name, server in servers.items()}
         self.router = Router(self.catalog, self.upstreams)
-        self.endpoint = Endpoint(config.hub.name, self.catalog, self.router, config.hub.page_size)
+        self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
+        audit = config.audit
+        self.audit = AuditLog(
+            config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
+        )
+        links: list[Link] = [AuditTrail(self.audit, self.policy), PolicyGuard(self.policy, RateLimiter())]
+        self.endpoint = Endpoint(
+            config.hub.name,
+            self.catalog,
+            self.router,
+            page_size=config.hub.page_size,
+            policy=self.policy,
+            call=compose(links, self._forward),
+        )
+
+    async def _forward(self, ctx: CallContext) -> dict[str, Any]:
+        """The chain's terminal: the router."""
+        return await self.router.forward(
+            ctx.method, ctx.mount, ctx.params, on_progress=ctx.on_progress, origin=ctx.origin
+        )
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Hub]:
         """Start every mount concurrently; stop (and reap) them all on exit."""
-        async with anyio.create_task_group() as tg:
-            for upstream in self.upstreams.values():
-                tg.start_soon(upstream.run)
-            try:
-                yield self
-            finally:
-                tg.cancel_scope.cancel()
+        with self.audit:
+            async with anyio.create_task_group() as tg:
+                for upstream in self.upstreams.values():
+                    tg.start_soon(upstream.run)
+                if self.config.policy.reload and self.policy.directory is not None:
+                    tg.start_soon(self.policy.watch, self._policy_changed)
+                try:
+                    yield self
+                finally:
+                    tg.cancel_scope.cancel()
+
+    async def _policy_changed(self) -> None:
+        """What each client may see can change with the policy: tell them to list again."""
+        await self.endpoint.notify_changed(KINDS)
 
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until every mount has finished its first connection attempt, either way."""
@@ -103,7 +134,13 @@ class Hub:
             tg.cancel_scope.cancel()
 
     async def _serve_http(self, host: str, port: int) -> None:
-        app = build_app(self.endpoint.server, host=host, path=self.config.http.path, health=self.health)
+        app = build_app(
+            self.endpoint.server,
+            host=host,
+            path=self.config.http.path,
+            health=self.health,
+            api_keys=self.config.auth.api_keys,
+        )
         config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")
         server = _HttpServer(config)
 

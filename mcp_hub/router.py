@@ -10,6 +10,7 @@ exactly as sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.shared.dispatcher import ProgressFnT
@@ -21,7 +22,7 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
-from mcp_hub.catalog import Catalog, Target
+from mcp_hub.catalog import Catalog, Kind, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
 from mcp_hub.upstream import Origin, Upstream
 
@@ -32,70 +33,89 @@ _HOP_BY_HOP_META = frozenset(
 the hub's own connection to the server carries its own."""
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a client's request goes: the item's kind, mount and native name, and the native params."""
+
+    kind: Kind
+    mount: str
+    native: str
+    public: str
+    params: dict[str, Any]
+
+
 class Router:
     def __init__(self, catalog: Catalog, upstreams: Mapping[str, Upstream]) -> None:
         self._catalog = catalog
         self._upstreams = upstreams
 
-    async def call_tool(
-        self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None, origin: Origin | None = None
-    ) -> dict[str, Any]:
-        target = self._named("tools", "tool", params.get("name"))
-        result = await self._send(target.mount, "tools/call", {**params, "name": target.native}, on_progress, origin)
-        return self._map_content_list(target.mount, result, "content")
-
-    async def get_prompt(
-        self, params: Mapping[str, Any], on_progress: ProgressFnT | None = None, origin: Origin | None = None
-    ) -> dict[str, Any]:
-        target = self._named("prompts", "prompt", params.get("name"))
-        result = await self._send(target.mount, "prompts/get", {**params, "name": target.native}, on_progress, origin)
-        messages = result.get("messages")
-        if isinstance(messages, list):
-            result["messages"] = [
-                {**m, "content": self._map_block(target.mount, m["content"])}
-                if isinstance(m, dict) and isinstance(m.get("content"), dict)
-                else m
-                for m in messages
-            ]
-        return result
-
-    async def read_resource(self, params: Mapping[str, Any], origin: Origin | None = None) -> dict[str, Any]:
-        target = self._resource(params.get("uri"))
-        result = await self._send(target.mount, "resources/read", {**params, "uri": target.native}, None, origin)
-        contents = result.get("contents")
-        if isinstance(contents, list):
-            result["contents"] = [self._map_uri_field(target.mount, c) for c in contents]
-        return result
-
-    async def complete(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        ref = params.get("ref")
-        if not isinstance(ref, dict):
-            raise UnknownName("completion reference", repr(ref))
-        if ref.get("type") == "ref/prompt":
-            target = self._named("prompts", "prompt", ref.get("name"))
-            native_ref = {**ref, "name": target.native}
-        else:
-            target = self._resource(ref.get("uri"))
+    def route(self, method: str, params: Mapping[str, Any]) -> Route:
+        """Resolve the public name or URI a request names. Raises `UnknownName`."""
+        if method == "tools/call":
+            return self._named_route("tool", params, "name")
+        if method == "prompts/get":
+            return self._named_route("prompt", params, "name")
+        if method == "resources/read":
+            target, public = self._resource(params.get("uri"))
+            return Route("resource", target.mount, target.native, public, {**params, "uri": target.native})
+        if method == "completion/complete":
+            ref = params.get("ref")
+            if not isinstance(ref, dict):
+                raise UnknownName("completion reference", repr(ref))
+            if ref.get("type") == "ref/prompt":
+                inner = self._named_route("prompt", ref, "name")
+                return Route("prompt", inner.mount, inner.native, inner.public, {**params, "ref": inner.params})
+            target, public = self._resource(ref.get("uri"))
             native_ref = {**ref, "uri": target.native}
-        return await self._send(target.mount, "completion/complete", {**params, "ref": native_ref})
+            return Route("resource", target.mount, target.native, public, {**params, "ref": native_ref})
+        raise UnknownName("method", method)
+
+    async def forward(
+        self,
+        method: str,
+        mount: str,
+        params: Mapping[str, Any],
+        *,
+        on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
+    ) -> dict[str, Any]:
+        """Send a routed request (native params) to its mount; map names and URIs in the result back."""
+        result = await self._send(mount, method, dict(params), on_progress, origin)
+        if method == "tools/call":
+            return self._map_content_list(mount, result, "content")
+        if method == "prompts/get":
+            messages = result.get("messages")
+            if isinstance(messages, list):
+                result["messages"] = [
+                    {**m, "content": self._map_block(mount, m["content"])}
+                    if isinstance(m, dict) and isinstance(m.get("content"), dict)
+                    else m
+                    for m in messages
+                ]
+        elif method == "resources/read":
+            contents = result.get("contents")
+            if isinstance(contents, list):
+                result["contents"] = [self._map_uri_field(mount, c) for c in contents]
+        return result
 
     # -- resolution -------------------------------------------------------------
 
-    def _named(self, kind: str, noun: str, name: Any) -> Target:
+    def _named_route(self, kind: Kind, params: Mapping[str, Any], key: str) -> Route:
+        name = params.get(key)
         if not isinstance(name, str):
-            raise UnknownName(noun, repr(name))
-        target = self._catalog.resolve(kind, name)
-        if target is not None:
-            return target
-        raise self._unknown(noun, name, self._catalog.mount_of(name))
+            raise UnknownName(kind, repr(name))
+        target = self._catalog.resolve(f"{kind}s", name)
+        if target is None:
+            raise self._unknown(kind, name, self._catalog.mount_of(name))
+        return Route(kind, target.mount, target.native, name, {**params, key: target.native})
 
-    def _resource(self, uri: Any) -> Target:
+    def _resource(self, uri: Any) -> tuple[Target, str]:
         if not isinstance(uri, str):
             raise UnknownName("resource", repr(uri))
         target = self._catalog.resolve_uri(uri)
         if target is None:
             raise UnknownName("resource", uri)
-        return target
+        return target, uri
 
     def _unknown(self, noun: str, name: str, mount: str | None) -> Exception:
         """Unknown everywhere — unless its mount is down, which the caller should hear about."""

@@ -112,3 +112,39 @@ def test_import_rejects_a_file_without_servers(tmp_path: Path) -> None:
     result = mcp_hub("import", str(source))
     assert result.returncode == 2
     assert str(source) in result.stderr and "mcpServers" in result.stderr
+
+
+def _with_policies(tmp_path: Path) -> Path:
+    import shutil
+
+    shutil.copytree(ROOT / "policies", tmp_path / "policies")
+    config = tmp_path / "hub.toml"
+    config.write_text((ROOT / "hub.toml").read_text(encoding="utf-8") + '\n[policy]\ndir = "policies"\n')
+    return config
+
+
+def test_check_validates_the_policies(tmp_path: Path) -> None:
+    config = _with_policies(tmp_path)
+    good = mcp_hub("check", "--config", str(config))
+    assert good.returncode == 0, good.stderr
+    assert "policies: ok, revision" in good.stdout
+
+    broken = tmp_path / "policies" / "profiles.toml"
+    broken.write_text(
+        broken.read_text(encoding="utf-8")
+        + '\n[[profiles.admin.rules]]\neffect = "allow"\ntools = ["x/y"]\nrate = "3/minit"\n'
+    )
+    bad = mcp_hub("check", "--config", str(config))
+    assert bad.returncode == 2
+    assert "profiles.toml" in bad.stderr and "rate" in bad.stderr and "line" in bad.stderr
+
+
+def test_explain_names_the_deciding_rule(tmp_path: Path) -> None:
+    config = _with_policies(tmp_path)
+    confirm = mcp_hub("explain", "--config", str(config), "--principal", "stdio", "--tool", "notes_delete_note")
+    assert confirm.returncode == 0, confirm.stderr
+    assert "Outcome: CONFIRM by rule 'destructive'" in confirm.stdout
+    stranger = mcp_hub("explain", "--config", str(config), "--principal", "stranger", "--tool", "notes/list_notes")
+    assert "Outcome: DENIED" in stranger.stdout
+    bad_args = mcp_hub("explain", "--config", str(config), "--principal", "stdio", "--tool", "notes/x", "--args", "[")
+    assert bad_args.returncode == 2 and "--args" in bad_args.stderr

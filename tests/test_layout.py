@@ -1,4 +1,5 @@
-"""Dependencies point one way: errors <- config <- naming <- upstream <- catalog <- router <- server <- hub <- cli."""
+"""Dependencies point one way:
+errors <- config <- naming, policy, audit <- upstream <- catalog <- router <- chain <- server <- hub <- cli."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ ALLOWED = {
     "catalog": {"naming"},
     "policy": {"config", "errors"},
     "router": {"catalog", "errors", "upstream"},
-    "server": {"catalog", "errors", "router", "__init__"},
-    "hub": {"catalog", "config", "router", "server", "upstream"},
+    "audit": {"errors"},
+    "policy_store": {"errors", "policy"},
+    "chain": {"audit", "catalog", "errors", "policy", "upstream"},
+    "server": {"catalog", "chain", "errors", "policy", "router", "upstream", "__init__"},
+    "hub": {"audit", "catalog", "chain", "config", "policy_store", "router", "server", "upstream"},
     "examples": set(),
 }
 

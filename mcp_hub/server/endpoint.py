@@ -9,11 +9,13 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, cast
 
 import anyio
 import mcp_types as types
+from cachetools import LRUCache
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -21,18 +23,24 @@ from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Serv
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
-from mcp_types import INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, RootModel
 
 from mcp_hub import __version__
-from mcp_hub.catalog import Catalog
-from mcp_hub.errors import HubError
+from mcp_hub.catalog import Catalog, View, page
+from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.errors import HubError, UnknownName
+from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
+from mcp_hub.upstream import ClientCannotAnswer
 
 logger = logging.getLogger("mcp_hub.server")
+
+PRINCIPAL_KEY = "mcp_hub.principal"
+"""Where the HTTP layer puts the authenticated principal, in the ASGI scope's state."""
+ANONYMOUS = "anonymous"
+"""The principal of an HTTP client when the hub has no API keys configured."""
 
 _NOTIFY_TIMEOUT = 5.0
 
@@ -75,13 +83,38 @@ async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: Call
         raise exc.to_mcp() from None
 
 
-class Endpoint:
-    """The hub as an MCP server, plus the connected clients it notifies."""
+_POLICY_KIND = {
+    "tools": "tool",
+    "prompts": "prompt",
+    "resources": "resource",
+    "resource_templates": "resource_template",
+}
 
-    def __init__(self, name: str, catalog: Catalog, router: Router, page_size: int) -> None:
+
+class Endpoint:
+    """The hub as an MCP server, plus the connected clients it notifies.
+
+    Lists are the catalog's views filtered by the policy's `visible()`; calls go
+    through `call` (the chain: audit, policy, router) with a `CallContext` that
+    names the caller. Completion is answered for visible prompts and templates only.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        catalog: Catalog,
+        router: Router,
+        *,
+        page_size: int,
+        policy: Callable[[], PolicySet],
+        call: Handler,
+    ) -> None:
         self._catalog = catalog
         self._router = router
         self._page_size = page_size
+        self._policy = policy
+        self._call = call
+        self._visible: LRUCache[tuple[str, str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
         self._clients: set[ServerSession] = set()
         self.server: Server[Any] = _HubServer(name, version=__version__, cache_hints=_NO_CACHING)
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
@@ -89,9 +122,9 @@ class Endpoint:
             ("prompts/list", types.PaginatedRequestParams, self._lister("prompts")),
             ("resources/list", types.PaginatedRequestParams, self._lister("resources")),
             ("resources/templates/list", types.PaginatedRequestParams, self._lister("resource_templates")),
-            ("tools/call", types.CallToolRequestParams, self._call_tool),
-            ("prompts/get", types.GetPromptRequestParams, self._get_prompt),
-            ("resources/read", types.ReadResourceRequestParams, self._read_resource),
+            ("tools/call", types.CallToolRequestParams, self._caller("tools/call")),
+            ("prompts/get", types.GetPromptRequestParams, self._caller("prompts/get")),
+            ("resources/read", types.ReadResourceRequestParams, self._caller("resources/read")),
             ("completion/complete", types.CompleteRequestParams, self._complete),
         ]
         for method, params_type, handler in handlers:
@@ -107,27 +140,56 @@ class Endpoint:
         key = _LIST_RESULT_KEY[kind]
 
         async def handler(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
-            items, next_cursor = self._catalog.view(kind).page(params.cursor, self._page_size)
-            result: dict[str, Any] = {key: items, "resultType": "complete"}
+            view = self._catalog.view(kind)
+            policy = self._policy()
+            items = self._visible_items(kind, view, principal_of(ctx), policy)
+            listing, next_cursor = page(items, params.cursor, self._page_size, f"{view.revision}.{policy.revision}")
+            result: dict[str, Any] = {key: listing, "resultType": "complete"}
             if next_cursor is not None:
                 result["nextCursor"] = next_cursor
             return result
 
         return handler
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
-        return _complete_result(await self._router.call_tool(ctx.params or {}, _progress_relay(ctx), ClientOrigin(ctx)))
+    def _visible_items(self, kind: str, view: View, principal: str, policy: PolicySet) -> tuple[dict[str, Any], ...]:
+        """The items of `view` that `principal` may see; computed once per catalog and policy revision."""
+        key = (kind, view.revision, policy.revision, principal)
+        items = self._visible.get(key)
+        if items is None:
+            policy_kind = _POLICY_KIND[kind]
+            items = tuple(
+                item
+                for item, target in zip(view.items, view.targets, strict=True)
+                if policy.visible(principal, policy_kind, target.mount, target.native)
+            )
+            self._visible[key] = items
+        return items
 
-    async def _get_prompt(self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams) -> Any:
-        return _complete_result(
-            await self._router.get_prompt(ctx.params or {}, _progress_relay(ctx), ClientOrigin(ctx))
-        )
+    def _caller(self, method: str) -> RequestHandler[Any, Any]:
+        async def handler(ctx: ServerRequestContext[Any, Any], params: BaseModel) -> Any:
+            route = self._router.route(method, ctx.params or {})
+            call = CallContext(
+                decision_id=uuid.uuid4().hex,
+                method=method,
+                kind=route.kind,
+                mount=route.mount,
+                native=route.native,
+                public=route.public,
+                params=route.params,
+                principal=principal_of(ctx),
+                session=session_of(ctx),
+                origin=ClientOrigin(ctx),
+                on_progress=_progress_relay(ctx),
+            )
+            return _complete_result(await self._call(call))
 
-    async def _read_resource(self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams) -> Any:
-        return _complete_result(await self._router.read_resource(ctx.params or {}, ClientOrigin(ctx)))
+        return handler
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
-        return _complete_result(await self._router.complete(ctx.params or {}))
+        route = self._router.route("completion/complete", ctx.params or {})
+        if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
+            raise UnknownName(route.kind, route.public)
+        return _complete_result(await self._router.forward("completion/complete", route.mount, route.params))
 
     # -- clients and their notifications ------------------------------------------
 
@@ -197,13 +259,12 @@ class ClientOrigin:
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if self.modern:
-            raise MCPError(
-                INVALID_REQUEST,
-                f"mcp-hub: the server sent {method} mid-call, which cannot be relayed to a 2026-07-28 client yet",
+            raise ClientCannotAnswer(
+                f"mcp-hub: {method} cannot be sent mid-call to a 2026-07-28 client yet",
             )
         feature, capability = _NEEDS.get(method, (method, None))
         if capability is None or not self._session.check_client_capability(capability):
-            raise MCPError(INVALID_REQUEST, f"mcp-hub: the client connected to the hub does not support {feature}")
+            raise ClientCannotAnswer(f"mcp-hub: the client connected to the hub does not support {feature}")
         request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
         metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None
         answer = await self._session.send_request(request, _RawResult, metadata=metadata)
@@ -212,6 +273,19 @@ class ClientOrigin:
 
 def _connection_of(session: ServerSession) -> Connection:
     return session._connection  # pyright: ignore[reportPrivateUsage]
+
+
+def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
+    """Who is calling: the HTTP layer's authenticated principal, or "stdio" for the local user."""
+    request = ctx.request
+    if request is None:
+        return "stdio"
+    return str(request.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS))
+
+
+def session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    request = ctx.request
+    return request.headers.get("mcp-session-id") if request is not None else None
 
 
 def _complete_result(result: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,13 @@ _SAMPLING_RESULT: TypeAdapter[types.CreateMessageResult | types.CreateMessageRes
 )
 
 
+class ClientCannotAnswer(MCPError):
+    """The client cannot be asked this: it lacks the capability, or its protocol era has no way."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(INVALID_REQUEST, message)
+
+
 class Origin(Protocol):
     """The client a request came from, as the upstream side needs to see it."""
 
@@ -56,7 +63,8 @@ class Origin(Protocol):
         """Put a server's question (sampling/createMessage, elicitation/create, roots/list) to the client.
 
         Raises:
-            MCPError: the client answered with an error, or cannot be asked this.
+            ClientCannotAnswer: the client cannot be asked this.
+            MCPError: the client answered with an error.
         """
         ...
 

@@ -70,6 +70,17 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "description": "Answer with a resource link and an embedded resource.",
         "inputSchema": {"type": "object"},
     },
+    {
+        "name": "read_file",
+        "description": "Say which file it would read (reads nothing).",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "delete_note",
+        "description": "Pretend to delete a note.",
+        "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+        "annotations": {"destructiveHint": True},
+    },
     {"name": "crash", "description": "Exit the server process mid-call.", "inputSchema": {"type": "object"}},
     {"name": "hang", "description": "Never answer.", "inputSchema": {"type": "object"}},
     {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
@@ -155,6 +166,10 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                         {"type": "resource", "resource": {"uri": "fixture://notes/2", "text": NOTES["2"]}},
                     ]
                 }
+            case "read_file":
+                return {"content": [{"type": "text", "text": f"would read {args['path']}"}]}
+            case "delete_note":
+                return {"content": [{"type": "text", "text": f"deleted {args['key']}"}]}
             case "crash":
                 os._exit(3)
             case "hang":

@@ -1,0 +1,199 @@
+"""The audit log: one JSON line per decision (an OPA-style decision event), never free text.
+
+`record()` -> private `queue.Queue` -> `QueueListener` thread -> `RotatingFileHandler` (audit.log, .1, .2...),
+never through the logger tree, so application log config (levels, `dictConfig`, `logging.disable`) cannot touch
+it. Lines are written whole and in queue order, flushed one by one, fsync'ed before each rotation and at `stop()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from logging.handlers import QueueListener, RotatingFileHandler
+from pathlib import Path
+from typing import Any, cast
+
+from mcp_hub.errors import ConfigError
+
+errors_log = logging.getLogger("mcp_hub.audit.errors")
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One decision, as written: fields in this order, `arguments` already masked by the caller."""
+
+    time: str
+    decision_id: str
+    principal: str
+    session: str | None
+    method: str
+    mount: str | None
+    name: str | None
+    arguments: Mapping[str, Any] | None
+    outcome: str
+    rule: str | None
+    reason: str | None
+    latency_ms: float | None
+    policy_revision: str | None
+
+    def to_json(self) -> str:
+        """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""
+        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        try:
+            arguments = None if self.arguments is None else dict(self.arguments)  # a MappingProxyType too
+            return json.dumps({**values, "arguments": arguments}, **_JSON)
+        except Exception:  # field by field, so one bad value spoils only itself
+            return "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
+
+
+def _repr(value: object) -> str:  # json.dumps(default=): what JSON cannot hold becomes its repr
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__qualname__}>"
+
+
+_JSON: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _repr}
+
+
+def _dumps_field(value: object) -> str:
+    try:
+        return json.dumps(value, **_JSON)
+    except Exception:
+        return json.dumps(_repr(value), ensure_ascii=False)
+
+
+class _AuditFileHandler(RotatingFileHandler):
+    """Fsyncs before each rotation; reports failed writes to `on_error`; writes a lone surrogate as \\udc80."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int, on_error: Callable[[str], None]) -> None:
+        super().__init__(path, "a", max_bytes, backups, encoding="utf-8", errors="backslashreplace")
+        self.on_error = on_error
+
+    def sync(self) -> None:
+        self.flush()
+        os.fsync(self.stream.fileno())  # pyright: ignore[reportOptionalMemberAccess]
+
+    def doRollover(self) -> None:
+        self.sync()
+        super().doRollover()
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.on_error(f"write failed: {sys.exc_info()[1]!r}")
+
+
+class _Listener(QueueListener):
+    def enqueue_sentinel(self) -> None:
+        cast("queue.Queue[None]", self.queue).put(None)  # waits for room; the stdlib's put_nowait raises when full
+
+
+class AuditLog:
+    """The hub's audit log: `start()`, then `record()` from any thread or task, then `stop()`.
+
+    Lost events (full queue for `put_timeout` seconds, disk errors, recorded before `start()` or after `stop()`)
+    are counted in `dropped` and reported on "mcp_hub.audit.errors": at the first loss, then once per 1000.
+    `path=None`: discard events. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file.
+    """
+
+    # fmt: off
+    def __init__(self, path: str | os.PathLike[str] | None, *, max_bytes: int = 10_000_000, backups: int = 5,
+                 queue_size: int = 100_000, put_timeout: float = 1.0, handler: logging.Handler | None = None) -> None:
+        # fmt: on
+        self.path = None if path is None else Path(path)
+        self.dropped = 0
+        self._max_bytes, self._backups, self._put_timeout = max_bytes, backups, max(put_timeout, 0)
+        self._discard = path is None and handler is None
+        self._handler = handler
+        self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue(queue_size)
+        self._listener: _Listener | None = None
+        self._running = self._closed = False  # _closed: the writer has ended, producers empty the queue themselves
+        self._state_lock = threading.Lock()
+        self._count_lock = threading.Lock()  # not the state lock: stop() holds that while writes may fail
+
+    @staticmethod
+    def new_decision_id() -> str:
+        return uuid.uuid4().hex
+
+    @staticmethod
+    def now() -> str:
+        """UTC, RFC 3339, milliseconds: "2026-11-22T04:05:06.123Z"."""
+        return datetime.now(UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
+
+    def start(self) -> None:
+        """Open the file (creating parent directories) and start the writer thread. Once only."""
+        with self._state_lock:
+            if self._discard or self._listener is not None or self._closed:
+                return
+            if self._handler is None:
+                assert self.path is not None
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    self._handler = _AuditFileHandler(self.path, self._max_bytes, self._backups, self._lost)
+                except OSError as exc:
+                    why = f"{exc.strerror or exc}; set it to a writable path, or fix the permissions of its directory"
+                    raise ConfigError(str(self.path), "audit.file", f"cannot write the audit log: {why}") from exc
+            self._listener = _Listener(self._queue, self._handler)
+            self._listener.start()
+            self._running = True
+
+    def record(self, event: AuditEvent) -> None:
+        """Queue one event for writing; waits at most `put_timeout` when the queue is full. Never raises."""
+        if self._discard:
+            return
+        if not self._running:
+            self._lost("the audit log is not running (recorded before start() or after stop())")
+            return
+        item = logging.LogRecord("mcp_hub.audit", logging.INFO, "", 0, event.to_json(), None, None)  # no factory
+        try:
+            self._queue.put(item, timeout=self._put_timeout)
+        except queue.Full:
+            self._lost(f"the queue stayed full for {self._put_timeout}s")
+            return
+        if self._closed:  # stop() finished while we were putting: no one else will take it
+            self._drop_leftovers()
+
+    def stop(self) -> None:
+        """Write every line queued so far, fsync, close the file and end the thread. Idempotent."""
+        with self._state_lock:
+            self._running = False
+            if self._listener is None or self._closed:
+                self._closed = True
+                return
+            self._listener.stop()  # the thread writes everything queued before its sentinel, then ends
+            self._closed = True
+            self._drop_leftovers()  # put after the sentinel by producers already past the `_running` check
+            for step in ("sync", "close"):
+                try:
+                    getattr(self._handler, step, lambda: None)()
+                except Exception as exc:  # OSError; AttributeError if a failed rotation left no file open
+                    errors_log.error("audit log %s: closing failed: %r", self.path, exc)
+
+    def __enter__(self) -> AuditLog:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _drop_leftovers(self) -> None:  # once the writer has ended: what is still queued came during stop()
+        count = 0
+        with contextlib.suppress(queue.Empty):
+            while self._queue.get_nowait():
+                count += 1
+        self._lost("recorded during stop()", count)
+
+    def _lost(self, why: str, count: int = 1) -> None:  # warns at the first loss, then once per 1000
+        with self._count_lock:
+            before, after = self.dropped, self.dropped + count
+            self.dropped = after
+        if count and (before == 0 or after // 1000 != before // 1000):
+            errors_log.warning("audit log %s: %d events lost so far (latest: %s)", self.path, after, why)

@@ -1,0 +1,66 @@
+"""What every link of the chain sees about one call, and how links are composed.
+
+A call flows `audit -> policy -> router`: each link is an object with
+`async __call__(ctx, call_next)`, composed once by `compose()`. The context is
+frozen; the one thing links tell each other is the `Verdict`, which the policy
+link fills in and the audit link reads when the call is over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from mcp.shared.dispatcher import ProgressFnT
+
+from mcp_hub.catalog import Kind
+from mcp_hub.upstream import Origin
+
+Handler = Callable[["CallContext"], Awaitable[dict[str, Any]]]
+
+
+@dataclass(slots=True)
+class Verdict:
+    """How the call was decided: filled in by the policy link, read by the audit link."""
+
+    outcome: str = "allowed"
+    rule: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    decision_id: str
+    method: str
+    kind: Kind
+    mount: str
+    native: str
+    """The server's own name for the tool or prompt, or its own URI (or URI template)."""
+    public: str
+    """The name or URI the client used."""
+    params: Mapping[str, Any]
+    """The request's params with the native name or URI restored."""
+    principal: str
+    session: str | None
+    origin: Origin
+    on_progress: ProgressFnT | None = None
+    verdict: Verdict = field(default_factory=Verdict)
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        arguments = self.params.get("arguments")
+        return arguments if isinstance(arguments, Mapping) else {}
+
+
+class Link(Protocol):
+    async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]: ...
+
+
+def compose(links: Sequence[Link], terminal: Handler) -> Handler:
+    """`links[0]` outermost, `terminal` innermost."""
+    handler = terminal
+    for link in reversed(links):
+        handler = partial(link, call_next=handler)
+    return handler

@@ -1,0 +1,137 @@
+"""The policy link: every call is decided before it reaches a server.
+
+The decision is the policy's (`PolicySet.decide`, pure); this link enforces it:
+
+- DENIED: answered exactly like a name that does not exist (hidden, no existence leak);
+- REFUSED (an argument constraint): a tool error naming the rule, for tools; an
+  invalid-params error otherwise;
+- rate limits of the matching rules: counted per rule (and per principal, unless
+  the rule says "shared"), over the limit answered with when to retry;
+- CONFIRM: a person is asked through the client (elicitation) and the call
+  proceeds only on an explicit yes; no, cancel, silence past the timeout, or a
+  client that cannot ask (unless the policy allows that) refuse it.
+
+Refusals of tool calls are tool errors so the model reads why; the same
+refusal elsewhere is a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from limits import RateLimitItem, parse
+from limits.aio.storage import Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
+
+from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.errors import RateLimited, Refused, UnknownName
+from mcp_hub.policy import Decision, Outcome, PolicySet, RateLimit, Target, mask_arguments
+from mcp_hub.upstream import ClientCannotAnswer
+
+_CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Allow this call?"}},
+    "required": ["confirm"],
+}
+
+
+class RateLimiter:
+    """Counts calls against the policy's rate limits (`limits`, moving windows).
+
+    The default storage is in memory; an `async+redis://` URI shares the counts
+    between hub replicas.
+    """
+
+    def __init__(self, storage: str = "async+memory://") -> None:
+        backend = storage_from_string(storage)
+        if not isinstance(backend, Storage):
+            raise ValueError(f"rate limit storage {storage!r} is not an async storage; use an async+ URI")
+        self._limiter = MovingWindowRateLimiter(backend)
+        self._items: dict[str, RateLimitItem] = {}
+
+    async def over(self, limit: RateLimit, principal: str) -> float | None:
+        """Count one call; None when within the limit, else the seconds until a call may succeed."""
+        item = self._items.get(limit.rate)
+        if item is None:
+            item = self._items[limit.rate] = parse(limit.rate)
+        keys = (limit.rule, principal) if limit.scope == "principal" else (limit.rule,)
+        if await self._limiter.hit(item, *keys):
+            return None
+        stats = await self._limiter.get_window_stats(item, *keys)
+        return max(stats.reset_time - _now(), 0.0)
+
+
+def _now() -> float:
+    return time.time()  # `limits` keeps windows on the wall clock, which Redis-shared replicas agree on
+
+
+class PolicyGuard:
+    def __init__(self, policy: Callable[[], PolicySet], limiter: RateLimiter) -> None:
+        self._policy = policy
+        self._limiter = limiter
+
+    async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]:
+        policy = self._policy()
+        arguments = ctx.arguments if ctx.kind != "resource" else None
+        decision = policy.decide(ctx.principal, Target(ctx.kind, ctx.mount, ctx.native, arguments))
+        ctx.verdict.rule, ctx.verdict.reason = decision.rule, decision.reason
+        try:
+            if decision.outcome == Outcome.DENIED:
+                ctx.verdict.outcome = "denied"
+                raise UnknownName(ctx.kind, ctx.public)
+            if decision.outcome == Outcome.REFUSED:
+                ctx.verdict.outcome = "refused"
+                raise Refused(f"Refused by policy rule {decision.rule}: {decision.reason}", decision.rule)
+            for limit in decision.rate_limits:
+                retry_after = await self._limiter.over(limit, ctx.principal)
+                if retry_after is not None:
+                    ctx.verdict.outcome, ctx.verdict.rule = "rate_limited", limit.rule
+                    raise RateLimited(limit.rule, limit.rate, retry_after)
+            if decision.outcome == Outcome.CONFIRM:
+                await self._confirm(ctx, decision, policy)
+        except (Refused, RateLimited) as refusal:
+            if ctx.method == "tools/call":
+                return _tool_error(str(refusal))
+            raise
+        return await call_next(ctx)
+
+    async def _confirm(self, ctx: CallContext, decision: Decision, policy: PolicySet) -> None:
+        settings = policy.confirmation
+        shown = mask_arguments(ctx.arguments, policy.audit.mask_arguments)
+        message = (
+            f"Allow {ctx.kind} '{ctx.public}' on server '{ctx.mount}'"
+            + (f" with arguments {json.dumps(shown, ensure_ascii=False)}" if shown else "")
+            + f"? (policy rule {decision.rule}{': ' + decision.reason if decision.reason else ''})"
+        )
+        params = {"message": message, "requestedSchema": _CONFIRM_SCHEMA}
+        try:
+            with anyio.fail_after(settings.timeout):
+                answer = await ctx.origin.ask("elicitation/create", params)
+        except TimeoutError:
+            ctx.verdict.outcome = "declined"
+            raise Refused(f"No confirmation within {settings.timeout:g}s (policy rule {decision.rule})", None) from None
+        except ClientCannotAnswer as exc:
+            if settings.when_unsupported == "allow":
+                ctx.verdict.outcome, ctx.verdict.reason = "allowed", f"unconfirmed: {exc.message}"
+                return
+            ctx.verdict.outcome = "declined"
+            raise Refused(
+                f"This call needs a person's confirmation (policy rule {decision.rule}), and the client "
+                f"cannot ask for it: {exc.message}",
+                decision.rule,
+            ) from None
+        content = answer.get("content")
+        if answer.get("action") == "accept" and isinstance(content, dict) and content.get("confirm") is True:
+            ctx.verdict.outcome = "confirmed"
+            return
+        ctx.verdict.outcome = "declined"
+        raise Refused(f"Not confirmed ({answer.get('action', 'no answer')}; policy rule {decision.rule})", None)
+
+
+def _tool_error(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}

@@ -1,0 +1,293 @@
+"""The policy enforced by a running hub: lists, calls, arguments, confirmation, rate limits, reload, audit."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ToolListChangedNotification
+
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, hub_client, running_hub, serve_app, wait_for, write_config
+
+pytestmark = pytest.mark.anyio
+
+PROFILES = """
+[principals]
+stdio = "operator"
+ci-bot = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "read"
+effect = "allow"
+tools = ["srv/echo", "srv/read_file"]
+resources = ["srv/fixture://notes/*"]
+
+[profiles.operator]
+default = "deny"
+extends = ["reader"]
+[[profiles.operator.rules]]
+id = "files"
+effect = "allow"
+tools = ["srv/read_file"]
+[profiles.operator.rules.arguments.path]
+path_within = ["{root}"]
+[[profiles.operator.rules]]
+id = "destructive"
+effect = "confirm"
+tools = ["srv/delete_*"]
+reason = "destructive"
+[[profiles.operator.rules]]
+id = "slow-down"
+effect = "allow"
+tools = ["srv/pid"]
+rate = "2/second"
+[[profiles.operator.rules]]
+id = "no-crash"
+effect = "deny"
+tools = ["srv/crash"]
+
+[confirmation]
+timeout = 5
+when_unsupported = "deny"
+
+[audit]
+mask_arguments = ["*secret*"]
+"""
+
+
+def setup(tmp_path: Path, **servers: Any) -> tuple[Path, Path]:
+    """A hub.toml with a policies/ folder and an audit file; returns (config, audit file)."""
+    root = tmp_path / "docs"
+    (root / "inner").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "escape").symlink_to(tmp_path / "outside")
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "hub.toml").write_text(textwrap.dedent(PROFILES).replace("{root}", str(root)), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", servers or {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "logs/audit.jsonl"\n')
+    return config, tmp_path / "logs" / "audit.jsonl"
+
+
+def audit_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+class Person:
+    def __init__(self, action: str = "accept", confirm: bool = True) -> None:
+        self.action = action
+        self.confirm = confirm
+        self.messages: list[str] = []
+
+    async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        self.messages.append(params.message)
+        content = {"confirm": self.confirm} if self.action == "accept" else None
+        return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
+
+
+async def test_hidden_items_are_neither_listed_nor_callable(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        resources = {r.uri for r in (await client.list_resources()).resources}
+        errors = []
+        for name in ("srv_crash", "srv_grow", "srv_no_such_tool"):
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool(name, {})
+            errors.append((caught.value.code, caught.value.message))
+        with pytest.raises(MCPError) as hidden_resource:
+            await client.read_resource("srv+fixture://blob")
+    assert tools == {"srv_echo", "srv_read_file", "srv_delete_note", "srv_pid"}
+    assert resources == {"srv+fixture://notes/1", "srv+fixture://notes/2"}
+    # Denied, not allowed, and absent answer alike: no existence leak.
+    assert errors == [
+        (INVALID_PARAMS, "Unknown tool: srv_crash"),
+        (INVALID_PARAMS, "Unknown tool: srv_grow"),
+        (INVALID_PARAMS, "Unknown tool: srv_no_such_tool"),
+    ]
+    assert hidden_resource.value.message == "Unknown resource: srv+fixture://blob"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/x",
+        "inner/../../outside/x",
+        "{tmp}/outside/x",
+        "{tmp}/docs2/x",
+        "%2e%2e/outside/x",
+        "%252e%252e/outside/x",
+        "escape/secret",
+        "file://{tmp}/outside/x",
+        "~/x",
+    ],
+)
+async def test_argument_escapes_are_refused_naming_the_rule(tmp_path: Path, path: str) -> None:
+    config, _ = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        refused = await client.call_tool("srv_read_file", {"path": path.replace("{tmp}", str(tmp_path))})
+        allowed = await client.call_tool("srv_read_file", {"path": "inner/notes.txt"})
+    assert refused.is_error is True
+    assert "files" in refused.content[0].text  # type: ignore[union-attr]
+    assert "path" in refused.content[0].text  # type: ignore[union-attr]
+    assert allowed.is_error is not True
+    assert allowed.content[0].text == "would read inner/notes.txt"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("action", "confirm", "expected"),
+    [("accept", True, "deleted k"), ("accept", False, None), ("decline", False, None), ("cancel", False, None)],
+)
+async def test_confirmation(tmp_path: Path, action: str, confirm: bool, expected: str | None) -> None:
+    config, audit = setup(tmp_path)
+    person = Person(action, confirm)
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, elicitation_callback=person.elicitation) as client,
+    ):
+        result = await client.call_tool("srv_delete_note", {"key": "k", "secret_token": "hunter2"})
+    assert len(person.messages) == 1
+    assert "srv_delete_note" in person.messages[0] and "destructive" in person.messages[0]
+    assert "hunter2" not in person.messages[0]
+    if expected is None:
+        assert result.is_error is True
+        assert "Not confirmed" in result.content[0].text  # type: ignore[union-attr]
+    else:
+        assert result.content[0].text == expected  # type: ignore[union-attr]
+    (line,) = audit_lines(audit)
+    assert line["outcome"] == ("confirmed" if expected else "declined")
+    assert line["arguments"] == {"key": "k", "secret_token": "***"}
+
+
+async def test_confirmation_without_elicitation_is_refused(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        result = await client.call_tool("srv_delete_note", {"key": "k"})
+    assert result.is_error is True
+    assert "cannot ask" in result.content[0].text  # type: ignore[union-attr]
+    assert "elicitation" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_rate_limit_trips_and_recovers(tmp_path: Path) -> None:
+    config, audit = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        results = [await client.call_tool("srv_pid", {}) for _ in range(3)]
+        assert [r.is_error is True for r in results] == [False, False, True]
+        assert "retry in" in results[2].content[0].text  # type: ignore[union-attr]
+
+        async def recovered() -> bool:
+            return (await client.call_tool("srv_pid", {})).is_error is not True
+
+        await wait_for(recovered, timeout=5, interval=0.2)
+    assert [line["outcome"] for line in audit_lines(audit)][:3] == ["allowed", "allowed", "rate_limited"]
+
+
+async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_policy(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    policy_file = tmp_path / "policies" / "hub.toml"
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            changed.set()
+
+    async with running_hub(load_config(config)) as hub, hub_client(hub, message_handler=on_message) as client:
+        revision = hub.policy().revision
+        good = policy_file.read_text(encoding="utf-8")
+        policy_file.write_text(good + '\n[profiles.broken\nx = "', encoding="utf-8")
+        await wait_for(lambda: _true(hub.policy.last_error is not None))
+        assert "hub.toml" in (hub.policy.last_error or "")
+        assert hub.policy().revision == revision
+        assert "srv_echo" in {t.name for t in (await client.list_tools()).tools}
+
+        policy_file.write_text(good.replace('tools = ["srv/echo", "srv/read_file"]', 'tools = ["srv/read_file"]'))
+        with anyio.fail_after(10):
+            await changed.wait()
+        tools = {t.name for t in (await client.list_tools()).tools}
+    assert hub.policy().revision != revision
+    assert "srv_echo" not in tools and "srv_read_file" in tools
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_path: Path) -> None:
+    config, audit = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+
+        async def call(index: int) -> None:
+            name = "srv_echo" if index % 4 else "srv_crash"  # every fourth one denied
+            with contextlib.suppress(MCPError):
+                await client.call_tool(name, {"text": str(index)})
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                for index in range(100):
+                    tg.start_soon(call, index)
+    lines = audit_lines(audit)
+    assert len(lines) == 100
+    assert len({line["decision_id"] for line in lines}) == 100
+    assert sum(line["outcome"] == "denied" for line in lines) == 25
+    assert sum(line["outcome"] == "allowed" for line in lines) == 75
+    first = lines[0]
+    assert list(first) == [
+        "time",
+        "decision_id",
+        "principal",
+        "session",
+        "method",
+        "mount",
+        "name",
+        "arguments",
+        "outcome",
+        "rule",
+        "reason",
+        "latency_ms",
+        "policy_revision",
+    ]
+    assert first["principal"] == "stdio" and first["mount"] == "srv"
+
+
+async def test_http_clients_are_who_their_api_key_says(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[auth]\napi_keys = { ci-bot = "${HUB_TEST_CI_KEY}" }\n')
+    key = "k" * 32
+    hub = Hub(load_config(config, environ={"HUB_TEST_CI_KEY": key}))
+    async with hub.running():
+        await hub.wait_settled(20)
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=hub.config.auth.api_keys
+        )
+        async with serve_app(app) as base:
+            import httpx2
+
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http:
+                from mcp.client.streamable_http import streamable_http_client
+
+                async with Client(streamable_http_client(f"{base}/mcp", http_client=http), cache=None) as client:
+                    tools = {t.name for t in (await client.list_tools()).tools}
+            async with httpx2.AsyncClient() as http:
+                missing = await http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+                wrong = await http.post(
+                    f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"X-API-Key": "x" * 32}
+                )
+    assert tools == {"srv_echo", "srv_read_file"}  # the reader profile
+    assert missing.status_code == wrong.status_code == 401
+    assert "API key" in missing.json()["message"]
