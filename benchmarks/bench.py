@@ -1,0 +1,889 @@
+"""The hub's overhead, measured: the same upstream directly and through the hub, in one run.
+
+    python benchmarks/bench.py [--quick] [--out FILE]
+
+Every comparison talks to the same fixture server (`tests/servers/fixture.py`)
+once directly and once through `mcp-hub serve` (a separate process, as in
+production), with the SDK's own `mcp.Client(cache=None)` on both sides, and
+prints hub / direct ratios next to the project's targets:
+
+1. tools/call latency (p50, p99) at concurrency 1, for both protocol eras, in two
+   like-for-like pairs:
+   HTTP:  client -HTTP-> upstream            vs  client -HTTP-> hub -HTTP-> upstream
+   stdio: client -stdio-> upstream           vs  client -stdio-> hub -stdio-> upstream
+2. throughput (calls/s) at concurrency 16 and 64, spread over 4 client sessions;
+3. a 1 MB tools/call result (p50);
+4. tools/list of 1,000 tools: a hub over 20 upstreams x 50 tools vs one server with 1,000;
+5. hub start-up until that catalog is served, and the hub process's RSS;
+plus the CPU time each process spends per call, which says where latency goes.
+
+Latency and throughput are the median of 3 interleaved rounds (direct, hub,
+direct, hub, ...). Every loop is bounded in count and time, and every process
+started here is stopped in a `finally`. `--out FILE` also writes the report.
+Needs only what `pip install -e '.[test]'` installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import math
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import INVALID_PARAMS
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.conftest import FIXTURE, fixture_server, free_port, write_config  # noqa: E402
+
+FIXTURE_HTTP = str(ROOT / "benchmarks" / "fixture_http.py")
+LEGACY, MODERN = "legacy", "2026-07-28"
+ECHO_ARGS = {"text": "hello"}
+BIG_SIZE = 1_000_000
+CATALOG_MOUNTS, CATALOG_TOOLS = 20, 50
+SESSIONS = 4
+"""Client sessions that share the load in the throughput runs."""
+PHASE_TIMEOUT = 240.0
+"""No single measurement phase may run longer than this (seconds)."""
+CALL_TIMEOUT = 30.0
+
+
+# -- plan ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much to measure; `QUICK` trades precision for a 1-2 minute run."""
+
+    rounds: int = 3
+    warmup: int = 50
+    calls: int = 500
+    """tools/call per round, concurrency 1."""
+    throughput_calls: int = 1500
+    """Calls per throughput round (all sessions together)."""
+    throughput_seconds: float = 6.0
+    """Cap on one throughput round."""
+    big_calls: int = 20
+    list_calls: int = 30
+    startups: int = 3
+    round_seconds: float = 30.0
+    """Cap on one latency round."""
+
+
+FULL = Plan()
+QUICK = Plan(warmup=20, calls=150, throughput_calls=200, throughput_seconds=1.5, big_calls=6, list_calls=8, startups=1)
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for the hub/direct ratio (or, without a direct number, for the hub's own value)."""
+
+    text: str
+    met: Callable[[float], bool]
+
+
+def at_most(limit: float, unit: str = "x") -> Target:
+    return Target(f"<= {limit:g}{unit}", lambda v: v <= limit)
+
+
+def at_least(limit: float, unit: str = "x") -> Target:
+    return Target(f">= {limit:g}{unit}", lambda v: v >= limit)
+
+
+def below(limit: float, unit: str) -> Target:
+    return Target(f"< {limit:g} {unit}", lambda v: v < limit)
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    unit: str
+    direct: float | None
+    hub: float
+    target: Target | None = None
+    absolute: bool = False
+    """The target applies to the hub's value, not to the ratio."""
+
+    @property
+    def ratio(self) -> float | None:
+        return self.hub / self.direct if self.direct else None
+
+    def verdict(self) -> str:
+        if self.target is None:
+            return ""
+        value = self.hub if self.absolute else self.ratio
+        return "" if value is None else ("met" if self.target.met(value) else "MISSED")
+
+
+@dataclass
+class CpuRow:
+    """CPU time per call of each process on one path (microseconds)."""
+
+    path: str
+    per_process: dict[str, float]
+    wall_us: float
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+    cpu: list[CpuRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+_T0 = time.perf_counter()
+
+
+def step(message: str) -> None:
+    """Progress on stderr, so stdout stays the report."""
+    print(f"[{time.perf_counter() - _T0:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+# -- processes -----------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (from /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int, key: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(f"{key} of pid {pid}")
+
+
+def children_of(pid: int) -> set[int]:
+    """Direct children of a process (scanning /proc, which needs no extra package)."""
+    found: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+def spawn(args: Sequence[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the hub reaps its children on it), then SIGKILL after 10 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+@contextlib.contextmanager
+def running(args: Sequence[str], log: IO[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    process = spawn(args, log)
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
+def hub_command(config: Path, transport: str = "stdio", port: int | None = None) -> list[str]:
+    """`mcp-hub serve`, as `python -m mcp_hub` run in ROOT: the checkout's hub, whatever is installed."""
+    command = [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), "--transport", transport]
+    return command + (["--port", str(port)] if port is not None else [])
+
+
+def hub_config(path: Path, servers: dict[str, dict[str, Any]], page_size: int = 100) -> Path:
+    """A hub.toml; log level `warning` as the upstream's uvicorn uses (no per-request access log)."""
+    return write_config(path, servers, log_level="warning", page_size=page_size)
+
+
+def fixture_command(name: str, tools: int = 0) -> list[str]:
+    return [sys.executable, FIXTURE, "--name", name] + (["--tools", str(tools)] if tools else [])
+
+
+# -- clients -------------------------------------------------------------------
+
+
+def http_client(url: str, mode: str = LEGACY) -> Client:
+    """The SDK client over streamable HTTP, without the 1 MiB SSE event cap."""
+    return Client(streamable_http_client(url, max_sse_event_size=None), mode=mode, cache=None)
+
+
+def stdio_client_for(command: Sequence[str], errlog: TextIO, mode: str = LEGACY) -> Client:
+    """The SDK client over stdio to a child it launches; the child's stderr goes to `errlog`."""
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=ROOT)
+    return Client(stdio_client(params, errlog=errlog), mode=mode, cache=None)
+
+
+async def list_all_tools(client: Client, max_pages: int = 100) -> list[Any]:
+    tools: list[Any] = []
+    cursor: str | None = None
+    for _ in range(max_pages):
+        page = await client.list_tools(cursor=cursor)
+        tools += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+async def wait_for_tool(client: Client, name: str, timeout: float = 30.0) -> None:
+    """Poll tools/list until `name` is served (the hub serves before its upstreams are up)."""
+    with anyio.fail_after(timeout):
+        while not any(t.name == name for t in await list_all_tools(client)):
+            await anyio.sleep(0.05)
+
+
+async def wait_listening(port: int, timeout: float = 30.0) -> None:
+    """Until something accepts TCP connections on the loopback port (bounded by `timeout`)."""
+    with anyio.fail_after(timeout):
+        while True:
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.02)
+                continue
+            await stream.aclose()
+            return
+
+
+async def enter_http(stack: AsyncExitStack, url: str, mode: str, timeout: float = 30.0) -> Client:
+    """Connect once the server listens; `stack` closes the client.
+
+    A 2026-07-28 client sends nothing when it connects, so a server that is not
+    up yet would only show as a failed background request later: wait first.
+    """
+    port = httpx2.URL(url).port
+    assert port is not None
+    await wait_listening(port, timeout)
+    return await stack.enter_async_context(http_client(url, mode))
+
+
+# -- measurements --------------------------------------------------------------
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+async def latencies(client: Client, tool: str, args: dict[str, Any], calls: int, seconds: float) -> list[float]:
+    """Seconds per call, one call at a time; stops at `calls` or after `seconds`."""
+    samples: list[float] = []
+    deadline = time.perf_counter() + seconds
+    for _ in range(calls):
+        start = time.perf_counter()
+        with anyio.fail_after(CALL_TIMEOUT):
+            result = await client.call_tool(tool, args)
+        samples.append(time.perf_counter() - start)
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result.content}")
+        if time.perf_counter() > deadline:
+            break
+    return samples
+
+
+async def throughput(clients: Sequence[Client], tool: str, concurrency: int, calls: int, seconds: float) -> float:
+    """Calls per second with `concurrency` callers spread evenly over `clients`."""
+    remaining = calls
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def caller(client: Client) -> None:
+        nonlocal remaining, done
+        while remaining > 0 and time.perf_counter() < deadline:
+            remaining -= 1
+            with anyio.fail_after(CALL_TIMEOUT):
+                await client.call_tool(tool, ECHO_ARGS)
+            done += 1
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(concurrency):
+            tg.start_soon(caller, clients[i % len(clients)])
+    return done / (time.perf_counter() - start)
+
+
+async def list_latencies(client: Client, calls: int, expected: int) -> list[float]:
+    samples: list[float] = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        with anyio.fail_after(CALL_TIMEOUT):
+            tools = await list_all_tools(client)
+        samples.append(time.perf_counter() - start)
+        if len(tools) != expected:
+            raise RuntimeError(f"listed {len(tools)} tools, expected {expected}")
+    return samples
+
+
+async def interleaved(
+    rounds: int, direct: Callable[[], Awaitable[Any]], hub: Callable[[], Awaitable[Any]]
+) -> tuple[list[Any], list[Any]]:
+    """Run direct, hub, direct, hub, ... and return each side's per-round results."""
+    direct_results: list[Any] = []
+    hub_results: list[Any] = []
+    for _ in range(rounds):
+        direct_results.append(await direct())
+        hub_results.append(await hub())
+    return direct_results, hub_results
+
+
+def median_of(rounds: list[list[float]], q: float) -> float:
+    return statistics.median(percentile(samples, q) for samples in rounds)
+
+
+@dataclass
+class Side:
+    """One path under test: its client(s), the tool names it calls, and the processes behind it."""
+
+    label: str
+    clients: list[Client]
+    prefix: str
+    pids: dict[str, int]
+    """Role ("hub", "upstream") -> pid, for CPU accounting."""
+
+    @property
+    def client(self) -> Client:
+        return self.clients[0]
+
+    def tool(self, name: str) -> str:
+        return self.prefix + name
+
+
+class CpuMeter:
+    """CPU time the client (this process) and the path's processes spend over a block of calls."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+        self.start = self.snapshot()
+        self.wall = time.perf_counter()
+
+    def snapshot(self) -> dict[str, float]:
+        usage = {"client": time.process_time()}
+        for role, pid in self.side.pids.items():
+            usage[role] = cpu_seconds(pid)
+        return usage
+
+    def per_call_us(self, calls: int) -> tuple[dict[str, float], float]:
+        end = self.snapshot()
+        wall = (time.perf_counter() - self.wall) / calls * 1e6
+        return {role: (end[role] - self.start[role]) / calls * 1e6 for role in end}, wall
+
+
+async def measure_call_latency(
+    plan: Plan, report: Report, label: str, direct: Side, hub: Side, *, p99_rows: bool = True
+) -> None:
+    """tools/call echo at concurrency 1: p50 and p99 rows, and CPU per call of every process."""
+    cpu: dict[str, list[tuple[dict[str, float], float]]] = {direct.label: [], hub.label: []}
+
+    def run(side: Side) -> Callable[[], Awaitable[list[float]]]:
+        async def once() -> list[float]:
+            meter = CpuMeter(side)
+            samples = await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.calls, plan.round_seconds)
+            cpu[side.label].append(meter.per_call_us(len(samples)))
+            return samples
+
+        return once
+
+    for side in (direct, hub):
+        await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.warmup, plan.round_seconds)
+    d, h = await interleaved(plan.rounds, run(direct), run(hub))
+    report.rows.append(
+        Row(f"tools/call p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.25))
+    )
+    if p99_rows:
+        report.rows.append(Row(f"tools/call p99, {label}", "ms", median_of(d, 0.99) * 1e3, median_of(h, 0.99) * 1e3))
+    for side in (direct, hub):
+        per_round = cpu[side.label]
+        roles = per_round[0][0]
+        report.cpu.append(
+            CpuRow(
+                f"{label}: {side.label}",
+                {role: statistics.median(r[0][role] for r in per_round) for role in roles},
+                statistics.median(r[1] for r in per_round),
+            )
+        )
+
+
+async def measure_throughput(
+    plan: Plan, report: Report, label: str, direct: Side, hub: Side, targets: dict[int, Target]
+) -> None:
+    for concurrency in (16, 64):
+
+        def run(side: Side, c: int = concurrency) -> Callable[[], Awaitable[float]]:
+            return lambda: throughput(
+                side.clients, side.tool("echo"), c, plan.throughput_calls, plan.throughput_seconds
+            )
+
+        for side in (direct, hub):  # warm every session
+            await throughput(side.clients, side.tool("echo"), concurrency, plan.warmup * 2, plan.throughput_seconds)
+        d, h = await interleaved(plan.rounds, run(direct), run(hub))
+        report.rows.append(
+            Row(
+                f"throughput c={concurrency} ({SESSIONS} sessions), {label}",
+                "calls/s",
+                statistics.median(d),
+                statistics.median(h),
+                targets.get(concurrency),
+            )
+        )
+
+
+async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub: Side) -> None:
+    args = {"size": BIG_SIZE}
+
+    def run(side: Side) -> Callable[[], Awaitable[list[float]]]:
+        return lambda: latencies(side.client, side.tool("big"), args, plan.big_calls, plan.round_seconds)
+
+    for side in (direct, hub):
+        result = await side.client.call_tool(side.tool("big"), args)
+        text = getattr(result.content[0], "text", "")
+        if len(text) != BIG_SIZE:
+            raise RuntimeError(f"{side.label}: big returned {len(text)} characters, expected {BIG_SIZE}")
+        await latencies(side.client, side.tool("big"), args, 2, plan.round_seconds)
+    d, h = await interleaved(plan.rounds, run(direct), run(hub))
+    report.rows.append(
+        Row(f"1 MB result p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.2))
+    )
+
+
+# -- scenario: one HTTP upstream -------------------------------------------------
+
+
+HTTP_CASES = ((LEGACY, LEGACY), (MODERN, MODERN), (LEGACY, "auto"))
+"""(client era, era the hub speaks to the upstream). Matching eras compare like with like;
+the last case is the hub's default config (`protocol = "auto"` picks 2026-07-28 here)."""
+
+
+async def http_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes]) -> None:
+    """client -HTTP-> upstream  vs  client -HTTP-> hub -HTTP-> upstream, same upstream process."""
+    upstream_port = free_port()
+    upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
+    with running([sys.executable, FIXTURE_HTTP, "--port", str(upstream_port)], log) as upstream:
+        for mode, hub_protocol in HTTP_CASES:
+            servers = {"up": {"url": upstream_url, "protocol": hub_protocol}}
+            config = hub_config(work / f"http-{hub_protocol}.toml", servers)
+            hub_port = free_port()
+            with running(hub_command(config, "http", hub_port), log) as hub_process:
+                async with AsyncExitStack() as stack:
+                    direct = Side("direct", [], "", {"upstream": upstream.pid})
+                    hub = Side("hub", [], "up_", {"hub": hub_process.pid, "upstream": upstream.pid})
+                    full = mode == hub_protocol == LEGACY
+                    for _ in range(SESSIONS if full else 1):
+                        direct.clients.append(await enter_http(stack, upstream_url, mode))
+                        hub.clients.append(await enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode))
+                    await wait_for_tool(hub.client, "up_echo")
+                    await http_case(plan, report, direct, hub, mode, hub_protocol, full)
+
+
+async def http_case(
+    plan: Plan, report: Report, direct: Side, hub: Side, mode: str, hub_protocol: str, full: bool
+) -> None:
+    label = f"HTTP upstream, {mode}"
+    if hub_protocol != mode:
+        label = f"HTTP upstream, {mode} client, hub->upstream {hub_protocol} (default)"
+    step(f"{label}: tools/call latency")
+    with anyio.fail_after(PHASE_TIMEOUT):
+        await measure_call_latency(plan, report, label, direct, hub, p99_rows=hub_protocol == mode)
+    if full:
+        step(f"{label}: throughput")
+        with anyio.fail_after(PHASE_TIMEOUT):
+            await measure_throughput(plan, report, "HTTP upstream, legacy", direct, hub, {16: at_least(0.8)})
+        step(f"{label}: 1 MB results")
+        with anyio.fail_after(PHASE_TIMEOUT):
+            await measure_big(plan, report, "HTTP upstream, legacy", direct, hub)
+
+
+# -- scenario: one stdio upstream ------------------------------------------------
+
+
+@asynccontextmanager
+async def stdio_side(
+    label: str, args: Sequence[str], mode: str, count: int, prefix: str, errlog: TextIO
+) -> AsyncIterator[Side]:
+    """`count` stdio sessions, each its own process; pids of the first session's process tree."""
+    me = os.getpid()
+    async with AsyncExitStack() as stack:
+        side = Side(label, [], prefix, {})
+        for i in range(count):
+            before = children_of(me)
+            client = await stack.enter_async_context(stdio_client_for(args, errlog, mode))
+            side.clients.append(client)
+            if i == 0:
+                (pid,) = children_of(me) - before
+                side.pids = {"hub": pid} if prefix else {"upstream": pid}
+        if prefix:
+            for client in side.clients:
+                await wait_for_tool(client, prefix + "echo")
+            (side.pids["upstream"],) = children_of(side.pids["hub"])
+        yield side
+
+
+async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextIO) -> None:
+    """client -stdio-> upstream  vs  client -stdio-> hub -stdio-> upstream."""
+    for mode in (LEGACY, MODERN):
+        config = hub_config(work / f"stdio-{mode}.toml", {"up": fixture_server("up", protocol=mode)})
+        sessions = SESSIONS if mode == LEGACY else 1
+        async with (
+            stdio_side("direct", fixture_command("up"), mode, sessions, "", errlog) as direct,
+            stdio_side("hub", hub_command(config), mode, sessions, "up_", errlog) as hub,
+        ):
+            label = f"stdio upstream, {mode}"
+            step(f"{label}: tools/call latency")
+            with anyio.fail_after(PHASE_TIMEOUT):
+                await measure_call_latency(plan, report, label, direct, hub)
+            if mode == LEGACY:
+                step(f"{label}: throughput")
+                with anyio.fail_after(PHASE_TIMEOUT):
+                    await measure_throughput(plan, report, "stdio upstream, legacy", direct, hub, {16: at_least(1.05)})
+                step(f"{label}: 1 MB results")
+                with anyio.fail_after(PHASE_TIMEOUT):
+                    await measure_big(plan, report, "stdio upstream, legacy", direct, hub)
+
+
+# -- scenario: a 20 x 50 catalog -------------------------------------------------
+
+
+def fixture_base_tools() -> int:
+    """How many tools the fixture has before `--tools N` adds generated ones."""
+    spec = importlib.util.spec_from_file_location("_bench_fixture", FIXTURE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return len(module.BASE_TOOLS)
+
+
+def catalog_servers(extra_tools: int) -> dict[str, dict[str, Any]]:
+    return {f"s{i:02d}": fixture_server(f"s{i:02d}", "--tools", str(extra_tools)) for i in range(CATALOG_MOUNTS)}
+
+
+@asynccontextmanager
+async def catalog_client(url: str, expected: int, timeout: float = 60.0) -> AsyncIterator[Client]:
+    """A client connected to `url` once tools/list serves `expected` tools (polled; bounded by `timeout`)."""
+    deadline = time.monotonic() + timeout
+    async with AsyncExitStack() as stack:
+        client = await enter_http(stack, url, LEGACY, timeout)
+        while await count_tools(client) < expected:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not serve {expected} tools within {timeout:g} s")
+            await anyio.sleep(0.05)
+        yield client
+
+
+async def count_tools(client: Client) -> int:
+    """Tools listed right now; 0 when the catalog changed between two pages (the hub then
+    refuses the stale cursor, as it does while its servers are still joining)."""
+    try:
+        return len(await list_all_tools(client))
+    except MCPError as exc:
+        if exc.code != INVALID_PARAMS:
+            raise
+        return 0
+
+
+async def direct_catalog_startup(extra_tools: int, errlog: TextIO) -> float:
+    """Baseline for the hub's start-up: this process starts the same 20 fixture children
+    itself (concurrently, over stdio) and lists each of them once."""
+    counts: list[int] = []
+    all_listed, release = anyio.Event(), anyio.Event()
+
+    async def one(name: str) -> None:
+        async with stdio_client_for(fixture_command(name, extra_tools), errlog) as client:
+            counts.append(len(await list_all_tools(client)))
+            if len(counts) == CATALOG_MOUNTS:
+                all_listed.set()
+            await release.wait()  # every child stays up until all are listed, as under the hub
+
+    start, elapsed = time.perf_counter(), math.inf
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for i in range(CATALOG_MOUNTS):
+                tg.start_soon(one, f"s{i:02d}")
+            await all_listed.wait()
+            elapsed = time.perf_counter() - start
+            release.set()
+    if sum(counts) != CATALOG_MOUNTS * CATALOG_TOOLS:
+        raise RuntimeError(f"listed {sum(counts)} tools, expected {CATALOG_MOUNTS * CATALOG_TOOLS}")
+    return elapsed
+
+
+@dataclass
+class HubLaunch:
+    startup: float
+    """Seconds from launching `mcp-hub serve` until tools/list serves the whole catalog."""
+    rss_ready: float
+    rss_after: float | None = None
+    peak: float | None = None
+
+
+async def compare_lists(plan: Plan, report: Report, direct: Client, hub: Client, how: str) -> None:
+    total = CATALOG_MOUNTS * CATALOG_TOOLS
+    for client in (direct, hub):
+        await list_latencies(client, 3, total)
+    d, h = await interleaved(
+        plan.rounds,
+        lambda: list_latencies(direct, plan.list_calls, total),
+        lambda: list_latencies(hub, plan.list_calls, total),
+    )
+    report.rows.append(
+        Row(
+            f"tools/list all {total} tools p50 ({how})",
+            "ms",
+            median_of(d, 0.5) * 1e3,
+            median_of(h, 0.5) * 1e3,
+            at_most(1.2),
+        )
+    )
+
+
+async def launch_catalog_hub(
+    plan: Plan, report: Report, config: Path, log: IO[bytes], direct: Client | None, how: str
+) -> HubLaunch:
+    """Start the hub over the 20 stdio children and time it until the catalog is served;
+    with `direct`, also compare tools/list with it and take the hub's RSS afterwards."""
+    port = free_port()
+    start = time.perf_counter()
+    with running(hub_command(config, "http", port), log) as hub_process:
+        async with catalog_client(f"http://127.0.0.1:{port}/mcp", CATALOG_MOUNTS * CATALOG_TOOLS) as hub:
+            launch = HubLaunch(time.perf_counter() - start, rss_mib(hub_process.pid))
+            if direct is not None:
+                await compare_lists(plan, report, direct, hub, how)
+                launch.rss_after = rss_mib(hub_process.pid)
+                launch.peak = rss_mib(hub_process.pid, "VmHWM")
+    return launch
+
+
+async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes], errlog: TextIO) -> None:
+    """tools/list of 1,000 tools (hub over 20 x 50 vs one server with 1,000), hub start-up and RSS.
+
+    Launch 1 serves pages of 100 (the default), launch 2 one page of 1,000 (to
+    separate pagination from per-tool cost); further launches only time start-up.
+    The direct start-up baseline runs before each of the first `plan.startups` launches.
+    """
+    total = CATALOG_MOUNTS * CATALOG_TOOLS
+    extra = CATALOG_TOOLS - fixture_base_tools()
+    direct_port = free_port()
+    launches: list[HubLaunch] = []
+    direct_startups: list[float] = []
+    direct_tools = str(total - CATALOG_TOOLS + extra)
+    direct_server = [sys.executable, FIXTURE_HTTP, "--port", str(direct_port), "--tools", direct_tools]
+    with running(direct_server, log):
+        async with catalog_client(f"http://127.0.0.1:{direct_port}/mcp", total) as direct:
+            for i in range(max(2, plan.startups)):
+                page_size, how = (total, "hub: 1 page of 1000") if i == 1 else (100, "hub: 10 pages of 100")
+                step(f"catalog: start-up {i + 1} (hub page size {page_size})")
+                if i < plan.startups:
+                    direct_startups.append(await direct_catalog_startup(extra, errlog))
+                config = hub_config(work / f"catalog-{page_size}.toml", catalog_servers(extra), page_size=page_size)
+                launches.append(await launch_catalog_hub(plan, report, config, log, direct if i < 2 else None, how))
+    report.rows += catalog_rows(launches, direct_startups)
+    report.notes.append(
+        f"start-up 'direct' = this process launching the same {CATALOG_MOUNTS} fixture children itself over stdio "
+        f"and listing each once; hub start-ups: {', '.join(f'{x.startup:.2f}' for x in launches)} s."
+    )
+
+
+def catalog_rows(launches: list[HubLaunch], direct_startups: list[float]) -> list[Row]:
+    first = launches[0]
+    total = CATALOG_MOUNTS * CATALOG_TOOLS
+    rows = [
+        Row(
+            f"start-up, {CATALOG_MOUNTS} stdio upstreams, until {total} tools listed",
+            "s",
+            statistics.median(direct_startups),
+            statistics.median(x.startup for x in launches),
+            at_most(3, " s"),
+            absolute=True,
+        ),
+        Row(
+            f"hub RSS, {CATALOG_MOUNTS} upstreams, catalog just served",
+            "MiB",
+            None,
+            first.rss_ready,
+            below(100, "MiB"),
+            absolute=True,
+        ),
+    ]
+    if first.rss_after is not None:
+        rows.append(
+            Row(
+                f"hub RSS after the tools/list runs (peak {first.peak:.1f})",
+                "MiB",
+                None,
+                first.rss_after,
+                below(100, "MiB"),
+                absolute=True,
+            )
+        )
+    return rows
+
+
+# -- report --------------------------------------------------------------------
+
+
+class LoadMeter:
+    """How busy the machine was during the run, and how much of that was not this benchmark.
+
+    Other processes on the machine (a test run, a build) slow every side of
+    every comparison; interleaved rounds protect the ratios from some of that,
+    nothing protects the absolute numbers. The report says how much there was.
+    """
+
+    def __init__(self) -> None:
+        self.busy, self.total = self.machine_jiffies()
+        self.ours = self.own_cpu()
+        self.wall = time.perf_counter()
+
+    @staticmethod
+    def machine_jiffies() -> tuple[int, int]:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = values[3] + values[4]  # idle + iowait
+        return sum(values) - idle, sum(values)
+
+    @staticmethod
+    def own_cpu() -> float:
+        """CPU seconds of this process and of every child it has reaped (a hub counts its own children)."""
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    def summary(self) -> str:
+        busy, total = self.machine_jiffies()
+        cores = os.cpu_count() or 1
+        wall = time.perf_counter() - self.wall
+        busy_cores = (busy - self.busy) / max(1, total - self.total) * cores
+        ours = (self.own_cpu() - self.ours) / wall
+        return (
+            f"machine busy {busy_cores:.2f} of {cores} cores on average over {wall:.0f} s: this benchmark "
+            f"{ours:.2f}, other processes {max(0.0, busy_cores - ours):.2f}; load average at the end "
+            f"{os.getloadavg()[0]:.2f}"
+        )
+
+
+def wait_until_quiet(limit: float, busy_cores: float = 0.3, window: float = 3.0) -> str:
+    """Before starting: wait (at most `limit` seconds) until other processes use under `busy_cores`."""
+    deadline = time.monotonic() + limit
+    while True:
+        busy, total = LoadMeter.machine_jiffies()
+        time.sleep(window)
+        busy2, total2 = LoadMeter.machine_jiffies()
+        used = (busy2 - busy) / max(1, total2 - total) * (os.cpu_count() or 1)
+        if used < busy_cores:
+            return f"started when other processes used {used:.2f} cores"
+        if time.monotonic() > deadline:
+            return f"started after waiting {limit:g} s, with other processes still using {used:.2f} cores"
+        step(f"waiting for a quiet machine: other processes use {used:.2f} cores")
+
+
+def git(*args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def machine() -> str:
+    commit = git("rev-parse", "--short", "HEAD") or "?"
+    if git("status", "--porcelain", "--", "mcp_hub"):
+        commit += " + uncommitted changes in mcp_hub/"
+    return (
+        f"machine: nproc={os.cpu_count()} ({platform.machine()}, {platform.system()} {platform.release()}), "
+        f"python {platform.python_version()}, mcp {version('mcp')}, commit {commit}"
+    )
+
+
+def render(report: Report, plan: str, load: str) -> str:
+    """The report as Markdown: the results table, CPU per call, notes."""
+    lines = [plan, "", "| metric | unit | direct | hub | hub/direct | target | |", "|---|---|---:|---:|---:|---|---|"]
+    for row in report.rows:
+        direct = f"{row.direct:.2f}" if row.direct is not None else "-"
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "-"
+        target = row.target.text if row.target else ""
+        lines.append(f"| {row.metric} | {row.unit} | {direct} | {row.hub:.2f} | {ratio} | {target} | {row.verdict()} |")
+    lines += ["", "CPU per tools/call at concurrency 1 (microseconds of CPU per call; wall = latency mean):", ""]
+    lines += ["| path | client | hub | upstream | wall |", "|---|---:|---:|---:|---:|"]
+    for cpu in report.cpu:
+        cells = [f"{cpu.per_process[r]:.0f}" if r in cpu.per_process else "-" for r in ("client", "hub", "upstream")]
+        lines.append(f"| {cpu.path} | {' | '.join(cells)} | {cpu.wall_us:.0f} |")
+    lines += [""] + [f"- {note}" for note in report.notes]
+    lines.append(f"- {load}")
+    return "\n".join(lines) + "\n"
+
+
+# -- main ----------------------------------------------------------------------
+
+
+async def run(plan: Plan, work: Path) -> Report:
+    report = Report()
+    with open(work / "processes.log", "wb") as log, open(work / "stdio-stderr.log", "w") as errlog:
+        await http_comparison(plan, report, work, log)
+        await stdio_comparison(plan, report, work, errlog)
+        await catalog_comparison(plan, report, work, log, errlog)
+    return report
+
+
+def dump_logs(work: Path, lines: int = 40) -> None:
+    """On failure, show the end of what the processes under test wrote."""
+    for log in sorted(work.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        print(f"--- {log.name} (last {len(tail)} lines) ---", *tail, sep="\n", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Measure the hub against direct connections to the same upstream.")
+    parser.add_argument("--quick", action="store_true", help="fewer calls and one start-up (about 1-2 minutes)")
+    parser.add_argument("--out", type=Path, help="also write the report to this file")
+    parser.add_argument(
+        "--wait-quiet", type=float, default=0, metavar="S", help="first wait up to S seconds for an idle machine"
+    )
+    args = parser.parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    header = machine()
+    print(header, flush=True)
+    if args.wait_quiet:
+        quiet = wait_until_quiet(args.wait_quiet)
+        print(quiet, flush=True)
+        header += f"; {quiet}"
+    load = LoadMeter()
+    with tempfile.TemporaryDirectory(prefix="mcp-hub-bench-") as tmp:
+        try:
+            report = anyio.run(run, plan, Path(tmp))
+        except BaseException:
+            dump_logs(Path(tmp))
+            raise
+    body = render(report, f"plan: {'quick' if args.quick else 'full'} {plan}", load.summary())
+    print(body)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(f"{header}\n\n{body}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
