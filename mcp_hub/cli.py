@@ -102,8 +102,17 @@ def _setup_logging(level: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _setup_logging(config.hub.log_level)
-    anyio.run(Hub(config).serve, args.transport, args.host, args.port)
+    # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
+    anyio.run(Hub(config).serve, args.transport, args.host, args.port, backend_options=_loop_options())
     return 0
+
+
+def _loop_options() -> dict[str, Any]:
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
 
 
 def _check(args: argparse.Namespace) -> int:

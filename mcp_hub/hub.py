@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
 import anyio
+import anyio.to_thread
 import uvicorn
 from mcp.server.stdio import stdio_server
 
@@ -65,7 +66,8 @@ class Hub:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Hub]:
         """Start every mount concurrently; stop (and reap) them all on exit."""
-        with self.audit:
+        self.audit.start()
+        try:
             async with anyio.create_task_group() as tg:
                 for upstream in self.upstreams.values():
                     tg.start_soon(upstream.run)
@@ -75,6 +77,10 @@ class Hub:
                     yield self
                 finally:
                     tg.cancel_scope.cancel()
+        finally:
+            # Writing out the queued audit lines waits on the disk: not on the event loop.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.audit.stop)
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
