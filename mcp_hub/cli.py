@@ -4,6 +4,7 @@
     mcp-hub check  [--config PATH] [--connect]
     mcp-hub tools  [--config PATH] [--json]
     mcp-hub import FILE [--output PATH] [--force]
+    mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub explain --principal P (--tool T | --prompt P | --resource URI) [--args JSON] [--config PATH]
 
 Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or input.
@@ -27,6 +28,7 @@ from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
+from mcp_hub.pins import PinStore
 from mcp_hub.policy import Target, empty_policy, load_policies
 from mcp_hub.upstream import State
 
@@ -82,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--prompt", help="MOUNT/NAME or the public name MOUNT_NAME")
     target.add_argument("--resource", help="MOUNT+URI (the public URI) or MOUNT/URI")
     explain.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
+
+    pins = command("pins", "List tools whose definition changed since pinned; accept the changes.", _pins)
+    pins.add_argument("--config", default="hub.toml")
+    pins.add_argument("action", nargs="?", choices=["list", "accept"], default="list")
+    pins.add_argument("keys", nargs="*", metavar="MOUNT/TOOL", help="the changes to accept")
+    pins.add_argument("--all", action="store_true", help="accept every pending change")
 
     imp = command("import", "Convert a Claude Desktop / VS Code / Cursor MCP JSON config to hub.toml.", _import)
     imp.add_argument("file", help="the JSON file (e.g. claude_desktop_config.json, .vscode/mcp.json)")
@@ -172,6 +180,27 @@ async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, An
             for kind in KINDS:
                 catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
         return hub.health()["servers"]
+
+
+def _pins(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    if not config.policy.pins:
+        raise ConfigError(config.path, "policy.pins", 'pinning is off; set pins = "pins.json" in [policy]')
+    store = PinStore(config.relative(config.policy.pins))
+    if args.action == "accept":
+        if not args.keys and not args.all:
+            raise ConfigError("mcp-hub pins accept", "", "name the changes (MOUNT/TOOL ...) or pass --all")
+        accepted = store.accept(None if args.all else args.keys)
+        unknown = sorted(set(args.keys) - set(accepted))
+        for key in accepted:
+            print(f"accepted {key}")
+        for key in unknown:
+            print(f"no pending change for {key}", file=sys.stderr)
+        return 1 if unknown else 0
+    print(f"{len(store.pins)} tool(s) pinned; {len(store.pending)} changed since:")
+    for key, change in sorted(store.pending.items()):
+        print(f"  {key}  (changed {change['since']}; accept with: mcp-hub pins accept {key})")
+    return 0
 
 
 def _explain(args: argparse.Namespace) -> int:

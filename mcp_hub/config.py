@@ -89,6 +89,8 @@ class PolicySettings(BaseModel):
     """None: no policy; every principal may see and call everything."""
     reload: bool = True
     """Apply edits to the policy files without a restart."""
+    pins: str | None = Field(default=None, min_length=1)
+    """The tool pins file (fingerprints of approved tool definitions); None: no pinning."""
 
 
 class AuditFileSettings(BaseModel):

@@ -26,6 +26,8 @@ from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import CallContext, Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.config import HubConfig
+from mcp_hub.errors import ConfigError
+from mcp_hub.pins import PinStore
 from mcp_hub.policy_store import PolicyStore
 from mcp_hub.router import Router
 from mcp_hub.server import Endpoint
@@ -43,6 +45,9 @@ class Hub:
         self.upstreams = {name: Upstream(server, self._on_listing) for name, server in servers.items()}
         self.router = Router(self.catalog, self.upstreams)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
+        self.pins = PinStore(config.relative(config.policy.pins) if config.policy.pins else None)
+        self._served_tools: dict[str, list[dict[str, Any]]] = {}
+        """Each mount's tool listing as the server sent it, before pinning held any back."""
         audit = config.audit
         self.audit = AuditLog(
             config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
@@ -73,6 +78,8 @@ class Hub:
                     tg.start_soon(upstream.run)
                 if self.config.policy.reload and self.policy.directory is not None:
                     tg.start_soon(self.policy.watch, self._policy_changed)
+                if self.pins.enabled:
+                    tg.start_soon(self._watch_pins)
                 try:
                     yield self
                 finally:
@@ -92,8 +99,28 @@ class Hub:
             for upstream in self.upstreams.values():
                 await upstream.settled.wait()
 
+    async def _watch_pins(self) -> None:
+        """An administrator accepted a change (`mcp-hub pins accept`): serve what it released."""
+        while True:
+            await anyio.sleep(1.0)
+            try:
+                if not self.pins.reload():
+                    continue
+            except ConfigError as exc:
+                logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
+                continue
+            changed: set[str] = set()
+            for mount, tools in self._served_tools.items():
+                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change)
+                changed |= self.catalog.update(mount, {"tools": admitted})
+            if changed:
+                await self.endpoint.notify_changed(changed)
+
     async def _on_listing(self, upstream: Upstream, kinds: frozenset[str]) -> None:
         listings = {kind: await upstream.list_all(kind) if upstream.offers(kind) else [] for kind in kinds}
+        if "tools" in listings:
+            self._served_tools[upstream.name] = listings["tools"]
+            listings["tools"] = self.pins.admit(upstream.name, listings["tools"], self.policy().pinning.on_change)
         changed = self.catalog.update(upstream.name, listings)
         if changed:
             logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)

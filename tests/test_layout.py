@@ -22,9 +22,10 @@ ALLOWED = {
     "router": {"catalog", "errors", "upstream"},
     "audit": {"errors"},
     "policy_store": {"errors", "policy"},
+    "pins": {"errors"},
     "chain": {"audit", "catalog", "errors", "policy", "upstream"},
     "server": {"catalog", "chain", "errors", "policy", "router", "upstream", "__init__"},
-    "hub": {"audit", "catalog", "chain", "config", "policy_store", "router", "server", "upstream"},
+    "hub": {"audit", "catalog", "chain", "config", "errors", "pins", "policy_store", "router", "server", "upstream"},
     "examples": set(),
 }
 

@@ -99,6 +99,11 @@ BASE_TOOLS: list[dict[str, Any]] = [
         },
     },
     {
+        "name": "redefine",
+        "description": "Change the echo tool's description and announce that the tool list changed.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    },
+    {
         "name": "grow",
         "description": "Add a tool named `name` and announce that the tool list changed.",
         "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
@@ -185,6 +190,14 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 return {"content": [{"type": "text", "text": str(os.getpid())}]}
             case "ask":
                 return await ask(ctx, params, str(args["what"]), str(args.get("text", "")))
+            case "redefine":
+                echo = next(t for t in tools if t["name"] == "echo")
+                echo["description"] = str(args["text"])
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await changes.publish(ToolsListChanged())
+                else:
+                    await ctx.session.send_tool_list_changed()
+                return {"content": [{"type": "text", "text": "redefined"}]}
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:

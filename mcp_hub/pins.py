@@ -1,0 +1,135 @@
+"""Tool pinning: a server may not rewrite a tool after it was approved.
+
+The hub records a fingerprint of every tool's definition (name, title,
+description, schemas, annotations) in a JSON file the first time it sees it.
+When a server later serves a different definition, the policy's
+`[pinning] on_change` decides: "accept" records the new one, "flag" serves it
+and reports it, "hold" hides the tool (unlisted, uncallable) until an
+administrator accepts the change with `mcp-hub pins accept`. The file is
+written atomically; the hub notices when the command changes it.
+
+File format::
+
+    {"version": 1,
+     "pins":    {"MOUNT/TOOL": {"fingerprint": "...", "since": "2026-11-22T04:05:06Z"}},
+     "pending": {"MOUNT/TOOL": {"fingerprint": "...", "since": "..."}}}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp_hub.errors import ConfigError
+
+logger = logging.getLogger("mcp_hub.pins")
+
+_FINGERPRINTED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+OnChange = Literal["accept", "flag", "hold"]
+
+
+def fingerprint(tool: Mapping[str, Any]) -> str:
+    """A stable hash of what a model reads of a tool."""
+    definition = {key: tool.get(key) for key in _FINGERPRINTED}
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class PinStore:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.pins: dict[str, dict[str, str]] = {}
+        self.pending: dict[str, dict[str, str]] = {}
+        self._stamp: tuple[int, int] | None = None
+        self.reload()
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def reload(self) -> bool:
+        """Read the file again if it changed; True when it did."""
+        if self.path is None:
+            return False
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return False
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._stamp:
+            return False
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            pins, pending = data["pins"], data.get("pending", {})
+            if not isinstance(pins, dict) or not isinstance(pending, dict):
+                raise TypeError("pins and pending must be objects")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                str(self.path), "", f"not a pins file ({exc}); fix it, or delete it to pin anew"
+            ) from None
+        self.pins, self.pending, self._stamp = pins, pending, stamp
+        return True
+
+    def admit(self, mount: str, tools: Iterable[dict[str, Any]], on_change: OnChange) -> list[dict[str, Any]]:
+        """The tools to serve from `mount`'s listing; records new pins and changes."""
+        if self.path is None:
+            return list(tools)
+        served: list[dict[str, Any]] = []
+        dirty = False
+        for tool in tools:
+            key = f"{mount}/{tool.get('name')}"
+            seen = fingerprint(tool)
+            pinned = self.pins.get(key)
+            if pinned is None or pinned["fingerprint"] == seen or on_change == "accept":
+                if pinned is None or pinned["fingerprint"] != seen:
+                    if pinned is not None:
+                        logger.warning("tool %s changed its definition; accepted (pinning: accept)", key)
+                    self.pins[key] = {"fingerprint": seen, "since": _now()}
+                    dirty = True
+                dirty |= self.pending.pop(key, None) is not None
+                served.append(tool)
+                continue
+            if self.pending.get(key, {}).get("fingerprint") != seen:
+                self.pending[key] = {"fingerprint": seen, "since": _now()}
+                dirty = True
+            if on_change == "flag":
+                logger.warning("tool %s changed its definition since it was pinned; served (pinning: flag)", key)
+                served.append(tool)
+            else:
+                logger.warning("tool %s changed its definition since it was pinned; held until accepted", key)
+        if dirty:
+            self._save()
+        return served
+
+    def accept(self, keys: Iterable[str] | None = None) -> list[str]:
+        """Accept pending changes (all of them when `keys` is None); returns those accepted."""
+        self.reload()
+        chosen = list(self.pending) if keys is None else [key for key in keys if key in self.pending]
+        for key in chosen:
+            self.pins[key] = {"fingerprint": self.pending.pop(key)["fingerprint"], "since": _now()}
+        if chosen:
+            self._save()
+        return chosen
+
+    def _save(self) -> None:
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"version": 1, "pins": self.pins, "pending": self.pending}, indent=2, sort_keys=True)
+        handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".pins-", suffix=".json")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text + "\n")
+        os.replace(temporary, self.path)
+        stat = self.path.stat()
+        self._stamp = (stat.st_mtime_ns, stat.st_size)
