@@ -52,7 +52,12 @@ class Hub:
         self.audit = AuditLog(
             config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
         )
-        links: list[Link] = [AuditTrail(self.audit, self.policy), PolicyGuard(self.policy, RateLimiter())]
+        # Only the links that have work to do: every tool call passes through them.
+        links: list[Link] = []
+        if audit.file:
+            links.append(AuditTrail(self.audit, self.policy))
+        if self.policy.directory is not None:
+            links.append(PolicyGuard(self.policy, RateLimiter()))
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,

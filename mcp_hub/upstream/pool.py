@@ -86,6 +86,7 @@ class SessionPool:
         """The client went away: close its session."""
         seat = self._seats.get(key)
         if seat is not None:
+            self._forget(key, seat)  # at once: closing the session (and reaping its process) takes a while
             seat.scope.cancel()
 
     async def _hold(self, key: Hashable, seat: _Seat, origin: Origin) -> None:
