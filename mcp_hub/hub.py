@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Literal
 
@@ -42,7 +42,7 @@ class Hub:
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
-        self.upstreams = {name: Upstream(server, self._on_listing) for name, server in servers.items()}
+        self.upstreams = {name: Upstream(server, self._on_listing, self._on_log) for name, server in servers.items()}
         self.router = Router(self.catalog, self.upstreams)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
         self.pins = PinStore(config.relative(config.policy.pins) if config.policy.pins else None)
@@ -65,6 +65,7 @@ class Hub:
             page_size=config.hub.page_size,
             policy=self.policy,
             call=compose(links, self._forward),
+            on_log_level=self._log_level_changed,
         )
 
     async def _forward(self, ctx: CallContext) -> dict[str, Any]:
@@ -93,6 +94,14 @@ class Hub:
             # Writing out the queued audit lines waits on the disk: not on the event loop.
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.audit.stop)
+
+    async def _on_log(self, params: Mapping[str, Any]) -> None:
+        await self.endpoint.broadcast_log(params)
+
+    async def _log_level_changed(self, level: str) -> None:
+        """Servers send what the most verbose client asked for; each client gets its own level's share."""
+        for upstream in self.upstreams.values():
+            await upstream.set_log_level(level)
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""

@@ -27,10 +27,14 @@ from mcp_hub.errors import UnknownName, UpstreamUnavailable
 from mcp_hub.upstream import Origin, Upstream
 
 _HOP_BY_HOP_META = frozenset(
-    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, "progressToken"}
+    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, "progressToken"}
 )
 """`_meta` keys that describe the client's connection to the hub, not the request:
-the hub's own connection to the server carries its own."""
+the hub's own connection to the server carries its own. (The log level a request
+asks for is the request's own, and goes on to 2026-07-28 servers.)"""
+
+_HOP_BY_HOP_META_LEGACY = _HOP_BY_HOP_META | {LOG_LEVEL_META_KEY}
+"""A handshake-era server takes its log level from `logging/setLevel`, not from requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +137,14 @@ class Router:
         on_progress: ProgressFnT | None = None,
         origin: Origin | None = None,
     ) -> dict[str, Any]:
+        upstream = self._upstreams[mount]
         meta = params.get("_meta")
-        if isinstance(meta, dict) and not _HOP_BY_HOP_META.isdisjoint(meta):
-            kept = {k: v for k, v in meta.items() if k not in _HOP_BY_HOP_META}
-            params = {**params, "_meta": kept} if kept else {k: v for k, v in params.items() if k != "_meta"}
-        result = await self._upstreams[mount].request(method, params, on_progress=on_progress, origin=origin)
+        if isinstance(meta, dict):
+            hop = _HOP_BY_HOP_META if upstream.modern else _HOP_BY_HOP_META_LEGACY
+            if not hop.isdisjoint(meta):
+                kept = {k: v for k, v in meta.items() if k not in hop}
+                params = {**params, "_meta": kept} if kept else {k: v for k, v in params.items() if k != "_meta"}
+        result = await upstream.request(method, params, on_progress=on_progress, origin=origin)
         meta = result.get("_meta")
         if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
             # The server's identity stamp describes its hop; the hub stamps its own.

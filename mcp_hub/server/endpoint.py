@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast, get_args
 
 import anyio
 import mcp_types as types
 from cachetools import LRUCache
 from mcp.server.caching import CacheableMethod, CacheHint
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, RootModel
 
@@ -50,6 +52,28 @@ _NO_CACHING: dict[CacheableMethod, CacheHint] = {
 }
 """What the hub tells 2026-07-28 clients about caching its answers, unless a server said otherwise:
 always revalidate, never share across callers (what a caller sees will depend on who it is)."""
+
+_LOG_LEVELS: tuple[str, ...] = get_args(types.LoggingLevel)
+"""Severity-ascending."""
+
+
+def _at_least(level: Any, threshold: str | None) -> bool:
+    if threshold is None:
+        return True
+    return level in _LOG_LEVELS and _LOG_LEVELS.index(level) >= _LOG_LEVELS.index(threshold)
+
+
+@dataclass(eq=False)
+class _Client:
+    """A handshake-era client's connection to the hub, while it lasts."""
+
+    session: ServerSession
+    """A session on the connection; without a related request id it sends on the standalone channel."""
+    log_level: str | None = None
+    """From `logging/setLevel`; None: every message."""
+    subscriptions: set[str] = field(default_factory=set)
+    """Public URIs of the resources the client subscribed to."""
+
 
 _LIST_RESULT_KEY = {
     "tools": "tools",
@@ -108,6 +132,7 @@ class Endpoint:
         page_size: int,
         policy: Callable[[], PolicySet],
         call: Handler,
+        on_log_level: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._catalog = catalog
         self._router = router
@@ -115,7 +140,8 @@ class Endpoint:
         self._policy = policy
         self._call = call
         self._visible: LRUCache[tuple[str, str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
-        self._clients: set[ServerSession] = set()
+        self._on_log_level = on_log_level
+        self._clients: dict[Connection, _Client] = {}
         self.server: Server[Any] = _HubServer(name, version=__version__, cache_hints=_NO_CACHING)
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
             ("tools/list", types.PaginatedRequestParams, self._lister("tools")),
@@ -126,6 +152,7 @@ class Endpoint:
             ("prompts/get", types.GetPromptRequestParams, self._caller("prompts/get")),
             ("resources/read", types.ReadResourceRequestParams, self._caller("resources/read")),
             ("completion/complete", types.CompleteRequestParams, self._complete),
+            ("logging/setLevel", types.SetLevelRequestParams, self._set_level),
         ]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
@@ -168,6 +195,14 @@ class Endpoint:
     def _caller(self, method: str) -> RequestHandler[Any, Any]:
         async def handler(ctx: ServerRequestContext[Any, Any], params: BaseModel) -> Any:
             route = self._router.route(method, ctx.params or {})
+            client = self._client_of(ctx)
+            forwarded = route.params
+            if client is not None:
+                # A 2026-07-28 server sends log messages only to requests that ask, at the
+                # level they ask; a handshake-era client gets what it set, or everything.
+                meta = forwarded.get("_meta")
+                meta = meta if isinstance(meta, dict) else {}
+                forwarded = {**forwarded, "_meta": {**meta, LOG_LEVEL_META_KEY: client.log_level or "debug"}}
             call = CallContext(
                 decision_id=uuid.uuid4().hex,
                 method=method,
@@ -175,10 +210,10 @@ class Endpoint:
                 mount=route.mount,
                 native=route.native,
                 public=route.public,
-                params=route.params,
+                params=forwarded,
                 principal=principal_of(ctx),
                 session=session_of(ctx),
-                origin=ClientOrigin(ctx),
+                origin=ClientOrigin(ctx, client),
                 on_progress=_progress_relay(ctx),
             )
             return _complete_result(await self._call(call))
@@ -191,14 +226,43 @@ class Endpoint:
             raise UnknownName(route.kind, route.public)
         return _complete_result(await self._router.forward("completion/complete", route.mount, route.params))
 
+    async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
+        client = self._client_of(ctx) or self._register(ctx.session)
+        client.log_level = params.level
+        if self._on_log_level is not None:
+            await self._on_log_level(self.log_level())
+        return {}
+
+    def log_level(self) -> str:
+        """The most verbose level any connected client asked for (what servers are asked to send)."""
+        levels = [c.log_level for c in self._clients.values() if c.log_level is not None]
+        return min(levels, key=_LOG_LEVELS.index) if levels else "info"
+
     # -- clients and their notifications ------------------------------------------
 
     async def _client_initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-        session = ctx.session
-        self._clients.add(session)
-        # The session outlives this notification through its connection; forget it
-        # when the connection closes.
-        _connection_of(session).exit_stack.callback(self._clients.discard, session)
+        self._register(ctx.session)
+
+    def _register(self, session: ServerSession) -> _Client:
+        connection = _connection_of(session)
+        client = self._clients.get(connection)
+        if client is None:
+            client = self._clients[connection] = _Client(session)
+            # Forget the client when its connection closes.
+            connection.exit_stack.callback(self._clients.pop, connection, None)
+        return client
+
+    def _client_of(self, ctx: ServerRequestContext[Any, Any]) -> _Client | None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return None
+        return self._clients.get(_connection_of(ctx.session))
+
+    async def broadcast_log(self, params: Mapping[str, Any]) -> None:
+        """A server's log message that belongs to no one request: to every client at its level."""
+        notification = _log_notification(params)
+        for client in list(self._clients.values()):
+            if _at_least(params.get("level"), client.log_level):
+                await _deliver(client.session, notification)
 
     async def notify_changed(self, kinds: Iterable[str]) -> None:
         """Tell every connected client which of the hub's lists changed."""
@@ -212,14 +276,14 @@ class Endpoint:
                 kind == "resource_templates" and ServerSession.send_resource_list_changed not in senders
             ):
                 senders.append(ServerSession.send_resource_list_changed)
-        for session in list(self._clients):
+        for connection, client in list(self._clients.items()):
             for send in senders:
                 try:
                     with anyio.fail_after(_NOTIFY_TIMEOUT):
-                        await send(session)
+                        await send(client.session)
                 except Exception:  # boundary: one gone client must not stop the others' notifications
                     logger.debug("dropping a client that could not be notified", exc_info=True)
-                    self._clients.discard(session)
+                    self._clients.pop(connection, None)
                     break
 
 
@@ -237,8 +301,9 @@ _NEEDS = {
 class ClientOrigin:
     """The downstream client behind one request: where a server's questions about it go."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], *, scoped: bool = True) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], client: _Client | None, *, scoped: bool = True) -> None:
         self._ctx = ctx
+        self._client = client
         self._session = ctx.session
         self._request_id = ctx.request_id if scoped else None
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
@@ -251,11 +316,21 @@ class ClientOrigin:
         return self._connection
 
     def for_client(self) -> ClientOrigin:
-        return ClientOrigin(self._ctx, scoped=False)
+        return ClientOrigin(self._ctx, self._client, scoped=False)
 
     def on_close(self, callback: Callable[[], None]) -> None:
         if self._connection is not None:
             self._connection.exit_stack.callback(callback)
+
+    async def log(self, params: Mapping[str, Any]) -> None:
+        level = params.get("level")
+        if self.modern:
+            meta = (self._ctx.params or {}).get("_meta")
+            if level not in allowed_log_levels(self._ctx.protocol_version, meta if isinstance(meta, dict) else None):
+                return
+        elif self._client is not None and not _at_least(level, self._client.log_level):
+            return
+        await _deliver(self._session, _log_notification(params), related_request_id=self._request_id)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if self.modern:
@@ -269,6 +344,21 @@ class ClientOrigin:
         metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None
         answer = await self._session.send_request(request, _RawResult, metadata=metadata)
         return answer.root
+
+
+def _log_notification(params: Mapping[str, Any]) -> types.LoggingMessageNotification:
+    return types.LoggingMessageNotification(params=types.LoggingMessageNotificationParams.model_validate(params))
+
+
+async def _deliver(
+    session: ServerSession, notification: types.ServerNotification, related_request_id: Any = None
+) -> None:
+    """Send a notification a client may no longer be there to receive."""
+    try:
+        with anyio.fail_after(_NOTIFY_TIMEOUT):
+            await session.send_notification(notification, related_request_id=related_request_id)
+    except Exception:  # boundary: a gone or stuck client loses its notification, nothing else
+        logger.debug("could not deliver %s to a client", notification.method, exc_info=True)
 
 
 def _connection_of(session: ServerSession) -> Connection:

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp.client.session import ClientSession, MessageHandlerFnT
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
@@ -119,13 +119,24 @@ async def connect(
     message_handler: MessageHandlerFnT,
     on_broken: Callable[[str], None],
 ) -> AsyncIterator[Connection]:
-    """Open and negotiate a session. The caller bounds the time this takes."""
+    """Open and negotiate a session. The caller bounds the time this takes.
+
+    The server's log messages go to the client they are for (see `InFlight.log`);
+    every other notification goes to `message_handler`.
+    """
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, types.LoggingMessageNotification):
+            await inflight.log(_log_params(config, message.params))
+        else:
+            await message_handler(message)
+
     transport = open_transport(config)
     client = Client(
         transport,
         mode=config.protocol,
         client_info=types.Implementation(name="mcp-hub", version=__version__),
-        message_handler=message_handler,
+        message_handler=on_message,
         cache=None,
         # The hub asks its clients on the server's behalf (see relay.py), so it
         # offers what a client may offer; a client that cannot gets an error.
@@ -140,3 +151,11 @@ async def connect(
             discovered = await client.session.send_discover(config.protocol)
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
         yield Connection(config, client.session, inflight, transport, on_broken)
+
+
+def _log_params(config: ServerConfig, params: types.LoggingMessageNotificationParams) -> dict[str, Any]:
+    """The message as sent, its logger named after the mount (unless the mount is unprefixed)."""
+    raw = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if config.prefix:
+        raw["logger"] = f"{config.name}.{raw['logger']}" if raw.get("logger") else config.name
+    return raw

@@ -76,6 +76,10 @@ class Origin(Protocol):
         """Call `callback` when the client's connection closes."""
         ...
 
+    async def log(self, params: Mapping[str, Any]) -> None:
+        """Deliver a server's log message (`notifications/message` params) at the client's chosen level."""
+        ...
+
 
 @dataclass(eq=False)
 class _Entry:
@@ -93,6 +97,8 @@ class InFlight:
 
     mount: str
     owner: Origin | None = None
+    broadcast: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
+    """Where a log message goes that no single client's request explains."""
     _entries: set[_Entry] = field(default_factory=set)
 
     @contextmanager
@@ -119,13 +125,28 @@ class InFlight:
                 if entry.origin is origin:
                     entry.scope.deadline += paused
 
+    async def log(self, params: Mapping[str, Any]) -> None:
+        """Relay a server's log message to the client whose request it came during, else to `broadcast`.
+
+        A log message has no request id: it belongs to the one client with
+        requests in flight (on its request's stream), or to the session's owner;
+        otherwise it is the server's own news, for every client.
+        """
+        clients = {_client_of(entry.origin): entry.origin for entry in self._entries}
+        if len(clients) == 1:
+            await next(iter(clients.values())).log(params)
+        elif not clients and self.owner is not None:
+            await self.owner.for_client().log(params)
+        elif self.broadcast is not None:
+            await self.broadcast(params)
+
     def _whose(self) -> Origin:
         origins = [entry.origin for entry in self._entries]
         if not origins:
             if self.owner is not None:
                 return self.owner.for_client()
             raise MCPError(INVALID_REQUEST, f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
-        clients = {origin.client_key if origin.client_key is not None else id(origin) for origin in origins}
+        clients = {_client_of(origin) for origin in origins}
         if len(clients) > 1:
             raise MCPError(
                 INVALID_REQUEST,
@@ -158,6 +179,11 @@ class InFlight:
         except ValidationError:
             message = f"mcp-hub: the client's answer to {method} is malformed"
             return types.ErrorData(code=INVALID_REQUEST, message=message)
+
+
+def _client_of(origin: Origin) -> Hashable:
+    """The client connection an origin belongs to (a 2026-07-28 request is its own)."""
+    return origin.client_key if origin.client_key is not None else id(origin)
 
 
 async def drive_input_required(

@@ -74,6 +74,9 @@ _CHANGED_NOTIFICATIONS: Mapping[type[Any], frozenset[str]] = {
 ListingHook = Callable[["Upstream", frozenset[str]], Awaitable[None]]
 """Called (in the supervisor task) when the listed `kinds` of a mount may have changed."""
 
+LogHook = Callable[[Mapping[str, Any]], Awaitable[None]]
+"""Delivers a server's log message that no single client's request explains (to every client)."""
+
 
 class State(enum.StrEnum):
     STARTING = "starting"
@@ -90,10 +93,12 @@ class _ConnectionLost(Exception):
 class Upstream:
     """A mounted MCP server seen from the hub."""
 
-    def __init__(self, config: ServerConfig, on_listing: ListingHook) -> None:
+    def __init__(self, config: ServerConfig, on_listing: ListingHook, on_log: LogHook | None = None) -> None:
         self.config = config
         self.name = config.name
         self._on_listing = on_listing
+        self._on_log = on_log
+        self._log_level: str | None = None
         self.state = State.STARTING if config.enabled else State.DISABLED
         self.last_error: str | None = None
         self.restarts = 0
@@ -116,6 +121,11 @@ class Upstream:
     @property
     def protocol_version(self) -> str | None:
         return self._connection.session.protocol_version if self._connection is not None else None
+
+    @property
+    def modern(self) -> bool:
+        """Whether the server speaks 2026-07-28 (per-request envelopes, no session)."""
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
 
     @property
     def client_sessions(self) -> int:
@@ -162,6 +172,25 @@ class Upstream:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def set_log_level(self, level: str) -> None:
+        """Ask the server for log messages from `level` up (handshake-era servers that log; kept across restarts).
+
+        2026-07-28 servers take the level with each request instead.
+        """
+        self._log_level = level
+        await self._apply_log_level()
+
+    async def _apply_log_level(self) -> None:
+        caps = self.capabilities
+        if self._log_level is None or caps is None or caps.logging is None or self._connection is None:
+            return
+        if self.modern:
+            return
+        try:
+            await self._connection.send("logging/setLevel", {"level": self._log_level})
+        except (MCPError, UpstreamError) as exc:
+            logger.warning("server %r: could not set its log level: %s", self.name, exc)
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one catalog kind, following the server's cursors."""
@@ -222,12 +251,16 @@ class Upstream:
         # the connect phase and is lifted once the mount is up.
         with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
             async with connect(
-                self.config, inflight=InFlight(self.name), message_handler=self._on_message, on_broken=self._lost
+                self.config,
+                inflight=InFlight(self.name, broadcast=self._on_log),
+                message_handler=self._on_message,
+                on_broken=self._lost,
             ) as connection:
                 self._connection = connection
                 self._dirty.clear()  # whatever a previous connection left behind
                 self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
+                await self._apply_log_level()
                 connecting.deadline = math.inf
                 self.state = State.UP
                 self.last_error = None

@@ -4,7 +4,8 @@ Runs as a stdio child process (`python tests/servers/fixture.py --name a`) or
 in-process over streamable HTTP (`build_server(...).streamable_http_app()`).
 Its tools cover what a proxy must carry unchanged (structured content, tool
 errors, resource links, progress, large results) and what a proxy must
-survive (a server that dies mid-call, one that never answers).
+survive (a server that dies mid-call, one that never answers, one that
+writes junk between its messages).
 
 Options:
   --name NAME          serverInfo name, and the text in its answers
@@ -21,6 +22,7 @@ import argparse
 import os
 import sys
 import time
+from io import TextIOWrapper
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +92,23 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}, "required": ["marker"]},
     },
     {
+        "name": "misbehave",
+        "description": (
+            "Write to stdout what is no JSON-RPC message, then answer: `garbage` (lines that are not JSON, or "
+            "not UTF-8), `not-jsonrpc` (JSON that is no message, a response to nothing, a request for a method "
+            "no client has), `oversized` (one line of `size` bytes), `unterminated` (`size` bytes and no "
+            "newline, so the answer is lost in them). Over stdio only."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "what": {"enum": ["garbage", "not-jsonrpc", "oversized", "unterminated"]},
+                "size": {"type": "integer"},
+            },
+            "required": ["what"],
+        },
+    },
+    {
         "name": "ask",
         "description": "Ask the client (sampling, elicitation or roots) and answer with what it said.",
         "inputSchema": {
@@ -108,13 +127,49 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "description": "Add a tool named `name` and announce that the tool list changed.",
         "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
     },
+    {
+        "name": "log",
+        "description": "Send a log message at each of debug, info and warning (from the level set), then answer.",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
 ]
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
 NOTES = {"1": "first note", "2": "second note"}
+
+WIRE: list[anyio.AsyncFile[str]] = []
+"""The stdout this server's messages go out on, when it runs over stdio: where `misbehave` writes."""
+
+NOT_JSONRPC = [
+    '{"hello": "world"}',
+    "[]",
+    "42",
+    '{"jsonrpc": "2.0", "id": 424242, "result": {}}',
+    '{"jsonrpc": "2.0", "id": 7, "error": "not an object"}',
+    '{"jsonrpc": "2.0", "method": "notifications/bogus", "params": {"x": 1}}',
+    '{"jsonrpc": "2.0", "id": "fixture-bogus-1", "method": "bogus/method"}',
+]
+
+
+async def misbehave(wire: anyio.AsyncFile[str], what: str, size: int) -> None:
+    """Write `what` to the wire, between two of the server's own messages."""
+    if what == "garbage":
+        await wire.write('this is not JSON\n{"truncated": \n\udcff\udcfe neither is this UTF-8\n\n')
+    elif what == "not-jsonrpc":
+        await wire.write("\n".join(NOT_JSONRPC) + "\n")
+    else:
+        piece = "x" * (1 << 20)
+        for start in range(0, size, len(piece)):
+            await wire.write(piece[: size - start])
+        if what == "oversized":
+            await wire.write("\n")
+    await wire.flush()
 
 
 def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0) -> Server[Any]:
     changes = InMemorySubscriptionBus()
+    log_level = {"level": "debug"}
     tools = [dict(t) for t in BASE_TOOLS]
     tools += [
         {"name": f"tool_{i}", "description": f"Generated tool {i}.", "inputSchema": {"type": "object"}}
@@ -188,6 +243,11 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                     Path(f"{marker}.cancelled").touch()
             case "pid":
                 return {"content": [{"type": "text", "text": str(os.getpid())}]}
+            case "misbehave":
+                if not WIRE:
+                    return {"content": [{"type": "text", "text": "misbehave: stdio only"}], "isError": True}
+                await misbehave(WIRE[0], str(args["what"]), int(args.get("size", 0)))
+                return {"content": [{"type": "text", "text": f"{name}: misbehaved"}]}
             case "ask":
                 return await ask(ctx, params, str(args["what"]), str(args.get("text", "")))
             case "redefine":
@@ -198,6 +258,12 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 else:
                     await ctx.session.send_tool_list_changed()
                 return {"content": [{"type": "text", "text": "redefined"}]}
+            case "log":
+                text = str(args.get("text", ""))
+                for level in ("debug", "info", "warning"):
+                    if LOG_LEVELS.index(level) >= LOG_LEVELS.index(log_level["level"]):
+                        await ctx.session.send_log_message(level, f"{level}: {text}", logger="fixture")
+                return {"content": [{"type": "text", "text": f"logged at {log_level['level']}"}]}
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -245,7 +311,11 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
             values = [k for k in NOTES if k.startswith(params.argument.value)] + [f"template:{ref.uri}"]
         return {"completion": {"values": values, "total": len(values), "hasMore": False}}
 
-    return Server(
+    async def set_level(ctx: Ctx, params: types.SetLevelRequestParams) -> Any:
+        log_level["level"] = params.level
+        return {}
+
+    server = Server(
         name,
         version="1.0.0",
         cache_hints={m: CacheHint() for m in CACHEABLE_METHODS if m != "server/discover"},
@@ -259,6 +329,8 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         on_completion=final(complete),
         on_subscriptions_listen=ListenHandler(changes),
     )
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    return server
 
 
 QUESTIONS: dict[str, Any] = {
@@ -364,7 +436,11 @@ def main() -> None:
     server = build_server(opts.name, opts.tools, opts.page_size)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        # The server's own stdout, kept so `misbehave` can write between its messages
+        # (surrogateescape: lone surrogates go out as the raw bytes they stand for).
+        wire = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="surrogateescape"))
+        WIRE.append(wire)
+        async with stdio_server(stdout=wire) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)
