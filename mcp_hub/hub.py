@@ -13,7 +13,7 @@ import logging
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.to_thread
@@ -42,7 +42,10 @@ class Hub:
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
-        self.upstreams = {name: Upstream(server, self._on_listing, self._on_log) for name, server in servers.items()}
+        self.upstreams = {
+            name: Upstream(server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated)
+            for name, server in servers.items()
+        }
         self.router = Router(self.catalog, self.upstreams)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
         self.pins = PinStore(config.relative(config.policy.pins) if config.policy.pins else None)
@@ -65,6 +68,7 @@ class Hub:
             page_size=config.hub.page_size,
             policy=self.policy,
             call=compose(links, self._forward),
+            upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
         )
 
@@ -97,6 +101,9 @@ class Hub:
 
     async def _on_log(self, params: Mapping[str, Any]) -> None:
         await self.endpoint.broadcast_log(params)
+
+    async def _on_updated(self, upstream: Upstream, uri: str) -> None:
+        await self.endpoint.resource_updated(upstream.name, uri)
 
     async def _log_level_changed(self, level: str) -> None:
         """Servers send what the most verbose client asked for; each client gets its own level's share."""
@@ -177,7 +184,8 @@ class Hub:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, tg.cancel_scope.cancel)
             async with stdio_server() as (read_stream, write_stream):
-                await server.run(read_stream, write_stream, server.create_initialization_options())
+                # No fixed options: capabilities are worked out when the client initializes.
+                await server.run(read_stream, write_stream, cast(Any, None))
             tg.cancel_scope.cancel()
 
     async def _serve_http(self, host: str, port: int) -> None:

@@ -23,6 +23,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions, RequestHandler, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import LOG_LEVEL_META_KEY
@@ -35,7 +44,8 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
-from mcp_hub.upstream import ClientCannotAnswer
+from mcp_hub.server.subscriptions import Subscriptions
+from mcp_hub.upstream import ClientCannotAnswer, Upstream
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -84,7 +94,41 @@ _LIST_RESULT_KEY = {
 
 
 class _HubServer(Server[Any]):
-    """The SDK server, advertising that the hub's lists change as mounts come and go."""
+    """The SDK server, advertising what the mounted servers offer, and that the hub's lists
+    change as mounts come and go."""
+
+    def __init__(self, name: str, upstreams: Mapping[str, Upstream], **options: Any) -> None:
+        super().__init__(name, **options)
+        self._upstreams = upstreams
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The hub's handlers, less what no mount offers.
+
+        A mount that has not connected yet might offer anything, so it counts
+        as offering everything: capabilities cannot grow after a client
+        connects, while lists can.
+        """
+        caps = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
+        if any(c is None for c in known):
+            return caps
+        offered = [c for c in known if c is not None]
+        update: dict[str, Any] = {}
+        if not any(c.completions for c in offered):
+            update["completions"] = None
+        if caps.resources is not None and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            subscribe = any(c.resources and c.resources.subscribe for c in offered)
+            update["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
+        return caps.model_copy(update=update)
 
     def create_initialization_options(
         self,
@@ -132,6 +176,7 @@ class Endpoint:
         page_size: int,
         policy: Callable[[], PolicySet],
         call: Handler,
+        upstreams: Mapping[str, Upstream],
         on_log_level: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._catalog = catalog
@@ -142,7 +187,11 @@ class Endpoint:
         self._visible: LRUCache[tuple[str, str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
         self._on_log_level = on_log_level
         self._clients: dict[Connection, _Client] = {}
-        self.server: Server[Any] = _HubServer(name, version=__version__, cache_hints=_NO_CACHING)
+        self._subscriptions = Subscriptions(upstreams)
+        self._events = InMemorySubscriptionBus()
+        """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
+        self._listener = ListenHandler(self._events)
+        self.server: Server[Any] = _HubServer(name, upstreams, version=__version__, cache_hints=_NO_CACHING)
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
             ("tools/list", types.PaginatedRequestParams, self._lister("tools")),
             ("prompts/list", types.PaginatedRequestParams, self._lister("prompts")),
@@ -153,6 +202,9 @@ class Endpoint:
             ("resources/read", types.ReadResourceRequestParams, self._caller("resources/read")),
             ("completion/complete", types.CompleteRequestParams, self._complete),
             ("logging/setLevel", types.SetLevelRequestParams, self._set_level),
+            ("resources/subscribe", types.SubscribeRequestParams, self._subscribe),
+            ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
+            ("subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen),
         ]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
@@ -233,6 +285,67 @@ class Endpoint:
             await self._on_log_level(self.log_level())
         return {}
 
+    # -- resource subscriptions -------------------------------------------------------
+
+    def _visible_resource(self, ctx: ServerRequestContext[Any, Any], uri: Any) -> tuple[str, str, str]:
+        """(public URI, mount, server URI) of a resource the caller may read. Raises `UnknownName`."""
+        route = self._router.route("resources/read", {"uri": uri})
+        if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
+            raise UnknownName(route.kind, route.public)
+        return route.public, route.mount, route.native
+
+    async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
+        public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
+        client = self._client_of(ctx) or self._register(ctx.session)
+        client.subscriptions.add(public)
+        await self._subscriptions.add(_connection_of(ctx.session), mount, native)
+        return {}
+
+    async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
+        public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
+        client = self._client_of(ctx)
+        if client is not None:
+            client.subscriptions.discard(public)
+        await self._subscriptions.remove(_connection_of(ctx.session), mount, native)
+        return {}
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 client's event stream; the resources it names are subscribed while it lasts.
+
+        URIs of resources the caller may not see, or that no mount has, are left
+        out of the acknowledged filter.
+        """
+        wanted = params.notifications
+        held: list[tuple[str, str]] = []
+        kept: list[str] = []
+        for uri in wanted.resource_subscriptions or ():
+            try:
+                public, mount, native = self._visible_resource(ctx, uri)
+            except UnknownName:
+                continue
+            kept.append(public)
+            held.append((mount, native))
+        honored = wanted.model_copy(update={"resource_subscriptions": kept or None})
+        holder = object()
+        try:
+            for mount, native in held:
+                await self._subscriptions.add(holder, mount, native)
+            return await self._listener(ctx, params.model_copy(update={"notifications": honored}))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._subscriptions.drop(holder)
+
+    async def resource_updated(self, mount: str, uri: str) -> None:
+        """A server says one of its resources changed: tell the clients that subscribed to it."""
+        public = self._catalog.public_uri(mount, uri)
+        await self._events.publish(ResourceUpdated(uri=public))
+        notification = types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=public))
+        for client in list(self._clients.values()):
+            if public in client.subscriptions:
+                await _deliver(client.session, notification)
+
     def log_level(self) -> str:
         """The most verbose level any connected client asked for (what servers are asked to send)."""
         levels = [c.log_level for c in self._clients.values() if c.log_level is not None]
@@ -248,8 +361,9 @@ class Endpoint:
         client = self._clients.get(connection)
         if client is None:
             client = self._clients[connection] = _Client(session)
-            # Forget the client when its connection closes.
+            # Forget the client, and what it subscribed to, when its connection closes.
             connection.exit_stack.callback(self._clients.pop, connection, None)
+            connection.exit_stack.push_async_callback(self._subscriptions.drop, connection)
         return client
 
     def _client_of(self, ctx: ServerRequestContext[Any, Any]) -> _Client | None:
@@ -266,6 +380,17 @@ class Endpoint:
 
     async def notify_changed(self, kinds: Iterable[str]) -> None:
         """Tell every connected client which of the hub's lists changed."""
+        kinds = set(kinds)
+        events: dict[type[ServerEvent], ServerEvent] = {}
+        for kind in kinds:
+            if kind == "tools":
+                events[ToolsListChanged] = ToolsListChanged()
+            elif kind == "prompts":
+                events[PromptsListChanged] = PromptsListChanged()
+            else:
+                events[ResourcesListChanged] = ResourcesListChanged()
+        for event in events.values():
+            await self._events.publish(event)
         senders = []
         for kind in set(kinds):
             if kind == "tools":

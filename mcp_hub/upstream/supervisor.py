@@ -28,6 +28,7 @@ from mcp.client.session import IncomingMessage
 from mcp.client.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     SubscriptionLost,
     ToolsListChanged,
     listen,
@@ -77,6 +78,9 @@ ListingHook = Callable[["Upstream", frozenset[str]], Awaitable[None]]
 LogHook = Callable[[Mapping[str, Any]], Awaitable[None]]
 """Delivers a server's log message that no single client's request explains (to every client)."""
 
+UpdatedHook = Callable[["Upstream", str], Awaitable[None]]
+"""Called when the server says a resource it was asked about (`subscribe`) changed; the server's URI."""
+
 
 class State(enum.StrEnum):
     STARTING = "starting"
@@ -93,12 +97,24 @@ class _ConnectionLost(Exception):
 class Upstream:
     """A mounted MCP server seen from the hub."""
 
-    def __init__(self, config: ServerConfig, on_listing: ListingHook, on_log: LogHook | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        on_listing: ListingHook,
+        on_log: LogHook | None = None,
+        on_updated: UpdatedHook | None = None,
+    ) -> None:
         self.config = config
         self.name = config.name
         self._on_listing = on_listing
         self._on_log = on_log
+        self._on_updated = on_updated
         self._log_level: str | None = None
+        self._subscribed: set[str] = set()
+        """The server's URIs of the resources some client wants to hear about."""
+        self._listen_scope: anyio.CancelScope | None = None
+        self._wake_listen = anyio.Event()
+        self._known_capabilities: types.ServerCapabilities | None = None
         self.state = State.STARTING if config.enabled else State.DISABLED
         self.last_error: str | None = None
         self.restarts = 0
@@ -119,6 +135,11 @@ class Upstream:
         return self._connection.session.server_capabilities if self._connection is not None else None
 
     @property
+    def known_capabilities(self) -> types.ServerCapabilities | None:
+        """What the server offered when last connected; None if it never was."""
+        return self._known_capabilities
+
+    @property
     def protocol_version(self) -> str | None:
         return self._connection.session.protocol_version if self._connection is not None else None
 
@@ -131,6 +152,12 @@ class Upstream:
     def client_sessions(self) -> int:
         """Per-client sessions open now (always 0 for a shared mount)."""
         return len(self._pool) if self._pool is not None else 0
+
+    @property
+    def offers_subscriptions(self) -> bool:
+        """Whether the server tells about changes to a resource (resources/subscribe, or listen)."""
+        caps = self.capabilities
+        return bool(caps is not None and caps.resources is not None and caps.resources.subscribe)
 
     def offers(self, kind: str) -> bool:
         """Whether the connected server declared the capability behind a catalog kind."""
@@ -191,6 +218,28 @@ class Upstream:
             await self._connection.send("logging/setLevel", {"level": self._log_level})
         except (MCPError, UpstreamError) as exc:
             logger.warning("server %r: could not set its log level: %s", self.name, exc)
+
+    async def subscribe(self, uri: str) -> None:
+        """Hear about changes to the resource at (the server's) `uri`; kept across reconnects."""
+        if uri not in self._subscribed:
+            self._subscribed.add(uri)
+            await self._send_subscription("resources/subscribe", uri)
+
+    async def unsubscribe(self, uri: str) -> None:
+        if uri in self._subscribed:
+            self._subscribed.discard(uri)
+            await self._send_subscription("resources/unsubscribe", uri)
+
+    async def _send_subscription(self, method: str, uri: str) -> None:
+        if self._connection is None or not self.offers_subscriptions:
+            return
+        if self.modern:
+            self._relisten()  # the listen stream's filter names the URIs
+            return
+        try:
+            await self._connection.send(method, {"uri": uri})
+        except (MCPError, UpstreamError) as exc:
+            logger.warning("server %r: %s %s failed: %s", self.name, method, uri, exc)
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one catalog kind, following the server's cursors."""
@@ -257,10 +306,14 @@ class Upstream:
                 on_broken=self._lost,
             ) as connection:
                 self._connection = connection
+                self._known_capabilities = connection.session.server_capabilities
                 self._dirty.clear()  # whatever a previous connection left behind
                 self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
                 await self._apply_log_level()
+                if not self.modern:
+                    for uri in sorted(self._subscribed):
+                        await self._send_subscription("resources/subscribe", uri)
                 connecting.deadline = math.inf
                 self.state = State.UP
                 self.last_error = None
@@ -279,7 +332,7 @@ class Upstream:
                 self._lost("connection closed")
 
             tg.start_soon(closed)
-            if self._listen_filter():
+            if self.modern:
                 tg.start_soon(self._listen)
             while True:
                 with anyio.move_on_after(_HEALTH_INTERVAL):
@@ -293,41 +346,57 @@ class Upstream:
                     continue
                 await self._ping()
 
-    def _listen_filter(self) -> tuple[bool, bool, bool] | None:
-        """What a 2026-07-28 server can stream: (tools, prompts, resources) list changes; None for nothing."""
+    def _listen_filter(self) -> dict[str, Any] | None:
+        """What to ask a 2026-07-28 server to stream: list changes it offers and the subscribed resources."""
         caps = self.capabilities
-        if caps is None or self.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if caps is None or not self.modern:
             return None
-        wanted = (
-            bool(caps.tools and caps.tools.list_changed),
-            bool(caps.prompts and caps.prompts.list_changed),
-            bool(caps.resources and caps.resources.list_changed),
-        )
-        return wanted if any(wanted) else None
+        wanted: dict[str, Any] = {
+            "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+            "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+            "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+            "resource_subscriptions": sorted(self._subscribed) if self.offers_subscriptions else [],
+        }
+        return wanted if any(wanted.values()) else None
+
+    def _relisten(self) -> None:
+        """The filter changed: end the current stream; `_listen` opens one with the new filter."""
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()
+        self._wake_listen.set()
 
     async def _listen(self) -> None:
-        """Receive a 2026-07-28 server's list changes over `subscriptions/listen`.
+        """Receive a 2026-07-28 server's changes over `subscriptions/listen`, while connected.
 
         There is no replay: after the stream drops, re-listen and re-list everything.
         """
         backoff = _BACKOFF_FIRST
-        while self._connection is not None and (wanted := self._listen_filter()) is not None:
-            tools, prompts, resources = wanted
-            try:
-                async with listen(
-                    self._connection.session,
-                    tools_list_changed=tools,
-                    prompts_list_changed=prompts,
-                    resources_list_changed=resources,
-                ) as subscription:
-                    backoff = _BACKOFF_FIRST
-                    async for event in subscription:
-                        self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))
-            except (SubscriptionLost, MCPError) as exc:
-                logger.warning("server %r: change stream ended: %s", self.name, exc)
-            await anyio.sleep(backoff)
-            backoff = min(backoff * 2, _BACKOFF_MAX)
-            self._queue(frozenset(LIST_METHODS))
+        while (connection := self._connection) is not None:
+            self._wake_listen = anyio.Event()
+            wanted = self._listen_filter()
+            if wanted is None:
+                await self._wake_listen.wait()
+                continue
+            lost = False
+            with anyio.CancelScope() as self._listen_scope:
+                try:
+                    async with listen(connection.session, **wanted) as subscription:
+                        backoff = _BACKOFF_FIRST
+                        async for event in subscription:
+                            if isinstance(event, ResourceUpdated):
+                                if self._on_updated is not None:
+                                    await self._on_updated(self, event.uri)
+                            else:
+                                self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))
+                    lost = True
+                except (SubscriptionLost, MCPError) as exc:
+                    logger.warning("server %r: change stream ended: %s", self.name, exc)
+                    lost = True
+            self._listen_scope = None
+            if lost:
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX)
+                self._queue(frozenset(LIST_METHODS))
 
     async def _ping(self) -> None:
         try:
@@ -347,6 +416,10 @@ class Upstream:
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
             logger.warning("server %r sent something unreadable: %s", self.name, message)
+            return
+        if isinstance(message, types.ResourceUpdatedNotification):
+            if self._on_updated is not None:
+                await self._on_updated(self, str(message.params.uri))
             return
         kinds = _CHANGED_NOTIFICATIONS.get(type(message))
         if kinds is not None:

@@ -33,7 +33,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.subscriptions import ToolsListChanged
+from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
@@ -128,9 +128,19 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
     },
     {
+        "name": "touch",
+        "description": "Tell subscribers that the note `key` changed; answer whether it was subscribed to.",
+        "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+    },
+    {
         "name": "log",
         "description": "Send a log message at each of debug, info and warning (from the level set), then answer.",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
+    {
+        "name": "request_meta",
+        "description": "Answer with the `_meta` the request carried, as structured content.",
+        "inputSchema": {"type": "object"},
     },
 ]
 
@@ -170,6 +180,8 @@ async def misbehave(wire: anyio.AsyncFile[str], what: str, size: int) -> None:
 def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0) -> Server[Any]:
     changes = InMemorySubscriptionBus()
     log_level = {"level": "debug"}
+    subscribed: set[str] = set()
+    """URIs subscribed to with resources/subscribe (handshake era)."""
     tools = [dict(t) for t in BASE_TOOLS]
     tools += [
         {"name": f"tool_{i}", "description": f"Generated tool {i}.", "inputSchema": {"type": "object"}}
@@ -258,12 +270,22 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 else:
                     await ctx.session.send_tool_list_changed()
                 return {"content": [{"type": "text", "text": "redefined"}]}
+            case "touch":
+                uri = f"fixture://notes/{args['key']}"
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await changes.publish(ResourceUpdated(uri=uri))
+                elif uri in subscribed:
+                    await ctx.session.send_resource_updated(uri)
+                return {"content": [{"type": "text", "text": "subscribed" if uri in subscribed else "touched"}]}
             case "log":
                 text = str(args.get("text", ""))
                 for level in ("debug", "info", "warning"):
                     if LOG_LEVELS.index(level) >= LOG_LEVELS.index(log_level["level"]):
                         await ctx.session.send_log_message(level, f"{level}: {text}", logger="fixture")
                 return {"content": [{"type": "text", "text": f"logged at {log_level['level']}"}]}
+            case "request_meta":
+                meta = (ctx.params or {}).get("_meta") or {}
+                return {"content": [{"type": "text", "text": f"{name}: {sorted(meta)}"}], "structuredContent": meta}
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -329,7 +351,17 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         on_completion=final(complete),
         on_subscriptions_listen=ListenHandler(changes),
     )
+    async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> Any:
+        subscribed.add(str(params.uri))
+        return {}
+
+    async def unsubscribe(ctx: Ctx, params: types.UnsubscribeRequestParams) -> Any:
+        subscribed.discard(str(params.uri))
+        return {}
+
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
+    server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
     return server
 
 
