@@ -70,6 +70,7 @@ class Hub:
             call=compose(links, self._forward),
             upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
+            confirms=self.policy.directory is not None,
         )
 
     async def _forward(self, ctx: CallContext) -> dict[str, Any]:
@@ -84,6 +85,7 @@ class Hub:
         self.audit.start()
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(self.endpoint.parking.run)
                 for upstream in self.upstreams.values():
                     tg.start_soon(upstream.run)
                 if self.config.policy.reload and self.policy.directory is not None:

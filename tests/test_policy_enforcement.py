@@ -153,12 +153,14 @@ async def test_argument_escapes_are_refused_naming_the_rule(tmp_path: Path, path
     ("action", "confirm", "expected"),
     [("accept", True, "deleted k"), ("accept", False, None), ("decline", False, None), ("cancel", False, None)],
 )
-async def test_confirmation(tmp_path: Path, action: str, confirm: bool, expected: str | None) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_confirmation(tmp_path: Path, action: str, confirm: bool, expected: str | None, mode: str) -> None:
+    """A handshake-era client is asked with elicitation/create; a 2026-07-28 one in an input_required result."""
     config, audit = setup(tmp_path)
     person = Person(action, confirm)
     async with (
         running_hub(load_config(config)) as hub,
-        hub_client(hub, elicitation_callback=person.elicitation) as client,
+        hub_client(hub, mode, elicitation_callback=person.elicitation) as client,
     ):
         result = await client.call_tool("srv_delete_note", {"key": "k", "secret_token": "hunter2"})
     assert len(person.messages) == 1
@@ -174,9 +176,10 @@ async def test_confirmation(tmp_path: Path, action: str, confirm: bool, expected
     assert line["arguments"] == {"key": "k", "secret_token": "***"}
 
 
-async def test_confirmation_without_elicitation_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_confirmation_without_elicitation_is_refused(tmp_path: Path, mode: str) -> None:
     config, _ = setup(tmp_path)
-    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
         result = await client.call_tool("srv_delete_note", {"key": "k"})
     assert result.is_error is True
     assert "cannot ask" in result.content[0].text  # type: ignore[union-attr]

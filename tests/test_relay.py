@@ -57,11 +57,12 @@ EXPECTED = {
 @pytest.mark.parametrize("what", list(EXPECTED))
 @pytest.mark.parametrize(
     ("server_era", "client_mode"),
-    [("legacy", "legacy"), ("2026-07-28", "legacy"), ("2026-07-28", "2026-07-28")],
+    [("legacy", "legacy"), ("legacy", "2026-07-28"), ("2026-07-28", "legacy"), ("2026-07-28", "2026-07-28")],
 )
 async def test_questions_reach_the_calling_client(tmp_path: Path, what: str, server_era: str, client_mode: str) -> None:
-    """Handshake-era questions are relayed as requests; 2026-07-28 `input_required` rounds are
-    driven by the hub for a handshake-era client, and passed through to a 2026-07-28 one."""
+    """Handshake-era questions are relayed as requests to a handshake-era client, and as `input_required`
+    results to a 2026-07-28 one; 2026-07-28 `input_required` rounds are driven by the hub for a
+    handshake-era client, and passed through to a 2026-07-28 one."""
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol=server_era)})
     ada = Person("ada")
     async with running_hub(config) as hub, hub_client(hub, client_mode, **ada.options()) as client:
@@ -80,14 +81,54 @@ async def test_a_client_without_the_capability_gets_a_clear_error(tmp_path: Path
     assert "does not support sampling" in caught.value.message
 
 
-async def test_a_modern_client_behind_a_legacy_server_gets_a_clear_error(tmp_path: Path) -> None:
+async def test_a_modern_client_without_the_capability_gets_a_clear_error(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
-    ada = Person("ada")
-    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", **ada.options()) as client:
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28") as client:
         with anyio.fail_after(10), pytest.raises(MCPError) as caught:
             await client.call_tool("srv_ask", {"what": "elicitation", "text": "x"})
-    assert "2026-07-28 client" in caught.value.message
-    assert ada.asked == []
+    assert "does not support elicitation" in caught.value.message
+
+
+async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call(tmp_path: Path) -> None:
+    """A legacy server's question parks the call; only the untouched state, on the same call, resumes it."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    answer = {"action": "accept", "content": {"answer": "ada"}}
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", **Person("ada").options()) as client:
+        with anyio.fail_after(10):
+            first = await client.session.call_tool(
+                "srv_ask", {"what": "elicitation", "text": "x"}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult) and first.input_requests
+            assert first.request_state is not None
+            (key,) = first.input_requests
+            state = first.request_state
+            body, _, mac = state.rpartition(".")
+            forged = [
+                state[:-2] + ("AA" if not state.endswith("AA") else "BB"),  # another signature
+                f"{body[:-1]}{'A' if body[-1] != 'A' else 'B'}.{mac}",  # other claims
+                "mcp-hub.1.garbage",
+            ]
+            for bad in forged:
+                with pytest.raises(MCPError) as caught:
+                    await client.session.call_tool(
+                        "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=bad
+                    )
+                assert "requestState is not valid" in caught.value.message
+            # Bound to the tool it was issued for.
+            with pytest.raises(MCPError):
+                await client.session.call_tool(
+                    "srv_echo", {"text": "x"}, input_responses={key: answer}, request_state=state
+                )
+            done = await client.session.call_tool(
+                "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=state
+            )
+            assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
+            # Used up: the call it belonged to is over.
+            with pytest.raises(MCPError) as caught:
+                await client.session.call_tool(
+                    "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=state
+                )
+            assert "has ended" in caught.value.message
 
 
 async def test_two_clients_asked_by_a_modern_server_each_answer_their_own(tmp_path: Path) -> None:

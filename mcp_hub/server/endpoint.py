@@ -44,6 +44,7 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
+from mcp_hub.server.parking import ParkingLot, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.upstream import ClientCannotAnswer, Upstream
 
@@ -178,6 +179,7 @@ class Endpoint:
         call: Handler,
         upstreams: Mapping[str, Upstream],
         on_log_level: Callable[[str], Awaitable[None]] | None = None,
+        confirms: bool = False,
     ) -> None:
         self._catalog = catalog
         self._router = router
@@ -187,6 +189,10 @@ class Endpoint:
         self._visible: LRUCache[tuple[str, str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
         self._on_log_level = on_log_level
         self._clients: dict[Connection, _Client] = {}
+        self._upstreams = upstreams
+        self._confirms = confirms
+        self.parking = ParkingLot()
+        """Where 2026-07-28 clients' calls wait for answers (its `run()` belongs in the hub's task group)."""
         self._subscriptions = Subscriptions(upstreams)
         self._events = InMemorySubscriptionBus()
         """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
@@ -255,6 +261,7 @@ class Endpoint:
                 meta = forwarded.get("_meta")
                 meta = meta if isinstance(meta, dict) else {}
                 forwarded = {**forwarded, "_meta": {**meta, LOG_LEVEL_META_KEY: client.log_level or "debug"}}
+            origin = ClientOrigin(ctx, client)
             call = CallContext(
                 decision_id=uuid.uuid4().hex,
                 method=method,
@@ -265,12 +272,24 @@ class Endpoint:
                 params=forwarded,
                 principal=principal_of(ctx),
                 session=session_of(ctx),
-                origin=ClientOrigin(ctx, client),
+                origin=origin,
                 on_progress=_progress_relay(ctx),
             )
+            if origin.modern and self.parking.open:
+                state = sealed_by_hub(ctx.params or {})
+                if state is not None:
+                    answers = (ctx.params or {}).get("inputResponses")
+                    return _complete_result(await self.parking.resume(call, state, answers))
+                if self._may_ask(route.mount):
+                    return _complete_result(await self.parking.call(call, self._call, origin.check_can_ask))
             return _complete_result(await self._call(call))
 
         return handler
+
+    def _may_ask(self, mount: str) -> bool:
+        """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
+        upstream = self._upstreams.get(mount)
+        return self._confirms or upstream is None or not upstream.modern
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
         route = self._router.route("completion/complete", ctx.params or {})
@@ -457,14 +476,17 @@ class ClientOrigin:
             return
         await _deliver(self._session, _log_notification(params), related_request_id=self._request_id)
 
-    async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        if self.modern:
-            raise ClientCannotAnswer(
-                f"mcp-hub: {method} cannot be sent mid-call to a 2026-07-28 client yet",
-            )
+    def check_can_ask(self, method: str) -> None:
+        """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs."""
         feature, capability = _NEEDS.get(method, (method, None))
         if capability is None or not self._session.check_client_capability(capability):
             raise ClientCannotAnswer(f"mcp-hub: the client connected to the hub does not support {feature}")
+
+    async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        if self.modern:
+            # Asked through `ParkingLot` when the call may ask; otherwise nothing can carry it.
+            raise ClientCannotAnswer(f"mcp-hub: {method} cannot be sent mid-call to a 2026-07-28 client")
+        self.check_can_ask(method)
         request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
         metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None
         answer = await self._session.send_request(request, _RawResult, metadata=metadata)

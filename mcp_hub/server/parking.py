@@ -1,0 +1,249 @@
+"""Questions for a 2026-07-28 client, asked the only way its protocol allows: inside a result.
+
+A 2026-07-28 client cannot be sent a request while its call is in flight. When
+the hub has a question for it mid-call (a policy confirmation, or a question a
+handshake-era server asked: sampling, elicitation, roots), the call is parked:
+it keeps running in the lot's task group, waiting for the answer, while the
+client receives an `input_required` result carrying the question and a
+`requestState`. The client answers by sending the same request again with
+`inputResponses` and that state; the hub hands the answers to the parked call
+and waits for its result, or for its next question.
+
+The state the client carries is sealed (HMAC-SHA256 under a key that never
+leaves this process) and names the principal, the method and the name the
+call was for: a state presented by anyone else, for anything else, after it
+expired, or altered in any way is refused. A parked call the client never
+comes back to ends when its time runs out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import anyio.abc
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST
+
+from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.upstream import Origin
+
+logger = logging.getLogger("mcp_hub.server")
+
+STATE_PREFIX = "mcp-hub.1."
+"""Marks a `requestState` the hub sealed; any other state belongs to the server, and goes on to it."""
+
+PARKED_TTL = 600.0
+"""How long a parked call waits for its client to come back with answers, in seconds."""
+
+
+@dataclass(eq=False)
+class _Question:
+    method: str
+    params: Mapping[str, Any]
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: Any = None
+    sent: bool = False
+
+
+@dataclass(eq=False)
+class _Parked:
+    """One call, running in the lot, and what it is waiting for."""
+
+    id: str
+    principal: str
+    method: str
+    public: str
+    scope: anyio.CancelScope
+    questions: dict[str, _Question] = field(default_factory=dict)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    done: bool = False
+    result: dict[str, Any] | None = None
+    error: BaseException | None = None
+
+    def poke(self) -> None:
+        self.changed.set()
+
+
+class _AskingOrigin:
+    """The client of a parked call: its questions become `input_required` rounds."""
+
+    def __init__(self, origin: Origin, parked: _Parked, check: Callable[[str], None]) -> None:
+        self._origin = origin
+        self._parked = parked
+        self._check = check
+
+    @property
+    def modern(self) -> bool:
+        return True
+
+    @property
+    def client_key(self) -> Any:
+        return self._origin.client_key
+
+    def for_client(self) -> Origin:
+        return self
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._origin.on_close(callback)
+
+    async def log(self, params: Mapping[str, Any]) -> None:
+        await self._origin.log(params)
+
+    async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        self._check(method)
+        parked = self._parked
+        key = f"mcp-hub-{len(parked.questions) + 1}"
+        question = parked.questions[key] = _Question(method, dict(params))
+        parked.poke()
+        await question.answered.wait()
+        answer = question.answer
+        if not isinstance(answer, dict):
+            raise MCPError(INVALID_PARAMS, f"mcp-hub: the client sent no answer to {method}")
+        return answer
+
+
+class ParkingLot:
+    """Parked calls of 2026-07-28 clients, and the task group they run in (see `run`)."""
+
+    def __init__(self, ttl: float = PARKED_TTL) -> None:
+        self._ttl = ttl
+        self._key = secrets.token_bytes(32)
+        self._parked: dict[str, _Parked] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def open(self) -> bool:
+        return self._task_group is not None
+
+    async def run(self) -> None:
+        """Hold the task group parked calls run in; cancelling this ends them all."""
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._task_group = None
+
+    async def call(self, ctx: CallContext, handler: Handler, can_ask: Callable[[str], None]) -> dict[str, Any]:
+        """Run a 2026-07-28 client's call so that it may ask the client questions.
+
+        `can_ask(method)` raises `ClientCannotAnswer` for a question the client cannot take.
+        """
+        assert self._task_group is not None
+        parked = _Parked(secrets.token_urlsafe(16), ctx.principal, ctx.method, ctx.public, anyio.CancelScope())
+        asking = replace(ctx, origin=_AskingOrigin(ctx.origin, parked, can_ask))
+
+        async def run() -> None:
+            try:
+                with parked.scope:
+                    parked.result = await handler(asking)
+                if parked.scope.cancelled_caught:
+                    parked.error = MCPError(INVALID_REQUEST, "mcp-hub: the call ended waiting for answers")
+            except BaseException as exc:  # delivered to whichever request is waiting for the call
+                parked.error = exc
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                parked.done = True
+                self._parked.pop(parked.id, None)
+                parked.poke()
+
+        self._task_group.start_soon(run)
+        return await self._next(parked)
+
+    async def resume(self, ctx: CallContext, state: str, responses: Any) -> dict[str, Any]:
+        """The client came back with answers: hand them to its parked call, and wait for what comes next."""
+        parked = self._unseal(state, ctx)
+        parked.scope.deadline = math.inf
+        if not isinstance(responses, dict):
+            responses = {}
+        for key, question in parked.questions.items():
+            if question.sent and not question.answered.is_set():
+                question.answer = responses.get(key)
+                question.answered.set()
+        return await self._next(parked)
+
+    async def _next(self, parked: _Parked) -> dict[str, Any]:
+        """Wait for the call's result, or its next questions (answered with `input_required`)."""
+        handed_out = False
+        try:
+            while True:
+                parked.changed = anyio.Event()
+                if parked.done:
+                    if parked.error is not None:
+                        raise parked.error
+                    assert parked.result is not None
+                    return parked.result
+                new = {key: q for key, q in parked.questions.items() if not q.sent}
+                if new:
+                    for question in new.values():
+                        question.sent = True
+                    self._parked[parked.id] = parked
+                    parked.scope.deadline = anyio.current_time() + self._ttl
+                    handed_out = True
+                    return {
+                        "resultType": "input_required",
+                        "inputRequests": {key: {"method": q.method, "params": q.params} for key, q in new.items()},
+                        "requestState": self._seal(parked),
+                    }
+                await parked.changed.wait()
+        finally:
+            if not handed_out and not parked.done:
+                # The client gave up on this request (cancelled, or went away): so does the call.
+                parked.scope.cancel()
+
+    # -- the state the client carries ---------------------------------------------
+
+    def _seal(self, parked: _Parked) -> str:
+        claims = {
+            "id": parked.id,
+            "sub": parked.principal,
+            "method": parked.method,
+            "name": parked.public,
+            "exp": time.time() + self._ttl,
+        }
+        body = _b64(json.dumps(claims, separators=(",", ":")).encode())
+        return f"{STATE_PREFIX}{body}.{_b64(self._mac(body))}"
+
+    def _unseal(self, state: str, ctx: CallContext) -> _Parked:
+        body, _, mac = state.removeprefix(STATE_PREFIX).partition(".")
+        try:
+            valid = hmac.compare_digest(base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4)), self._mac(body))
+            claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))) if valid else {}
+        except (ValueError, UnicodeDecodeError):
+            claims = {}
+        if (
+            not isinstance(claims, dict)
+            or claims.get("sub") != ctx.principal
+            or claims.get("method") != ctx.method
+            or claims.get("name") != ctx.public
+        ):
+            raise MCPError(INVALID_PARAMS, "mcp-hub: requestState is not valid for this request")
+        parked = self._parked.get(str(claims.get("id")))
+        if parked is None or not isinstance(claims.get("exp"), int | float) or claims["exp"] < time.time():
+            raise MCPError(INVALID_REQUEST, "mcp-hub: the call this requestState belongs to has ended; call again")
+        return parked
+
+    def _mac(self, body: str) -> bytes:
+        return hmac.new(self._key, body.encode(), hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def sealed_by_hub(params: Mapping[str, Any]) -> str | None:
+    """The hub's `requestState` in a request's params, if it carries one."""
+    state = params.get("requestState")
+    return state if isinstance(state, str) and state.startswith(STATE_PREFIX) else None
