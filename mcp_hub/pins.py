@@ -110,7 +110,12 @@ class PinStore:
             else:
                 logger.warning("tool %s changed its definition since it was pinned; held until accepted", key)
         if dirty:
-            self._save()
+            try:
+                self._save()
+            except OSError as exc:  # the listing must not fail for the record of it: keep the pins in memory
+                logger.error(
+                    "could not write the pins file %s (%s); pins are kept in memory until it can be", self.path, exc
+                )
         return served
 
     def accept(self, keys: Iterable[str] | None = None) -> list[str]:

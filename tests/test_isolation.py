@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -115,3 +116,20 @@ async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -
             assert len(pids) == 2
             for pid in pids:
                 await wait_for(lambda pid=pid: _dead(pid), timeout=10)
+
+
+async def test_a_clients_roots_change_reaches_its_own_session_only(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy", isolation="per-client")})
+    async with running_hub(config) as hub, hub_client(hub) as first, hub_client(hub) as second:
+
+        async def heard(client: Client) -> str:
+            return (await client.call_tool("srv_heard", {})).content[0].text  # type: ignore[union-attr]
+
+        assert await heard(first) == await heard(second) == "0"
+        await first.session.send_notification(types.RootsListChangedNotification())
+
+        async def first_heard() -> bool:
+            return await heard(first) == "1"
+
+        await wait_for(first_heard)
+        assert await heard(second) == "0"

@@ -87,3 +87,15 @@ async def test_a_rewritten_tool_is_served_and_reported_when_flagged(tmp_path: Pa
         await wait_for(reported)
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert tools["srv_echo"].description == "new words"
+
+
+async def test_a_pins_file_that_cannot_be_written_does_not_stop_the_listing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = setup(tmp_path, "hold")
+    # /proc takes no new files, not even from root.
+    config.write_text(config.read_text(encoding="utf-8").replace('"pins.json"', '"/proc/mcp-hub-pins.json"'))
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+    assert "srv_echo" in tools
+    assert "could not write the pins file" in caplog.text

@@ -218,6 +218,9 @@ class Endpoint:
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
         )
+        self.server.add_notification_handler(
+            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
+        )
 
     # -- handlers -------------------------------------------------------------
 
@@ -374,6 +377,11 @@ class Endpoint:
 
     async def _client_initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
         self._register(ctx.session)
+
+    async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
+        key = _connection_of(ctx.session)
+        for upstream in self._upstreams.values():
+            await upstream.roots_changed(key)
 
     def _register(self, session: ServerSession) -> _Client:
         connection = _connection_of(session)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
+import mcp_types as types
 from mcp.client.session import IncomingMessage
 
 from mcp_hub.config import ServerConfig
@@ -77,6 +78,16 @@ class SessionPool:
             seat.busy -= 1
             raise UpstreamUnavailable(self._config.name, f"could not open a session for this client: {seat.error}")
         return seat.connection, seat
+
+    async def roots_changed(self, key: Hashable) -> None:
+        """Tell the client's own session that the client's roots changed."""
+        seat = self._seats.get(key)
+        if seat is None or seat.connection is None:
+            return
+        try:
+            await seat.connection.session.send_notification(types.RootsListChangedNotification())
+        except Exception as exc:  # boundary: a session on its way out misses the news, nothing else
+            logger.debug("server %r: roots list_changed not delivered: %s", self._config.name, exc)
 
     def done(self, seat: _Seat) -> None:
         seat.busy -= 1

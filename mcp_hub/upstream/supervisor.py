@@ -19,7 +19,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import anyio
@@ -240,6 +240,15 @@ class Upstream:
             await self._connection.send(method, {"uri": uri})
         except (MCPError, UpstreamError) as exc:
             logger.warning("server %r: %s %s failed: %s", self.name, method, uri, exc)
+
+    async def roots_changed(self, client_key: Hashable) -> None:
+        """A client's roots changed: tell its own session (isolation = "per-client").
+
+        A shared session serves many clients, and asks about roots only during a
+        client's call, where it hears that client's current roots.
+        """
+        if self._pool is not None:
+            await self._pool.roots_changed(client_key)
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one catalog kind, following the server's cursors."""

@@ -133,6 +133,11 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
     },
     {
+        "name": "heard",
+        "description": "Answer how many times the client said its roots changed.",
+        "inputSchema": {"type": "object"},
+    },
+    {
         "name": "log",
         "description": "Send a log message at each of debug, info and warning (from the level set), then answer.",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
@@ -182,6 +187,7 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
     log_level = {"level": "debug"}
     subscribed: set[str] = set()
     """URIs subscribed to with resources/subscribe (handshake era)."""
+    heard = {"roots/list_changed": 0}
     tools = [dict(t) for t in BASE_TOOLS]
     tools += [
         {"name": f"tool_{i}", "description": f"Generated tool {i}.", "inputSchema": {"type": "object"}}
@@ -270,6 +276,8 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
                 else:
                     await ctx.session.send_tool_list_changed()
                 return {"content": [{"type": "text", "text": "redefined"}]}
+            case "heard":
+                return {"content": [{"type": "text", "text": str(heard["roots/list_changed"])}]}
             case "touch":
                 uri = f"fixture://notes/{args['key']}"
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -359,6 +367,10 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         subscribed.discard(str(params.uri))
         return {}
 
+    async def roots_changed(ctx: Ctx, params: types.NotificationParams) -> None:
+        heard["roots/list_changed"] += 1
+
+    server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, roots_changed)
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     server.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
