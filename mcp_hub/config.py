@@ -7,7 +7,8 @@
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
-   headers), then step 3 again on the expanded values (a url may come from a variable).
+   headers), in `[auth] api_keys` and in `[telemetry] endpoint` and `headers`, then step 3
+   again on the expanded values (a url may come from a variable).
 
 Disabled servers are not expanded: their variables need not be set.
 """
@@ -15,6 +16,7 @@ Disabled servers are not expanded: their variables need not be set.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import os
 import re
@@ -61,6 +63,8 @@ class HubSettings(BaseModel):
     name: str = Field(default="mcp-hub", min_length=1)
     page_size: int = Field(default=100, ge=1)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = False
+    """One line per client request on the `mcp_hub.access` logger (at info)."""
 
 
 class HttpSettings(BaseModel):
@@ -102,6 +106,62 @@ class AuditFileSettings(BaseModel):
     """None: decisions are not written anywhere."""
     max_bytes: int = Field(default=10_000_000, ge=1024)
     backups: int = Field(default=5, ge=0)
+
+
+OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http"
+"""The module `"otlp"` needs: the `otlp` extra (`pip install "mcp-hub[otlp]"`)."""
+
+
+class TelemetrySettings(BaseModel):
+    """The [telemetry] table: OpenTelemetry traces and metrics.
+
+    Each is "off" (the default), "console" (JSON lines on stderr) or "otlp" (OTLP over
+    HTTP to a collector). The standard OTEL_* environment variables fill in what is not set here.
+    """
+
+    model_config = _MODEL_CONFIG
+
+    traces: Literal["off", "console", "otlp"] = "off"
+    metrics: Literal["off", "console", "otlp"] = "off"
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP base URL ("/v1/traces" and "/v1/metrics" are appended); None: the
+    OTEL_EXPORTER_OTLP_(TRACES_|METRICS_)ENDPOINT variables, else http://localhost:4318."""
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Headers of every OTLP export (write secrets as ${VAR}); empty: OTEL_EXPORTER_OTLP_HEADERS."""
+    service_name: str | None = Field(default=None, min_length=1)
+    """The `service.name` of everything the hub reports; None: OTEL_SERVICE_NAME, else "mcp-hub"."""
+    metric_interval: _Seconds | None = None
+    """Seconds between metric exports; None: OTEL_METRIC_EXPORT_INTERVAL (milliseconds), else 60."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _collector_url(cls, url: str | None) -> str | None:
+        if url is None or url.startswith("${"):  # checked once expanded
+            return url
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            raise rule_error(
+                'endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"'
+            )
+        return url
+
+    @model_validator(mode="after")
+    def _exporter_installed(self) -> TelemetrySettings:
+        for key in ("traces", "metrics"):
+            if getattr(self, key) == "otlp" and not _installed(OTLP_EXPORTER):
+                raise rule_error(
+                    f'{key} = "otlp" needs the OTLP exporter, which is not installed; install it with '
+                    f'pip install "mcp-hub[otlp]", or write {key} = "console"',
+                    key,
+                )
+        return self
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 class AuthSettings(BaseModel):
@@ -209,6 +269,7 @@ class HubConfig(BaseModel):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     audit: AuditFileSettings = Field(default_factory=AuditFileSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -281,13 +342,14 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth")
+_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry")
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
     "http": tuple(HttpSettings.model_fields),
     "policy": tuple(PolicySettings.model_fields),
     "audit": tuple(AuditFileSettings.model_fields),
     "auth": tuple(AuthSettings.model_fields),
+    "telemetry": tuple(TelemetrySettings.model_fields),
 }
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 
@@ -433,6 +495,12 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
     if "auth" in data and "api_keys" in data["auth"]:
         keys = _expand_value(data["auth"]["api_keys"], ("auth", "api_keys"), environ, file)
         expanded["auth"] = {**data["auth"], "api_keys": keys}
+    if "telemetry" in data:
+        telemetry = data["telemetry"]
+        expanded["telemetry"] = {
+            key: _expand_value(value, ("telemetry", key), environ, file) if key in ("endpoint", "headers") else value
+            for key, value in telemetry.items()
+        }
     return expanded
 
 

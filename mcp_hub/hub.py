@@ -25,20 +25,24 @@ from mcp_hub.catalog import KINDS, Catalog
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import CallContext, Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
+from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log, observe_server
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
 from mcp_hub.pins import PinStore
 from mcp_hub.policy_store import PolicyStore
 from mcp_hub.router import Router
 from mcp_hub.server import Endpoint
+from mcp_hub.server.endpoint import principal_of, session_of
 from mcp_hub.server.http import build_app
+from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
 from mcp_hub.upstream import State, Upstream
 
 logger = logging.getLogger("mcp_hub")
 
 
 class Hub:
-    def __init__(self, config: HubConfig) -> None:
+    def __init__(self, config: HubConfig, *, telemetry: Telemetry | None = None) -> None:
+        """`telemetry` replaces the one `[telemetry]` configures (to read what the hub reports in-process)."""
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
@@ -55,8 +59,15 @@ class Hub:
         self.audit = AuditLog(
             config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
         )
+        self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
+        access = config.hub.access_log and access_log.isEnabledFor(logging.INFO)
+        observer = None
+        if self.telemetry.enabled or access:
+            observer = RequestObserver(self.telemetry, access=access, principal=principal_of, session=session_of)
         # Only the links that have work to do: every tool call passes through them.
         links: list[Link] = []
+        if observer is not None:
+            links.append(CallRecorder())
         if audit.file:
             links.append(AuditTrail(self.audit, self.policy))
         if self.policy.directory is not None:
@@ -72,6 +83,7 @@ class Hub:
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,
         )
+        observe_server(self.endpoint.server, observer)
 
     async def _forward(self, ctx: CallContext) -> dict[str, Any]:
         """The chain's terminal: the router."""
@@ -84,10 +96,11 @@ class Hub:
         """Start every mount concurrently; stop (and reap) them all on exit."""
         self.audit.start()
         try:
+            self.telemetry.start(self._mount_status)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.endpoint.parking.run)
                 for upstream in self.upstreams.values():
-                    tg.start_soon(upstream.run)
+                    tg.start_soon(self._supervise, upstream)
                 if self.config.policy.reload and self.policy.directory is not None:
                     tg.start_soon(self.policy.watch, self._policy_changed)
                 if self.pins.enabled:
@@ -97,9 +110,23 @@ class Hub:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            # Writing out the queued audit lines waits on the disk: not on the event loop.
+            # Writing out the queued audit lines waits on the disk, and exporting the last spans and
+            # metrics on the network: not on the event loop.
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.audit.stop)
+                await anyio.to_thread.run_sync(self.telemetry.shutdown)
+
+    async def _supervise(self, upstream: Upstream) -> None:
+        """`upstream.run()`; with telemetry on, the requests it makes (listings, pings) are measured."""
+        if self.telemetry.enabled:
+            CURRENT.set(self.telemetry)  # in this task's own context: nothing to reset
+        await upstream.run()
+
+    def _mount_status(self) -> list[MountStatus]:
+        return [
+            MountStatus(name, upstream.state == State.UP, upstream.restarts, upstream.client_sessions)
+            for name, upstream in self.upstreams.items()
+        ]
 
     async def _on_log(self, params: Mapping[str, Any]) -> None:
         await self.endpoint.broadcast_log(params)
@@ -167,6 +194,12 @@ class Hub:
             status = "down"
         return {"status": status, "servers": servers}
 
+    def ready(self) -> bool:
+        """Whether to send the hub traffic (served at /readyz): every enabled mount has finished its
+        first connection attempt, either way, and at least one is up."""
+        upstreams = self.upstreams.values()
+        return all(u.settled.is_set() for u in upstreams) and any(u.state == State.UP for u in upstreams)
+
     # -- serving ------------------------------------------------------------------
 
     async def serve(
@@ -196,6 +229,7 @@ class Hub:
             host=host,
             path=self.config.http.path,
             health=self.health,
+            ready=self.ready,
             api_keys=self.config.auth.api_keys,
         )
         config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")

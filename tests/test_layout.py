@@ -1,5 +1,5 @@
-"""Dependencies point one way:
-errors <- config <- naming, policy, audit <- upstream <- catalog <- router <- chain <- server <- hub <- cli."""
+"""Dependencies point one way: errors <- config <- naming, policy, audit, telemetry <- upstream <- catalog
+<- router <- chain <- server <- hub <- cli."""
 
 from __future__ import annotations
 
@@ -16,16 +16,29 @@ ALLOWED = {
     "naming": {"errors"},
     "config": {"errors"},
     "importer": {"errors", "config"},
-    "upstream": {"errors", "config", "__init__"},
+    "telemetry": {"errors", "config", "__init__"},
+    "upstream": {"errors", "config", "telemetry", "__init__"},
     "catalog": {"naming"},
     "policy": {"config", "errors"},
     "router": {"catalog", "errors", "upstream"},
     "audit": {"errors"},
     "policy_store": {"errors", "policy"},
     "pins": {"errors"},
-    "chain": {"audit", "catalog", "errors", "policy", "upstream"},
+    "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
     "server": {"catalog", "chain", "errors", "policy", "router", "upstream", "__init__"},
-    "hub": {"audit", "catalog", "chain", "config", "errors", "pins", "policy_store", "router", "server", "upstream"},
+    "hub": {
+        "audit",
+        "catalog",
+        "chain",
+        "config",
+        "errors",
+        "pins",
+        "policy_store",
+        "router",
+        "server",
+        "telemetry",
+        "upstream",
+    },
     "examples": set(),
 }
 

@@ -484,6 +484,14 @@ class ClientOrigin:
             return
         await _deliver(self._session, _log_notification(params), related_request_id=self._request_id)
 
+    @property
+    def capabilities(self) -> Mapping[str, Any] | None:
+        declared = self._session.client_capabilities
+        if declared is None:
+            return {}
+        dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return {key: value for key, value in dumped.items() if key in _RELAYED_CAPABILITIES}
+
     def check_can_ask(self, method: str) -> None:
         """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs."""
         feature, capability = _NEEDS.get(method, (method, None))
@@ -514,6 +522,10 @@ async def _deliver(
             await session.send_notification(notification, related_request_id=related_request_id)
     except Exception:  # boundary: a gone or stuck client loses its notification, nothing else
         logger.debug("could not deliver %s to a client", notification.method, exc_info=True)
+
+
+_RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
+"""The client capabilities a server's questions need, which the hub relays."""
 
 
 def _connection_of(session: ServerSession) -> Connection:

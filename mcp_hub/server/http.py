@@ -1,4 +1,4 @@
-"""Streamable HTTP: the MCP endpoint and `/healthz` in one Starlette app.
+"""Streamable HTTP: the MCP endpoint, `/healthz` and `/readyz` in one Starlette app.
 
 With API keys configured, every request to the MCP endpoint must carry one
 (`Authorization: Bearer KEY` or `X-API-Key: KEY`); the key's name becomes the
@@ -72,9 +72,13 @@ def build_app(
     host: str,
     path: str,
     health: Callable[[], dict[str, Any]],
+    ready: Callable[[], bool] | None = None,
     api_keys: Mapping[str, str] | None = None,
 ) -> Starlette:
-    """The ASGI app: MCP at `path`, hub and mount status at `/healthz`.
+    """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
+
+    `/healthz` answers 503 when the hub is down; `/readyz` answers the same report,
+    with 503 until `ready()` (without `ready`: when `/healthz` does).
 
     Bound to a loopback address, the endpoint refuses other Host and Origin
     headers (DNS rebinding protection), as the SDK does for its own servers.
@@ -92,6 +96,11 @@ def build_app(
         report = health()
         return JSONResponse(report, status_code=200 if report["status"] != "down" else 503)
 
+    async def readyz(request: Request) -> JSONResponse:
+        report = health()
+        is_ready = ready() if ready is not None else report["status"] != "down"
+        return JSONResponse(report, status_code=200 if is_ready else 503)
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with manager.run():
@@ -104,6 +113,7 @@ def build_app(
         routes=[
             Route(path, endpoint=endpoint),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
+            Route("/readyz", endpoint=readyz, methods=["GET"]),
         ],
         lifespan=lifespan,
     )

@@ -100,6 +100,10 @@ class _AskingOrigin:
     async def log(self, params: Mapping[str, Any]) -> None:
         await self._origin.log(params)
 
+    @property
+    def capabilities(self) -> Mapping[str, Any] | None:
+        return self._origin.capabilities
+
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         self._check(method)
         parked = self._parked

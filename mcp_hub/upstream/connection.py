@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 import anyio
@@ -19,12 +21,14 @@ from mcp import Client
 from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
 from mcp_hub import __version__
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.telemetry import CURRENT
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
@@ -32,6 +36,11 @@ _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 """Results stay the server's own JSON: the hub forwards, it does not re-model."""
 
 _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
+
+_MAX_TOOL_PAGES = 1000
+
+_CALLER_CAPABILITIES: ContextVar[Mapping[str, Any] | None] = ContextVar("mcp_hub_caller_capabilities", default=None)
+"""The capabilities of the client a request is sent for, while it is being sent."""
 
 
 class Connection:
@@ -75,6 +84,33 @@ class Connection:
             result = await drive_input_required(send, params or {}, result, origin)
         return result
 
+    @property
+    def modern(self) -> bool:
+        return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def learn_tools(self) -> set[str]:
+        """List a 2026-07-28 server's tools through the SDK session; the names of those it keeps.
+
+        The session records each tool's `x-mcp-header` map, which it needs to send
+        the `Mcp-Param-*` headers of a call over HTTP, and drops tools whose map is
+        invalid, as the protocol requires of a client.
+        """
+        names: set[str] = set()
+        cursor: str | None = None
+        for _ in range(_MAX_TOOL_PAGES):
+            try:
+                with anyio.fail_after(self.config.timeout):
+                    page = await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+            except TimeoutError:
+                raise UpstreamTimeout(
+                    self.config.name, f"did not answer tools/list within {self.config.timeout:g}s"
+                ) from None
+            names.update(tool.name for tool in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return names
+
     async def send(
         self,
         method: str,
@@ -90,9 +126,24 @@ class Connection:
             UpstreamTimeout: no answer within the mount's `timeout`.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
+        telemetry = CURRENT.get()
+        if telemetry is not None:  # measured; traced, and its trace context sent along, within a client request
+            send = partial(self._send, method, on_progress=on_progress, origin=origin)
+            return await telemetry.upstream_request(self.config, self.session.protocol_version, method, params, send)
+        return await self._send(method, params, on_progress=on_progress, origin=origin)
+
+    async def _send(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
+    ) -> dict[str, Any]:
         name = self.config.name
         request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
         timeout = self.config.timeout
+        _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
         try:
             with anyio.fail_after(timeout) as scope, self.inflight.track(origin, scope):
                 result: dict[str, Any] = await self.session.send_request(
@@ -150,7 +201,31 @@ async def connect(
             # A pinned version skips the probe, and with it the server's capabilities: ask.
             discovered = await client.session.send_discover(config.protocol)
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
+        if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            _declare_callers_capabilities(client.session)
         yield Connection(config, client.session, inflight, transport, on_broken)
+
+
+def _declare_callers_capabilities(session: ClientSession) -> None:
+    """Declare, on each 2026-07-28 request, what the client it is sent for can be asked.
+
+    The server decides from these whether it may ask (sampling, elicitation,
+    roots) and must refuse a request that needs what the client lacks; the
+    hub's own offer would claim for every client what only some have. The SDK
+    stamps its session-wide capabilities on every request and has no per-request
+    setting, so its stamp is wrapped (narrowly: one key, only when a request is
+    sent for a client).
+    """
+    stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
+
+    def stamp_for_caller(data: dict[str, Any], opts: Any) -> None:
+        stamp(data, opts)
+        caller = _CALLER_CAPABILITIES.get()
+        meta = (data.get("params") or {}).get("_meta")
+        if caller is not None and isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+            meta[CLIENT_CAPABILITIES_META_KEY] = dict(caller)
+
+    session._stamp = stamp_for_caller  # pyright: ignore[reportPrivateUsage]
 
 
 def _log_params(config: ServerConfig, params: types.LoggingMessageNotificationParams) -> dict[str, Any]:

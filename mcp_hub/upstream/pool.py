@@ -118,6 +118,8 @@ class SessionPool:
                     message_handler=ignore,
                     on_broken=broken,
                 ) as connection:
+                    if connection.modern:
+                        await connection.learn_tools()  # what calls over HTTP need to name their arguments
                     seat.connection = connection
                     seat.last_used = anyio.current_time()
                     seat.ready.set()

@@ -80,6 +80,11 @@ class Origin(Protocol):
         """Deliver a server's log message (`notifications/message` params) at the client's chosen level."""
         ...
 
+    @property
+    def capabilities(self) -> Mapping[str, Any] | None:
+        """What the client can be asked (its `sampling`, `elicitation`, `roots` capabilities), as declared."""
+        ...
+
 
 @dataclass(eq=False)
 class _Entry:

@@ -260,6 +260,9 @@ class Upstream:
             items.extend(result.get(key) or [])
             cursor = result.get("nextCursor")
             if not cursor:
+                if kind == "tools" and self._connection is not None and self._connection.modern:
+                    kept = await self._connection.learn_tools()
+                    items = [tool for tool in items if tool.get("name") in kept]
                 return items
         raise UpstreamError(self.name, f"kept paginating {method} past {_MAX_LIST_PAGES} pages")
 

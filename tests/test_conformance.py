@@ -1,0 +1,392 @@
+"""The official MCP conformance suite (npm `@modelcontextprotocol/conformance`) against the hub.
+
+The suite is an MCP client that runs named scenarios against a server over streamable HTTP
+and checks what it answers. Its server scenarios call fixed names, which
+`tests/servers/conformance.py` serves. Each suite runs against three targets:
+
+- `direct`: the conformance server itself, over streamable HTTP;
+- `hub-stdio`: `mcp-hub serve --transport http` mounting the conformance server as a stdio
+  child, as the only mount and unprefixed (`prefix = false`), so the suite's names reach it
+  unchanged;
+- `hub-http`: the same, with the conformance server mounted over streamable HTTP.
+
+Two suites: 0.1.16's active suite (its scenarios run on the 2025-11-25 handshake) and the
+0.2.0 alpha's 2026-07-28 scenarios (run on the stateless 2026-07-28 wire), each under the
+Node 22 that `tests/npm` installs. The rule: a scenario that passes directly passes through
+the hub. A scenario fails when any of its checks is a `FAILURE` (warnings are SHOULDs).
+
+Every target's processes start once for the module, on first use; each suite runs once per
+target, all of its scenarios in one invocation, and the tests read its per-scenario
+`checks.json`. Known failures are strict xfails carrying their reason, so fixing one fails
+its test until the mark goes. `benchmarks/conformance.md` records the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, free_port, write_config
+
+NPM = ROOT / "tests" / "npm" / "node_modules"
+NODE = NPM / ".bin" / "node"
+SERVER = ROOT / "tests" / "servers" / "conformance.py"
+
+SUITE_TIMEOUT = 300.0
+"""Seconds one suite invocation may take (it runs every scenario of the suite)."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    package: str
+    """Where the suite's package is installed under `tests/npm/node_modules`."""
+    version: str
+    args: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    """What the suite runs with `args`, in its order."""
+
+
+SUITES = {
+    "2025-11-25": Suite(
+        package="@modelcontextprotocol/conformance",
+        version="0.1.16",
+        args=(),  # the active suite: every server scenario but the pending ones
+        scenarios=(
+            "server-initialize",
+            "logging-set-level",
+            "ping",
+            "completion-complete",
+            "tools-list",
+            "tools-call-simple-text",
+            "tools-call-image",
+            "tools-call-audio",
+            "tools-call-embedded-resource",
+            "tools-call-mixed-content",
+            "tools-call-with-logging",
+            "tools-call-error",
+            "tools-call-with-progress",
+            "tools-call-sampling",
+            "tools-call-elicitation",
+            "elicitation-sep1034-defaults",
+            "server-sse-multiple-streams",
+            "elicitation-sep1330-enums",
+            "resources-list",
+            "resources-read-text",
+            "resources-read-binary",
+            "resources-templates-read",
+            "resources-subscribe",
+            "resources-unsubscribe",
+            "prompts-list",
+            "prompts-get-simple",
+            "prompts-get-with-args",
+            "prompts-get-embedded-resource",
+            "prompts-get-with-image",
+            "dns-rebinding-protection",
+        ),
+    ),
+    "2026-07-28": Suite(
+        package="conformance-next",
+        version="0.2.0-alpha.12",
+        # Every scenario that applies to 2026-07-28, the pending ones included, on that wire.
+        args=("--spec-version", "2026-07-28", "--suite", "all", "--timeout", "20000"),
+        scenarios=(
+            "server-stateless",
+            "completion-complete",
+            "tools-list",
+            "tools-call-simple-text",
+            "tools-call-image",
+            "tools-call-audio",
+            "tools-call-embedded-resource",
+            "tools-call-mixed-content",
+            "tools-call-error",
+            "tools-call-with-progress",
+            "json-schema-2020-12",
+            "server-sse-multiple-streams",
+            "resources-list",
+            "resources-read-text",
+            "resources-read-binary",
+            "resources-templates-read",
+            "sep-2164-resource-not-found",
+            "prompts-list",
+            "prompts-get-simple",
+            "prompts-get-with-args",
+            "prompts-get-embedded-resource",
+            "prompts-get-with-image",
+            "dns-rebinding-protection",
+            "caching",
+            "http-header-validation",
+            "http-custom-header-server-validation",
+            "input-required-result-basic-elicitation",
+            "input-required-result-basic-sampling",
+            "input-required-result-basic-list-roots",
+            "input-required-result-request-state",
+            "input-required-result-multiple-input-requests",
+            "input-required-result-multi-round",
+            "input-required-result-missing-input-response",
+            "input-required-result-non-tool-request",
+            "input-required-result-result-type",
+            "input-required-result-unsupported-methods",
+            "input-required-result-tampered-state",
+            "input-required-result-capability-check",
+            "input-required-result-ignore-extra-params",
+            "input-required-result-validate-input",
+        ),
+    ),
+}
+
+HUBS = ("hub-stdio", "hub-http")
+
+
+@dataclass(frozen=True)
+class Known:
+    """A recorded failure: the checks that fail, and why."""
+
+    checks: frozenset[str]
+    reason: str
+
+
+class KnownFailure(Exception):
+    """The scenario failed exactly as recorded: those checks and no others."""
+
+
+DIRECT_FAILURES: dict[tuple[str, str], Known] = {
+    ("2026-07-28", "http-header-validation"): Known(
+        frozenset({"sep-2243-server-accepts-whitespace-header-value"}),
+        "the SDK (mcp 2.3.0) compares the Mcp-Name header with the body's name without trimming the whitespace "
+        "around it, so `Mcp-Name:   test_simple_text  ` is refused with HTTP 400 / -32020",
+    ),
+}
+"""(suite, scenario) -> how the conformance server fails it when connected directly."""
+
+HUB_FAILURES: dict[tuple[str, str, str], Known] = {}
+"""(suite, scenario, target) -> how it fails through the hub while it passes directly."""
+
+
+@dataclass
+class Outcome:
+    failed: dict[str, str]
+    """The checks that failed: id -> message."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(f"{check}: {message}" for check, message in self.failed.items())
+
+    def verify(self, known: Known | None) -> None:
+        """Pass; or fail exactly as `known` records (`KnownFailure`); anything else is an `AssertionError`."""
+        if self.passed:
+            return
+        unexpected = set(self.failed) - (known.checks if known else set())
+        assert not unexpected, self.reason
+        raise KnownFailure(self.reason)
+
+
+@dataclass
+class Target:
+    url: str
+    results: dict[str, dict[str, Outcome]] = field(default_factory=dict)
+    """suite -> scenario -> outcome, filled by the first test that needs the suite's run."""
+
+
+_SCENARIO_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+
+def read_results(output: Path) -> dict[str, Outcome]:
+    """Each scenario's outcome from the `checks.json` files the suite saved under `output`."""
+    outcomes: dict[str, Outcome] = {}
+    for checks_file in sorted(output.glob("server-*/checks.json")):
+        match = _SCENARIO_DIR.match(checks_file.parent.name)
+        assert match, f"unexpected result folder {checks_file.parent.name}"
+        checks = json.loads(checks_file.read_text(encoding="utf-8"))
+        failed = {c["id"]: c.get("errorMessage") or c["description"] for c in checks if c["status"] == "FAILURE"}
+        outcomes[match["scenario"]] = Outcome(failed)
+    return outcomes
+
+
+def run_suite(suite: Suite, url: str, workdir: Path) -> dict[str, Outcome]:
+    """Run every scenario of `suite` against `url` in one invocation; return each one's outcome."""
+    output = workdir / "results"
+    command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "server", "--url", url, "-o", str(output)]
+    log = workdir / "suite.log"
+    with log.open("wb") as out:
+        try:
+            subprocess.run(
+                [*command, *suite.args], cwd=workdir, stdout=out, stderr=subprocess.STDOUT, timeout=SUITE_TIMEOUT
+            )
+            missing = f"the suite saved no checks for it; see {log}"
+        except subprocess.TimeoutExpired:
+            missing = f"the suite did not finish within {SUITE_TIMEOUT:g}s; see {log}"
+    outcomes = read_results(output)
+    for scenario in suite.scenarios:
+        outcomes.setdefault(scenario, Outcome({"no-checks": missing}))
+    return outcomes
+
+
+class Processes:
+    """Processes this module started: each is terminated, then killed if need be, and reaped."""
+
+    def __init__(self) -> None:
+        self._running: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def start(self, command: list[str], log: Path) -> subprocess.Popen[bytes]:
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
+            )
+        self._running.append((process, log))
+        return process
+
+    def wait_until(
+        self, process: subprocess.Popen[bytes], ready: Callable[[], bool], what: str, timeout: float = 30.0
+    ) -> None:
+        log = next(log for p, log in self._running if p is process)
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if process.poll() is not None:
+                raise AssertionError(f"{what} exited with {process.returncode}:\n{log.read_text(errors='replace')}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} not ready within {timeout:g}s:\n{log.read_text(errors='replace')}")
+            time.sleep(0.1)
+
+    def stop_all(self) -> None:
+        for process, _ in reversed(self._running):
+            process.terminate()
+        for process, _ in reversed(self._running):
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._running.clear()
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _hub_up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as response:
+            health = json.load(response)
+    except OSError:
+        return False
+    return bool(health["servers"]["conformance"]["state"] == "up")
+
+
+class Targets:
+    """The module's targets, each started on first use."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = workdir
+        self._processes = Processes()
+        self._targets: dict[str, Target] = {}
+        self._broken: dict[str, str] = {}
+
+    def conformance_server(self, name: str) -> str:
+        """Start the conformance server over streamable HTTP; return its MCP URL."""
+        port = free_port()
+        process = self._processes.start(
+            [sys.executable, str(SERVER), "--http", str(port)], self._workdir / f"{name}.log"
+        )
+        self._processes.wait_until(process, lambda: _accepts(port), f"the conformance server ({name})")
+        return f"http://127.0.0.1:{port}/mcp"
+
+    def hub(self, name: str, mount: dict[str, Any]) -> str:
+        """Start `mcp-hub serve --transport http` with `mount` as its only, unprefixed mount; return its URL."""
+        config = write_config(
+            self._workdir / f"{name}.toml", {"conformance": {**mount, "prefix": False}}, log_level="warning"
+        )
+        port = free_port()
+        command = [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), "--transport", "http"]
+        process = self._processes.start([*command, "--port", str(port)], self._workdir / f"{name}.log")
+        self._processes.wait_until(process, lambda: _hub_up(port), f"the hub ({name})")
+        return f"http://127.0.0.1:{port}/mcp"
+
+    def get(self, name: str) -> Target:
+        assert name not in self._broken, self._broken[name]  # a target that did not start is tried once
+        if name not in self._targets:
+            try:
+                if name == "direct":
+                    url = self.conformance_server("direct")
+                elif name == "hub-stdio":
+                    url = self.hub(name, {"command": sys.executable, "args": [str(SERVER)]})
+                else:
+                    upstream = self.conformance_server("upstream")
+                    url = self.hub(name, {"url": upstream, "transport": "streamable-http"})
+            except AssertionError as exc:
+                self._broken[name] = str(exc)
+                raise
+            self._targets[name] = Target(url)
+        return self._targets[name]
+
+    def outcomes(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
+        target = self.get(target_name)
+        if suite_name not in target.results:
+            workdir = self._workdir / f"{target_name}-{suite_name}"
+            workdir.mkdir()
+            target.results[suite_name] = run_suite(SUITES[suite_name], target.url, workdir)
+        return target.results[suite_name]
+
+    def close(self) -> None:
+        self._processes.stop_all()
+
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targets]:
+    assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
+    started = Targets(tmp_path_factory.mktemp("conformance"))
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def _cases(*hubs: str) -> list[Any]:
+    cases = []
+    for suite_name, suite in SUITES.items():
+        for scenario in suite.scenarios:
+            for target in hubs or (None,):
+                known = (
+                    HUB_FAILURES.get((suite_name, scenario, target))
+                    if target
+                    else DIRECT_FAILURES.get((suite_name, scenario))
+                )
+                marks = [pytest.mark.xfail(raises=KnownFailure, strict=True, reason=known.reason)] if known else []
+                values = (suite_name, scenario, target) if target else (suite_name, scenario)
+                cases.append(pytest.param(*values, marks=marks, id="-".join(v for v in values if v)))
+    return cases
+
+
+@pytest.mark.parametrize("suite", list(SUITES))
+def test_the_suite_runs_the_scenarios_listed_here(targets: Targets, suite: str) -> None:
+    ran = set(targets.outcomes("direct", suite))
+    assert ran == set(SUITES[suite].scenarios), "the suite's scenarios changed: update SUITES (and the benchmark)"
+
+
+@pytest.mark.parametrize(("suite", "scenario"), _cases())
+def test_directly(targets: Targets, suite: str, scenario: str) -> None:
+    targets.outcomes("direct", suite)[scenario].verify(DIRECT_FAILURES.get((suite, scenario)))
+
+
+@pytest.mark.parametrize(("suite", "scenario", "target"), _cases(*HUBS))
+def test_through_the_hub(targets: Targets, suite: str, scenario: str, target: str) -> None:
+    direct = targets.outcomes("direct", suite)[scenario]
+    if not direct.passed:
+        pytest.skip(f"fails when connected directly too: {direct.reason}")
+    targets.outcomes(target, suite)[scenario].verify(HUB_FAILURES.get((suite, scenario, target)))
