@@ -132,6 +132,23 @@ def encode_cursor(offset: int, revision: str) -> str:
     return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
 
 
+def cursor_revision(cursor: str) -> str:
+    """The revision a cursor from :func:`encode_cursor` was issued for.
+
+    Raises :class:`~mcp_hub.errors.InvalidCursor` for any other text.
+    """
+    if not _CURSOR_RE.fullmatch(cursor):
+        raise InvalidCursor(cursor)
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, RecursionError):
+        raise InvalidCursor(cursor) from None
+    revision = data.get("r") if isinstance(data, dict) else None
+    if not isinstance(revision, str):
+        raise InvalidCursor(cursor)
+    return revision
+
+
 def decode_cursor(cursor: str, revision: str) -> int:
     """The offset in a cursor from :func:`encode_cursor` for the same ``revision``.
 

@@ -200,3 +200,28 @@ async def test_progress_reaches_the_client(two_mounts) -> None:
         result = await client.call_tool("alpha_slow", {"seconds": 0.2, "steps": 3}, progress_callback=on_progress)
     assert result.content[0].text == "done"  # type: ignore[union-attr]
     assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+async def test_paging_goes_on_through_the_listing_it_began_when_the_catalog_changes(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"a": fixture_server("a", "--tools", "30")}, page_size=10)
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        first = await client.list_tools()
+        before = hub.catalog.view("tools").revision
+        await client.call_tool("a_grow", {"name": "late"})
+
+        async def changed() -> bool:
+            return hub.catalog.view("tools").revision != before
+
+        from tests.conftest import wait_for
+
+        await wait_for(changed)
+        pages = [first]
+        while pages[-1].next_cursor:
+            pages.append(await client.list_tools(cursor=pages[-1].next_cursor))
+        fresh = [await client.list_tools()]
+        while fresh[-1].next_cursor:
+            fresh.append(await client.list_tools(cursor=fresh[-1].next_cursor))
+    names = [t.name for page in pages for t in page.tools]
+    assert len(names) == len(set(names)) == 30 + len(BASE_TOOLS)  # the listing as it was
+    assert "a_late" not in names
+    assert "a_late" in {t.name for page in fresh for t in page.tools}  # a new listing is the new catalog

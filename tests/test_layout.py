@@ -25,7 +25,7 @@ ALLOWED = {
     "policy_store": {"errors", "policy"},
     "pins": {"errors"},
     "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
-    "server": {"catalog", "chain", "errors", "policy", "router", "upstream", "__init__"},
+    "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "__init__"},
     "hub": {
         "audit",
         "catalog",

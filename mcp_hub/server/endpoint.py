@@ -38,10 +38,10 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, RootModel
 
-from mcp_hub import __version__
+from mcp_hub import __version__, naming
 from mcp_hub.catalog import Catalog, View, page
 from mcp_hub.chain.context import CallContext, Handler
-from mcp_hub.errors import HubError, UnknownName
+from mcp_hub.errors import HubError, InvalidCursor, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
 from mcp_hub.server.parking import ParkingLot, sealed_by_hub
@@ -186,7 +186,7 @@ class Endpoint:
         self._page_size = page_size
         self._policy = policy
         self._call = call
-        self._visible: LRUCache[tuple[str, str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
+        self._visible: LRUCache[tuple[str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
         self._on_log_level = on_log_level
         self._clients: dict[Connection, _Client] = {}
         self._upstreams = upstreams
@@ -230,8 +230,17 @@ class Endpoint:
         async def handler(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
             view = self._catalog.view(kind)
             policy = self._policy()
-            items = self._visible_items(kind, view, principal_of(ctx), policy)
-            listing, next_cursor = page(items, params.cursor, self._page_size, f"{view.revision}.{policy.revision}")
+            principal = principal_of(ctx)
+            items = self._visible_items(kind, view, principal, policy)
+            revision = f"{view.revision}.{policy.revision}"
+            if params.cursor is not None and (issued := naming.cursor_revision(params.cursor)) != revision:
+                # The list changed since the client began paging (a mount joined, a policy
+                # changed): it pages on through the listing it began, then hears list_changed.
+                earlier = self._visible.get((kind, issued, principal))
+                if earlier is None:
+                    raise InvalidCursor(params.cursor)
+                items, revision = earlier, issued
+            listing, next_cursor = page(items, params.cursor, self._page_size, revision)
             result: dict[str, Any] = {key: listing, "resultType": "complete"}
             if next_cursor is not None:
                 result["nextCursor"] = next_cursor
@@ -240,8 +249,9 @@ class Endpoint:
         return handler
 
     def _visible_items(self, kind: str, view: View, principal: str, policy: PolicySet) -> tuple[dict[str, Any], ...]:
-        """The items of `view` that `principal` may see; computed once per catalog and policy revision."""
-        key = (kind, view.revision, policy.revision, principal)
+        """The items of `view` that `principal` may see; computed once per catalog and policy revision
+        (and kept a while: clients paging through an earlier listing finish it)."""
+        key = (kind, f"{view.revision}.{policy.revision}", principal)
         items = self._visible.get(key)
         if items is None:
             policy_kind = _POLICY_KIND[kind]
