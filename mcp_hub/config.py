@@ -75,6 +75,8 @@ class HttpSettings(BaseModel):
     host: str = Field(default="127.0.0.1", min_length=1)
     port: int = Field(default=8765, ge=0, le=65535)
     path: str = "/mcp"
+    max_request_mb: int = Field(default=32, ge=1)
+    """The largest request body the endpoint takes, in MiB; a larger one is answered 413."""
 
     @field_validator("path")
     @classmethod

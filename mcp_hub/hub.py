@@ -231,6 +231,7 @@ class Hub:
             health=self.health,
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
+            max_request_body=self.config.http.max_request_mb * 1024 * 1024,
         )
         config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")
         server = _HttpServer(config)

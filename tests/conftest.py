@@ -8,6 +8,7 @@ clients are `mcp.Client`, connected in-process, over HTTP, or over stdio.
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -95,3 +96,10 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
     with anyio.fail_after(timeout):
         while not await predicate():
             await anyio.sleep(interval)
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_after_each_test() -> Any:
+    """Collect garbage when a test ends, so a leaked process or pipe is reported against the test that leaked it."""
+    yield
+    gc.collect()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -13,9 +15,10 @@ from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from sse_starlette.event import ServerSentEvent
 
 from mcp_hub.hub import Hub
-from mcp_hub.server.http import build_app
+from mcp_hub.server.http import _split_sse_lines_fast, build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
 
@@ -45,6 +48,38 @@ async def test_streamable_http_upstream_with_results_over_one_mib(tmp_path: Path
     assert echo.structured_content == {"text": "over http", "server": "remote"}
     assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
     assert note.contents[0].uri == "remote+fixture://notes/1"
+
+
+def counting_connections(app: Any, seen: set[tuple[str, int]]) -> Any:
+    """ASGI middleware: remember the client address (host, port) of every HTTP request, one per TCP connection."""
+
+    async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.add(tuple(scope["client"]))
+        await app(scope, receive, send)
+
+    return counted
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_streamable_http_upstream_keeps_its_connection_across_calls(tmp_path: Path, protocol: str) -> None:
+    """The SDK closes each legacy POST's SSE response before its last chunk; the hub reads that chunk, so
+    httpcore2 keeps the connection and the next call does not open a new one."""
+    seen: set[tuple[str, int]] = set()
+    upstream_app = counting_connections(build_server("remote").streamable_http_app(), seen)
+    async with serve_app(upstream_app) as upstream:
+        config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp", "protocol": protocol}})
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            await client.call_tool("remote_echo", {"text": "warm-up"})
+            before = set(seen)
+            for i in range(10):
+                result = await client.call_tool("remote_echo", {"text": str(i)})
+                assert result.structured_content == {"text": str(i), "server": "remote"}
+            big = await client.call_tool("remote_big", {"size": TWO_MIB})
+            assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
+            await client.call_tool("remote_echo", {"text": "after big"})
+            opened = seen - before
+    assert len(opened) <= 1, f"12 calls opened {len(opened)} new TCP connections to the upstream"
 
 
 async def test_legacy_sse_upstream(tmp_path: Path) -> None:
@@ -161,3 +196,23 @@ async def test_http_endpoint_refuses_foreign_hosts(tmp_path: Path) -> None:
             json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
         )
     assert response.status_code in (400, 403, 421)
+
+
+class _ReferenceEvent(ServerSentEvent):
+    _LINE_SEP_EXPR = re.compile(r"\r\n|\r|\n")
+
+
+@pytest.mark.parametrize(
+    "data", ['{"jsonrpc":"2.0","id":1,"result":{}}', "", "a\r\nb\rc\nd", "\n", "ends\r", "x" * 100_000, "\u2028\x85"]
+)
+def test_the_hubs_sse_events_are_encoded_as_sse_starlette_encodes_them(data: str) -> None:
+    _split_sse_lines_fast()
+    _split_sse_lines_fast()
+    assert not isinstance(ServerSentEvent._LINE_SEP_EXPR, re.Pattern), "the fast path is no longer applied"
+    options: list[dict[str, Any]] = [
+        {},
+        {"id": "7", "event": "message"},
+        {"id": "a\nb", "event": "m\r\n", "comment": "c\nd", "retry": 5},
+    ]
+    for option in options:
+        assert ServerSentEvent(data, **option).encode() == _ReferenceEvent(data, **option).encode()

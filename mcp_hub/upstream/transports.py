@@ -3,12 +3,27 @@
 One function per kind (stdio child process, streamable HTTP, legacy SSE), each
 returning the SDK's `Transport`, wrapped so the supervisor learns the moment
 the connection's read side ends (a child exited, a stream broke).
+
+A stdio child's stdout is read in whole lines, in time linear in their length,
+and a line longer than `MAX_LINE_BYTES` is discarded rather than held; bytes
+that are not UTF-8 spoil only their own line.
+
+A streamable HTTP upstream's responses are read to their end before they are
+closed (`_DrainOnClose`), so its TCP connection is kept and used again: the
+SDK closes a POST's SSE response as soon as the JSON-RPC response event has
+arrived, a moment before the body's last chunk, and a connection closed with
+its response unfinished cannot be reused, so every call paid for a new one.
+The legacy SSE transport is left as it is: the SDK gives it a client of its own,
+whose POSTs are read whole.
 """
 
 from __future__ import annotations
 
+import codecs
+import datetime
 import shutil
 import sys
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
@@ -17,6 +32,8 @@ from typing import Any, Self
 import anyio
 import httpx2
 import mcp.client.sse
+import mcp.client.stdio
+from anyio.abc import AnyByteReceiveStream, ObjectReceiveStream
 from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -28,6 +45,14 @@ from mcp_hub.config import ServerConfig
 # Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the HTTP
 # client's own read timeout only guards a stream that goes silent for good.
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+# How long and how much `_DrainOnClose` reads of a response closed before its end
+# to keep its connection; past either bound the connection is dropped instead.
+_DRAIN_SECONDS = 0.5
+_DRAIN_BYTES = 64 * 1024
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest line a stdio server may write to stdout (one JSON-RPC message); longer ones are discarded."""
 
 
 def _lift_sse_event_cap() -> None:
@@ -51,6 +76,70 @@ def _lift_sse_event_cap() -> None:
     mcp.client.sse.sse_within_origin = uncapped  # type: ignore[assignment]
 
 
+def _read_stdio_in_lines() -> None:
+    """Have the SDK's stdio client read a child's stdout one whole line at a time.
+
+    The SDK's reader appends each chunk read from the pipe (64 KiB at most) to the
+    text of the unfinished line and splits the result again, which takes time
+    quadratic in a line's length (a 30 MB line costs seconds of the event loop) and
+    holds a line of any length in memory. It wraps the pipe in `TextReceiveStream`,
+    looked up by that name when a child starts; rebinding the name to
+    `_LineReceiveStream` hands it whole lines only, so its own buffer never grows.
+    The hub's upstreams are the only stdio clients in its process.
+    """
+    if mcp.client.stdio.TextReceiveStream is not _LineReceiveStream:  # pyright: ignore[reportPrivateImportUsage]
+        mcp.client.stdio.TextReceiveStream = _LineReceiveStream  # pyright: ignore[reportPrivateImportUsage]
+
+
+class _LineReceiveStream(ObjectReceiveStream[str]):
+    """A byte stream decoded to text that ends only at line ends.
+
+    The unfinished line is kept as a list of chunks and joined once, when its end
+    arrives. A line longer than `MAX_LINE_BYTES` is dropped as it arrives and stands
+    in the text as a one-line notice (which is not JSON, so the session reports it
+    as unreadable and reads on); the request it may have answered then runs into
+    its deadline, and the other requests on the connection are unaffected.
+    """
+
+    def __init__(self, transport_stream: AnyByteReceiveStream, encoding: str = "utf-8", errors: str = "strict") -> None:
+        self._stream = transport_stream
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors=errors)
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._dropped = 0
+        """Bytes of an over-long line dropped so far (0: not dropping)."""
+
+    async def receive(self) -> str:
+        while True:
+            chunk = await self._stream.receive()
+            first = chunk.find(b"\n")
+            if first < 0:
+                self._extend(chunk)
+                continue
+            last = chunk.rfind(b"\n")
+            if self._dropped or self._size + first > MAX_LINE_BYTES:
+                notice = f"dropped a {self._dropped + self._size + first}-byte line (limit {MAX_LINE_BYTES})\n"
+                text = notice.encode() + chunk[first + 1 : last + 1]
+            else:
+                text = b"".join([*self._parts, chunk[: last + 1]])
+            tail = chunk[last + 1 :]
+            self._parts, self._size, self._dropped = ([tail] if tail else []), len(tail), 0
+            return self._decoder.decode(text)
+
+    def _extend(self, chunk: bytes) -> None:
+        if self._dropped:
+            self._dropped += len(chunk)
+        elif self._size + len(chunk) > MAX_LINE_BYTES:
+            self._dropped = self._size + len(chunk)
+            self._parts, self._size = [], 0
+        else:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
 def resolve_command(command: str) -> str:
     """Find a bare command beside the hub's own interpreter first, then on PATH.
 
@@ -70,11 +159,15 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
     """A fresh, not yet entered transport for one connection attempt."""
     if config.kind == "stdio":
         assert config.command is not None
+        _read_stdio_in_lines()
         params = StdioServerParameters(
             command=resolve_command(config.command),
             args=list(config.args),
             env=dict(config.env) or None,
             cwd=config.cwd,
+            # "strict" would end the SDK's reader at the first byte that is not UTF-8 and
+            # leave the connection open but deaf; "replace" spoils only that line.
+            encoding_error_handler="replace",
         )
         return WatchedTransport(stdio_client(params))
     assert config.url is not None
@@ -88,7 +181,8 @@ class _StreamableHttp:
     """Streamable HTTP with an owned client and no cap on one SSE event's size.
 
     The SDK caps one SSE event at 1 MiB by default; a proxy must pass results
-    of any size, so the cap is lifted here.
+    of any size, so the cap is lifted here. The client's responses keep their
+    connection when closed early (`_DrainOnClose`).
     """
 
     def __init__(self, url: str, headers: dict[str, str]) -> None:
@@ -98,7 +192,11 @@ class _StreamableHttp:
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
-            client = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT))
+            client = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=self._headers, timeout=_HTTP_TIMEOUT, event_hooks={"response": [_drain_on_close]}
+                )
+            )
             streams = await stack.enter_async_context(
                 streamable_http_client(self._url, http_client=client, max_sse_event_size=None)
             )
@@ -109,6 +207,70 @@ class _StreamableHttp:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> bool | None:
         return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+async def _drain_on_close(response: httpx2.Response) -> None:
+    """Response hook: give the response a body that is read to its end when closed early."""
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    response.stream = _DrainOnClose(response.stream)
+
+
+class _DrainOnClose(httpx2.AsyncByteStream):
+    """A response body that, closed before its end, first reads the rest, so its connection is kept.
+
+    httpcore2 returns a connection to the pool only if the response on it was
+    read to its end; closed earlier, the connection is dropped. The SDK's
+    streamable HTTP client closes a POST's SSE response (and a resumed GET's) as
+    soon as the JSON-RPC response event arrives, after it has handed that event
+    to the session; the server ends the stream right after it, so the rest is
+    normally one empty chunk already on its way. Reading it here, at most
+    `_DRAIN_BYTES` within `_DRAIN_SECONDS`, costs the call nothing and spares
+    the next one a TCP (and TLS) handshake. Past either bound, or on a read
+    error, the response is closed as it would have been (connection dropped).
+    A response never iterated (a 202, an error status) is read from its start.
+
+    It wraps the client's body stream from a response hook rather than the
+    client's transport, so the client still builds its own transports, with
+    the environment's proxy settings. It keeps `elapsed`, which httpx2's
+    `Response.elapsed` reads from the stream.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._ended = False
+
+    @property
+    def elapsed(self) -> datetime.timedelta | None:
+        return getattr(self._inner, "elapsed", None)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self._chunks = chunks = self._inner.__aiter__()
+        async for chunk in chunks:
+            yield chunk
+        self._ended = True
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended:
+                await self._drain()
+        finally:
+            await self._inner.aclose()
+
+    async def _drain(self) -> None:
+        # Resumes the inner iterator where the reader left it; the reader's own
+        # generators stay suspended and are finalized as they would be anyway.
+        chunks = self._chunks if self._chunks is not None else self._inner.__aiter__()
+        received = 0
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            try:
+                async for chunk in chunks:
+                    received += len(chunk)
+                    if received > _DRAIN_BYTES:
+                        return
+            except httpx2.TransportError:
+                return
+            self._ended = True
 
 
 class WatchedTransport:

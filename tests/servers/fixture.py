@@ -359,6 +359,7 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         on_completion=final(complete),
         on_subscriptions_listen=ListenHandler(changes),
     )
+
     async def subscribe(ctx: Ctx, params: types.SubscribeRequestParams) -> Any:
         subscribed.add(str(params.uri))
         return {}
