@@ -100,27 +100,47 @@ class Person:
         return types.ElicitResult(action=self.action, content=content)  # type: ignore[arg-type]
 
 
-async def test_hidden_items_are_neither_listed_nor_callable(tmp_path: Path) -> None:
+async def _refusal(call: Any) -> tuple[int, str]:
+    with pytest.raises(MCPError) as caught:
+        await call
+    return caught.value.code, caught.value.message
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_hidden_items_are_neither_listed_nor_callable(tmp_path: Path, mode: str) -> None:
     config, _ = setup(tmp_path)
-    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         resources = {r.uri for r in (await client.list_resources()).resources}
-        errors = []
-        for name in ("srv_crash", "srv_grow", "srv_no_such_tool"):
-            with pytest.raises(MCPError) as caught:
-                await client.call_tool(name, {})
-            errors.append((caught.value.code, caught.value.message))
-        with pytest.raises(MCPError) as hidden_resource:
-            await client.read_resource("srv+fixture://blob")
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        errors = [await _refusal(client.call_tool(name, {})) for name in ("srv_crash", "srv_grow", "srv_no_such_tool")]
+        prompt_errors = [await _refusal(client.get_prompt(name, {"who": "x"})) for name in ("srv_greet", "srv_nope")]
+        hidden_resource = await _refusal(client.read_resource("srv+fixture://blob"))
+        forged: list[tuple[int, str]] = []
+        if mode == "2026-07-28":
+            # A requestState presented with a hidden name says nothing a made-up name would not.
+            for name in ("srv_crash", "srv_no_such_tool"):
+                probe = client.call_tool(name, {}, input_responses={}, request_state="mcp-hub.1.x")
+                forged.append(await _refusal(probe))
     assert tools == {"srv_echo", "srv_read_file", "srv_delete_note", "srv_pid"}
     assert resources == {"srv+fixture://notes/1", "srv+fixture://notes/2"}
+    assert prompts == set()
     # Denied, not allowed, and absent answer alike: no existence leak.
     assert errors == [
         (INVALID_PARAMS, "Unknown tool: srv_crash"),
         (INVALID_PARAMS, "Unknown tool: srv_grow"),
         (INVALID_PARAMS, "Unknown tool: srv_no_such_tool"),
     ]
-    assert hidden_resource.value.message == "Unknown resource: srv+fixture://blob"
+    assert prompt_errors == [
+        (INVALID_PARAMS, "Unknown prompt: srv_greet"),
+        (INVALID_PARAMS, "Unknown prompt: srv_nope"),
+    ]
+    assert hidden_resource == (INVALID_PARAMS, "Unknown resource: srv+fixture://blob")
+    if mode == "2026-07-28":
+        assert forged == [
+            (INVALID_PARAMS, "Unknown tool: srv_crash"),
+            (INVALID_PARAMS, "Unknown tool: srv_no_such_tool"),
+        ]
 
 
 @pytest.mark.parametrize(

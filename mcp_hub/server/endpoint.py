@@ -291,6 +291,10 @@ class Endpoint:
             if origin.modern and self.parking.open:
                 state = sealed_by_hub(ctx.params or {})
                 if state is not None:
+                    # Asked of the policy first, as the chain would: a state presented for a hidden
+                    # name is answered like an unknown name, not as a state that does not fit.
+                    if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
+                        raise UnknownName(route.kind, route.public)
                     answers = (ctx.params or {}).get("inputResponses")
                     return _complete_result(await self.parking.resume(call, state, answers))
                 if self._may_ask(route.mount):
