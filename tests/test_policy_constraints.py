@@ -146,58 +146,116 @@ def tree(tmp_path: Path) -> dict[str, str]:
 
 
 INSIDE = [
-    "a.txt",
-    "sub/b.txt",
-    "./sub/../a.txt",
-    "sub/../a.txt",
-    "inner/b.txt",
-    "new-file.txt",  # need not exist
-    "a\\b",  # backslashes are ordinary characters on POSIX
-    "%61.txt",  # percent-decodes to a.txt
     "{root}",
     "{root}/",
     "{root}/a.txt",
+    "{root}/sub/b.txt",
+    "{root}/new-file.txt",  # need not exist
     "{root}//sub///b.txt",
     "{root}/sub/./../a.txt",
+    "{root}/./sub/../a.txt",
+    "{root}/inner/b.txt",  # a link that stays inside
+    "{root}/a\\b",  # backslashes are ordinary characters on POSIX
+    "{root}/%61.txt",  # percent-decodes to a.txt
+    "{root}/a%20b",
     "file://{root}/a.txt",
     "file://localhost{root}/sub/b.txt",
+    "file://LOCALHOST{root}/sub/b.txt",
+    "file://%6cocalhost{root}/a.txt",
     "file:{root}/a.txt",
+    "FILE://{root}/ok",  # the scheme is case-insensitive
+    "File://{root}/ok",
+    "file://{root}/a%20b",  # read as {root}/a%20b and as {root}/a b: both inside
+    "file://{root}/a.txt?x=1",
+    "file://{root}/x?http://evil/",  # {root}/x with or without the query: a URI in a query is no URI to read
+]
+
+# A relative path is refused: the hub would check it against a root, but the server resolves it
+# against its own working directory, which the hub does not know.
+RELATIVE = [
+    "a.txt",
+    "etc/passwd",
+    "./x",
+    ".",
+    "..",
+    "../..",
+    "docs/../../etc",
+    "sub/../a.txt",
+    "../outside/secret",
+    "escape/secret",
+    "%61.txt",
+    "%2e%2e",
+    "..%2f..%2fetc",
+    "%2e%2e%2foutside%2fsecret",
+    "%252e%252e%252fsecret",  # double-encoded
+    "%25252e%25252e/x",  # triple-encoded
+    "%2F{root}/a.txt",  # absolute once decoded, but relative to a server that does not decode
+    "file:a.txt",  # a file: URI with a relative path
+    "file:etc/passwd",
+    "file%3a//{root}/a.txt",  # an encoded file: URI is a relative path to a server that does not decode
+    "C:/Windows",
 ]
 
 OUTSIDE = {
-    "..": "outside",
-    "../..": "outside",
-    "../outside/secret": "outside",
-    "sub/../../outside/secret": "outside",
     "/etc/passwd": "outside",
+    "%2fetc%2fpasswd": "outside",  # the most-decoded reading is told first
     "/": "outside",
     "//etc/passwd": "outside",
+    "{root}/..": "outside",
+    "{root}/../..": "outside",
+    "{root}/../outside/secret": "outside",
+    "{root}/sub/../../outside/secret": "outside",
     "{tmp}/docs2/x": "outside",  # a sibling sharing the root's prefix
     "{root}2/x": "outside",
     "{root}/../docs2/x": "outside",
-    "%2e%2e": "outside",
-    "%2e%2e%2foutside%2fsecret": "outside",
-    "%2E%2E%2F%2E%2E%2Fetc": "outside",
-    "..%2f..%2fetc": "outside",
+    "{root}/%2e%2e": "outside",
+    "{root}/%2e%2e%2foutside%2fsecret": "outside",
+    "{root}/%2E%2E%2F%2E%2E%2Fetc": "outside",
+    "{root}/..%2f..%2fetc": "outside",
     "{root}/%2e%2e/outside/secret": "outside",
-    "%252e%252e%252fsecret": "outside",  # double-encoded
-    "%25252e%25252e/x": "outside",  # triple-encoded
+    "{root}/%252e%252e%252foutside": "outside",  # double-encoded
+    "{root}/%25252e%25252e/x": "outside",  # triple-encoded
     "file:///etc/passwd": "outside",
     "FILE:///etc/passwd": "outside",
+    "file:/etc/passwd": "outside",
     "file://localhost/etc/passwd": "outside",
     "file://{root}/%2e%2e/outside/secret": "outside",
     "file://{root}/..?/x": "outside",  # a URI reader drops "?/x": {root}/..
     "file://{root}/..#/x": "outside",
+    # an encoded file: URI is read as one too (the server might decode it first)
+    "file%3a///etc/passwd": "outside",
+    "file%3A///etc/passwd": "outside",
+    "FILE%3A///etc/passwd": "outside",
+    "file%3a%2f%2f%2fetc%2fpasswd": "outside",
+    "file%3A%2F%2F%2Fetc%2Fpasswd": "outside",
+    "file%253A%2F%2F%2Fetc%2Fpasswd": "outside",  # double-encoded
+    "file%253a%252f%252f%252fetc%252fpasswd": "outside",
+    "FiLe%253A///etc/passwd": "outside",
+    "file%3a//localhost/etc/passwd": "outside",
+    "file%3a/etc/passwd": "outside",
+    "file%3A//{root}/%2e%2e/outside/secret": "outside",
     "file://example.com{root}/a.txt": "another host",
+    "file://evil-host{root}/x": "another host",
+    "FILE://evil-host{root}/x": "another host",
+    "file%3a//evil-host{root}/x": "another host",
+    "file%253A%2F%2Fevil-host{root}/x": "another host",
+    "file:": "without a path",
     "file://": "without a path",
-    "escape/secret": "outside",  # symlink inside the root pointing outside
-    "{root}/escape": "outside",
-    "secret-link": "outside",
-    "deep/../secret": "outside",  # '..' after a symlink: the system resolves the link first
+    "file://localhost": "without a path",
+    "http://example.com{root}/a.txt": "not a file: URI",
+    "HTTPS://example.com/x": "not a file: URI",
+    "ftp://example.com{root}/a.txt": "not a file: URI",
+    "http%3a//example.com{root}/a.txt": "not a file: URI",
+    "http%253A%2F%2Fexample.com%2Fx": "not a file: URI",
+    "{root}/escape": "outside",  # symlink inside the root pointing outside
+    "{root}/escape/secret": "outside",
+    "{root}/secret-link": "outside",
+    "{root}/deep/../secret": "outside",  # '..' after a symlink: the system resolves the link first
     "a\x00b": "NUL",
     "{root}/a.txt\x00.png": "NUL",
     "%00": "NUL",
     "%2500": "NUL",
+    "{root}/%00": "NUL",
     "~": "'~'",
     "~/x": "'~'",
     "~root/.ssh/id_rsa": "'~'",
@@ -205,9 +263,11 @@ OUTSIDE = {
     "..\\..\\etc\\passwd": "Windows-style",
     "sub\\..\\..": "Windows-style",
     "%2e%2e%5c": "Windows-style",
+    "{root}/..\\..\\etc": "Windows-style",
     "": "empty",
     "%ff": "not UTF-8",
-    "%" + "25" * 12 + "2e": "too many times",
+    "{root}/%ff": "not UTF-8",
+    "{root}/" + "%" + "25" * 12 + "2e": "too many times",
 }
 
 
@@ -216,10 +276,41 @@ def test_paths_inside_the_root(tree: dict[str, str], value: str) -> None:
     assert path_problem(value.format(**tree), [tree["root"]]) is None
 
 
+@pytest.mark.parametrize("value", RELATIVE, ids=repr)
+def test_relative_paths_are_refused(tree: dict[str, str], value: str) -> None:
+    found = path_problem(value.format(**tree), [tree["root"]])
+    assert found == "must be absolute: the server would resolve a relative path against its own working directory"
+
+
 @pytest.mark.parametrize(("value", "problem"), OUTSIDE.items(), ids=[repr(v) for v in OUTSIDE])
 def test_paths_escaping_the_root(tree: dict[str, str], value: str, problem: str) -> None:
     found = path_problem(value.format(**tree), [tree["root"]])
     assert found is not None and problem in found
+
+
+AUDITED = {  # the values of the audit, against /srv/docs: None when allowed, else part of the reason
+    "etc/passwd": "must be absolute",
+    "./x": "must be absolute",
+    "docs/../../etc": "must be absolute",
+    "file%3a///etc/passwd": "outside",
+    "file%253A%2F%2F%2Fetc%2Fpasswd": "outside",
+    "file://evil-host/srv/docs/x": "another host",
+    "http%3A//example.com/srv/docs/x": "not a file: URI",
+    "/srv/docs/x": None,
+    "FILE:///srv/docs/ok": None,
+    "file:///srv/docs/a%20b": None,
+    "file://localhost/srv/docs/x": None,
+    "file%3a///srv/docs/x": "must be absolute",  # encoded: a relative path to a server that does not decode
+}
+
+
+@pytest.mark.parametrize(("value", "problem"), AUDITED.items(), ids=list(AUDITED))
+def test_audited_values(value: str, problem: str | None) -> None:
+    found = path_problem(value, ["/srv/docs"], os.path.normpath)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found
 
 
 @pytest.mark.parametrize("value", [5, 1.5, True, None, ["a.txt"], {"path": "a.txt"}])
@@ -236,25 +327,31 @@ def _json(value: Any) -> str:
 def test_root_that_is_a_symlink(tree: dict[str, str]) -> None:
     roots = [tree["root_link"]]
     assert path_problem(tree["root_link"] + "/a.txt", roots) is None
-    assert path_problem("sub/b.txt", roots) is None
+    assert path_problem(tree["root_link"] + "/sub/b.txt", roots) is None
     assert path_problem(tree["root"] + "/a.txt", roots) is None  # the same directory by its real name
     assert path_problem(tree["root_link"] + "/../outside/secret", roots) is not None
     assert path_problem(tree["root_link"] + "/escape/secret", roots) is not None
 
 
-def test_several_roots_relative_paths_use_the_first(tree: dict[str, str]) -> None:
+def test_several_roots(tree: dict[str, str]) -> None:
     roots = [tree["root"], tree["tmp"] + "/docs2"]
     assert path_problem(tree["tmp"] + "/docs2/x", roots) is None
-    assert path_problem("a.txt", roots) is None
-    assert path_problem("x", roots) is None  # docs/x (which need not exist), not docs2/x
-    assert path_problem("../docs2/x", roots) is None  # leaves docs for docs2: still within a root
-    assert path_problem("../outside/secret", roots) is not None
+    assert path_problem(tree["root"] + "/a.txt", roots) is None
+    assert path_problem(tree["root"] + "/../docs2/x", roots) is None  # leaves docs for docs2: still within a root
+    assert path_problem(tree["root"] + "/../outside/secret", roots) is not None
+    # a relative path counts from no root: the server would resolve it against its working directory
+    for relative in ("a.txt", "x", "../docs2/x"):
+        found = path_problem(relative, roots)
+        assert found is not None and found.startswith("must be absolute"), relative
 
 
 def test_filesystem_root_allows_every_absolute_path(tree: dict[str, str]) -> None:
     assert path_problem("/etc/passwd", ["/"]) is None
-    assert path_problem("../../..", ["/"]) is None
+    assert path_problem("/../../..", ["/"]) is None
+    assert path_problem("file:///etc/passwd", ["/"]) is None
+    assert path_problem("../../..", ["/"]) is not None  # relative: where it lands is the server's business
     assert path_problem("~/x", ["/"]) is not None
+    assert path_problem("http://example.com/x", ["/"]) is not None
 
 
 def test_sibling_prefix_with_fake_realpath() -> None:
@@ -292,10 +389,21 @@ def test_path_within_through_decide_with_real_symlinks(tree: dict[str, str]) -> 
             """
         }
     )
-    ok = p.decide("x", Target("tool", "files", "read_file", {"path": "sub/b.txt"}))
+    ok = p.decide("x", Target("tool", "files", "read_file", {"path": tree["root"] + "/sub/b.txt"}))
     assert ok.outcome is Outcome.ALLOWED
-    escape = p.decide("x", Target("tool", "files", "read_file", {"path": "escape/secret"}))
+    escape = p.decide("x", Target("tool", "files", "read_file", {"path": tree["root"] + "/escape/secret"}))
     assert (escape.outcome, escape.rule) == (Outcome.REFUSED, "docs")
     assert escape.reason.startswith("argument 'path' is outside the allowed directories")
     assert "(path_within of rule 'docs')" in escape.reason
     assert "outside/secret" not in escape.reason  # where the link points is not told
+
+
+def test_relative_path_through_decide_names_the_rule() -> None:
+    p = constrained("path_within = ['/srv/docs']")
+    decision = p.decide("x", Target("tool", "t", "t", {"v": "etc/passwd"}), realpath=lambda path: path)
+    assert decision.outcome is Outcome.REFUSED
+    assert decision.reason == (
+        "argument 'v' must be absolute: the server would resolve a relative path against its own working directory"
+        " (path_within of rule 'r')"
+    )
+    assert "etc/passwd" not in decision.reason

@@ -84,8 +84,7 @@ def test_readonly_looks_but_does_not_touch() -> None:
     assert not policy.visible("ci-bot", "tool", "files", "write_file")
     # the filesystem example: read below /srv/docs only
     assert outcome(policy, "ci-bot", "tool", "files", "read_file", path="/srv/docs/guide.md") is Outcome.ALLOWED
-    assert outcome(policy, "ci-bot", "tool", "files", "read_file", path="guide.md") is Outcome.ALLOWED
-    for escape in ("../etc/passwd", "/srv/docs/%2e%2e/x", "file:///etc/passwd", "/srv/docs2/x", "~/x"):
+    for escape in ("guide.md", "../etc/passwd", "/srv/docs/%2e%2e/x", "file:///etc/passwd", "/srv/docs2/x", "~/x"):
         refused = policy.decide("ci-bot", Target("tool", "files", "read_file", {"path": escape}), realpath=lambda p: p)
         assert (refused.outcome, refused.rule) == (Outcome.REFUSED, "read-docs"), escape
     assert outcome(policy, "ci-bot", "tool", "files", "read_file") is Outcome.REFUSED  # path is required

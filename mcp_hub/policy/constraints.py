@@ -29,6 +29,8 @@ Checker = Callable[[Any, Realpath], str | None]
 
 ABSENT = object()
 MAX_DECODE_ROUNDS = 8
+MAX_SPELLINGS = 64
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # two letters at least: "C:" is a drive, not a scheme
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,23 +186,29 @@ def _not_pattern(pattern: str) -> Checker:
 
 
 def path_problem(value: Any, roots: Sequence[str], realpath: Realpath = os.path.realpath) -> str | None:
-    """Why `value` is not a path inside one of `roots` (absolute, normalized), or None.
+    """Why `value` is not an absolute path inside one of `roots` (absolute, normalized), or None.
 
     Every way the value could be read is checked, and each must stay inside:
 
     1. it must be a non-empty string;
-    2. a `file:` URI (`file:///p`, `file://localhost/p`, `file:/p`) is read as its path, with
-       and without what follows a `?` or `#`; a URI naming another host is refused;
-    3. the value as given, and every percent-decoding of it until decoding changes nothing
-       (`%252e` -> `%2e` -> `.`), are all checked: the server might decode or might not;
+    2. the value as given, and every percent-decoding of it until decoding changes nothing
+       (`%252e` -> `%2e` -> `.`), are all spellings to check: the server might decode or might not;
+    3. a spelling that is a `file:` URI (any case: `file:///p`, `file://localhost/p`, `file:/p`),
+       however it was reached (`file%3a///p` decodes to one), is read as its path, with and
+       without what follows a `?` or `#`, and that path is decoded in turn; a `file:` URI naming
+       another host, and a URI of any other scheme (`http:`, `ftp:`, ...), are refused;
     4. each spelling: no NUL byte, no leading `~`, no `..\\` or `\\..` (backslashes are
        ordinary characters on POSIX, but a Windows-style parent step is suspicious);
-    5. a relative spelling is joined to the first root;
-    6. both the normalized path (`os.path.normpath`) and the joined path as written are
-       resolved with `realpath` (the latter matters when `..` follows a symlink: the system
-       resolves the link first), and each result must be a root or below one, comparing
-       path components (`/srv/docs2` is not within `/srv/docs`). Roots are resolved with
-       `realpath` too, so a root that is itself a symlink works.
+    5. each spelling must be absolute: the server resolves a relative path against its own
+       working directory, which the hub does not know, so no root can vouch for it;
+    6. both the normalized path (`os.path.normpath`) and the path as written are resolved with
+       `realpath` (the latter matters when `..` follows a symlink: the system resolves the link
+       first), and each result must be a root or below one, comparing path components
+       (`/srv/docs2` is not within `/srv/docs`). Roots are resolved with `realpath` too, so a
+       root that is itself a symlink works.
+
+    Spellings are checked most-decoded first, so the reason given is the one that matters most
+    (`file%3a///etc/passwd` is outside the roots, not merely relative).
     """
     if not isinstance(value, str):
         return f"must be a path string, got {json_type(value)}"
@@ -213,7 +221,7 @@ def path_problem(value: Any, roots: Sequence[str], realpath: Realpath = os.path.
         resolved_roots = [parts for root in roots if (parts := _components(realpath(root))) is not None]
     except (OSError, ValueError):
         return "cannot be checked: an allowed directory cannot be resolved"
-    for spelling in spellings:
+    for spelling in reversed(spellings):
         problem = _spelling_problem(spelling, roots, resolved_roots, realpath)
         if problem is not None:
             return problem
@@ -225,35 +233,61 @@ def _roots_text(roots: Sequence[str]) -> str:
 
 
 def _spellings(value: str) -> list[str] | str:
-    """The value, its file: URI path, and every percent-decoding; or the problem."""
-    spellings: list[str] = [value]
-    if value[:5].lower() == "file:":
-        rest = value[5:]
-        if rest.startswith("//"):
-            host, slash, path = rest[2:].partition("/")
-            if unquote(host).lower() not in ("", "localhost"):
-                return "is a file: URI for another host; give a local path"
-            if not slash:
-                return "is a file: URI without a path"
-            rest = "/" + path
-        spellings.append(rest)
-        for mark in "?#":
-            if mark in rest:
-                spellings.append(rest.split(mark, 1)[0])
-    for start in list(spellings):
-        text = start
-        for _ in range(MAX_DECODE_ROUNDS):
-            try:
-                decoded = unquote(text, errors="strict")
-            except UnicodeDecodeError:
-                return "has percent-encoding that is not UTF-8"
-            if decoded == text:
-                break
-            spellings.append(decoded)
-            text = decoded
+    """Every path the value could be read as, in the order found; or the problem.
+
+    A spelling is the value or one of its percent-decodings; a spelling that is a `file:` URI
+    stands for its path (and that path's decodings) rather than for itself.
+    """
+    spellings: list[str] = []
+    pending: list[tuple[str, int]] = [(value, 0)]  # (text, percent-decodings it took)
+    seen: set[str] = set()
+    while pending:
+        text, rounds = pending.pop(0)
+        if text in seen:
+            continue
+        seen.add(text)
+        if len(seen) > MAX_SPELLINGS:
+            return "can be read in too many ways"
+        try:
+            decoded = unquote(text, errors="strict")
+        except UnicodeDecodeError:
+            return "has percent-encoding that is not UTF-8"
+        if decoded != text:
+            if rounds >= MAX_DECODE_ROUNDS:
+                return "is percent-encoded too many times"
+            pending.append((decoded, rounds + 1))
+        paths = _uri_paths(text)
+        if isinstance(paths, str):
+            return paths
+        if paths is None:
+            spellings.append(text)
         else:
-            return "is percent-encoded too many times"
+            pending.extend((path, rounds) for path in paths)
     return spellings
+
+
+def _uri_paths(text: str) -> list[str] | str | None:
+    """None if `text` is no URI; the paths a `file:` URI may be read as; or why the URI is refused."""
+    scheme = _SCHEME.match(text)
+    if scheme is None:
+        return None
+    if scheme.group().lower() != "file:":
+        return "is a URI, not a file: URI; give a local path"
+    rest = text[scheme.end() :]
+    if rest.startswith("//"):
+        host, slash, path = rest[2:].partition("/")
+        if unquote(host).lower() not in ("", "localhost"):
+            return "is a file: URI for another host; give a local path"
+        if not slash:
+            return "is a file: URI without a path"
+        rest = "/" + path
+    if not rest:
+        return "is a file: URI without a path"
+    paths = [rest]
+    for mark in "?#":
+        if mark in rest:
+            paths.append(rest.split(mark, 1)[0])
+    return paths
 
 
 def _spelling_problem(
@@ -265,8 +299,9 @@ def _spelling_problem(
         return "starts with '~'; give the full path"
     if "..\\" in spelling or "\\.." in spelling:
         return "contains a Windows-style parent step ('..\\'); use '/' and stay inside " + _roots_text(roots)
-    joined = spelling if os.path.isabs(spelling) else os.path.join(roots[0], spelling)
-    for candidate in {os.path.normpath(joined), joined}:
+    if not os.path.isabs(spelling):
+        return "must be absolute: the server would resolve a relative path against its own working directory"
+    for candidate in {os.path.normpath(spelling), spelling}:
         try:
             resolved = _components(realpath(candidate))
         except (OSError, ValueError):
