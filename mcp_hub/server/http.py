@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_hub.server.disconnect import CancelOnDisconnect
 from mcp_hub.server.endpoint import PRINCIPAL_KEY
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -163,7 +164,7 @@ def build_app(
         async with manager.run():
             yield
 
-    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    endpoint: ASGIApp = CancelOnDisconnect(StreamableHTTPASGIApp(manager))
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
     return Starlette(
