@@ -3,6 +3,12 @@
 `record()` -> private `queue.Queue` -> `QueueListener` thread -> `RotatingFileHandler` (audit.log, .1, .2...),
 never through the logger tree, so application log config (levels, `dictConfig`, `logging.disable`) cannot touch
 it. Lines are written whole and in queue order, flushed one by one, fsync'ed before each rotation and at `stop()`.
+
+`record()` runs on the event loop, in the path of every call, so it never waits. When the disk falls so far
+behind that the queue is full, the line is dropped, counted and reported, rather than stalling every client of
+the hub until the disk catches up: a bounded queue that blocks would turn a slow disk into a hub-wide outage,
+and an unbounded one into unbounded memory. Dropping the newest line (not the oldest) keeps what is written a
+gap-free prefix in order; the gap is visible in `dropped` and on "mcp_hub.audit.errors".
 """
 
 from __future__ import annotations
@@ -10,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import queue
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -96,21 +104,29 @@ class _Listener(QueueListener):
         cast("queue.Queue[None]", self.queue).put(None)  # waits for room; the stdlib's put_nowait raises when full
 
 
+REPORT_INTERVAL = 1.0
+"""Seconds between two reports of lost events on "mcp_hub.audit.errors"."""
+
+
 class AuditLog:
     """The hub's audit log: `start()`, then `record()` from any thread or task, then `stop()`.
 
-    Lost events (full queue for `put_timeout` seconds, disk errors, recorded before `start()` or after `stop()`)
-    are counted in `dropped` and reported on "mcp_hub.audit.errors": at the first loss, then once per 1000.
+    Lost events (the queue was full, a write failed, recorded before `start()` or after `stop()`) are counted in
+    `dropped` and reported as errors on "mcp_hub.audit.errors" with the count so far: at once, then at most once
+    per `REPORT_INTERVAL` (at the next loss after it); `stop()` reports any the interval held back.
     `path=None`: discard events. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file.
     """
 
     # fmt: off
     def __init__(self, path: str | os.PathLike[str] | None, *, max_bytes: int = 10_000_000, backups: int = 5,
-                 queue_size: int = 100_000, put_timeout: float = 1.0, handler: logging.Handler | None = None) -> None:
+                 queue_size: int = 100_000, handler: logging.Handler | None = None) -> None:
         # fmt: on
         self.path = None if path is None else Path(path)
         self.dropped = 0
-        self._max_bytes, self._backups, self._put_timeout = max_bytes, backups, max(put_timeout, 0)
+        self._reported = 0  # `dropped` when it was last reported
+        self._latest_loss = ""
+        self._next_report = -math.inf  # monotonic time from which a loss is reported at once
+        self._max_bytes, self._backups = max_bytes, backups
         self._discard = path is None and handler is None
         self._handler = handler
         self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue(queue_size)
@@ -146,7 +162,7 @@ class AuditLog:
             self._running = True
 
     def record(self, event: AuditEvent) -> None:
-        """Queue one event for writing; waits at most `put_timeout` when the queue is full. Never raises."""
+        """Queue one event for writing. Never waits (a full queue drops it, counted), never raises."""
         if self._discard:
             return
         if not self._running:
@@ -154,9 +170,9 @@ class AuditLog:
             return
         item = logging.LogRecord("mcp_hub.audit", logging.INFO, "", 0, event.to_json(), None, None)  # no factory
         try:
-            self._queue.put(item, timeout=self._put_timeout)
+            self._queue.put_nowait(item)
         except queue.Full:
-            self._lost(f"the queue stayed full for {self._put_timeout}s")
+            self._lost(f"the queue is full ({self._queue.maxsize} lines): the disk is not keeping up")
             return
         if self._closed:  # stop() finished while we were putting: no one else will take it
             self._drop_leftovers()
@@ -167,6 +183,7 @@ class AuditLog:
             self._running = False
             if self._listener is None or self._closed:
                 self._closed = True
+                self._report_held_back()
                 return
             self._listener.stop()  # the thread writes everything queued before its sentinel, then ends
             self._closed = True
@@ -176,6 +193,28 @@ class AuditLog:
                     getattr(self._handler, step, lambda: None)()
                 except Exception as exc:  # OSError; AttributeError if a failed rotation left no file open
                     errors_log.error("audit log %s: closing failed: %r", self.path, exc)
+            self._report_held_back()
+
+    def record_tool_changed(self, mount: str, name: str, old_fingerprint: str, new_fingerprint: str) -> None:
+        """A server now serves a definition of a pinned tool other than the pinned one, and it is served
+        (`[pinning] on_change = "flag"`): one event, outcome "tool_changed", by the principal "mcp-hub"."""
+        self.record(
+            AuditEvent(
+                time=self.now(),
+                decision_id=self.new_decision_id(),
+                principal="mcp-hub",
+                session=None,
+                method="tools/list",
+                mount=mount,
+                name=name,
+                arguments={"old_fingerprint": old_fingerprint, "new_fingerprint": new_fingerprint},
+                outcome="tool_changed",
+                rule=None,
+                reason="the tool's definition changed since it was pinned; served (pinning: flag)",
+                latency_ms=None,
+                policy_revision=None,
+            )
+        )
 
     def __enter__(self) -> AuditLog:
         self.start()
@@ -191,9 +230,24 @@ class AuditLog:
                 count += 1
         self._lost("recorded during stop()", count)
 
-    def _lost(self, why: str, count: int = 1) -> None:  # warns at the first loss, then once per 1000
+    def _lost(self, why: str, count: int = 1) -> None:
+        """Count lost events; report at once, unless a report went out less than `REPORT_INTERVAL` ago."""
+        if not count:
+            return
         with self._count_lock:
-            before, after = self.dropped, self.dropped + count
-            self.dropped = after
-        if count and (before == 0 or after // 1000 != before // 1000):
-            errors_log.warning("audit log %s: %d events lost so far (latest: %s)", self.path, after, why)
+            self.dropped += count
+            self._latest_loss = why
+            now = time.monotonic()
+            if now < self._next_report:
+                return
+            self._next_report = now + REPORT_INTERVAL
+            self._reported = total = self.dropped
+        errors_log.error("audit log %s: %d events lost so far (latest: %s)", self.path, total, why)
+
+    def _report_held_back(self) -> None:
+        with self._count_lock:
+            if self.dropped == self._reported:
+                return
+            self._reported = total = self.dropped
+            why = self._latest_loss
+        errors_log.error("audit log %s: %d events lost so far (latest: %s)", self.path, total, why)

@@ -52,13 +52,14 @@ class Hub:
         }
         self.router = Router(self.catalog, self.upstreams)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
-        self.pins = PinStore(config.relative(config.policy.pins) if config.policy.pins else None)
         self._served_tools: dict[str, list[dict[str, Any]]] = {}
         """Each mount's tool listing as the server sent it, before pinning held any back."""
         audit = config.audit
         self.audit = AuditLog(
             config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
         )
+        pins = config.relative(config.policy.pins) if config.policy.pins else None
+        self.pins = PinStore(pins, on_flag=self.audit.record_tool_changed)
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
         access = config.hub.access_log and access_log.isEnabledFor(logging.INFO)
         observer = None

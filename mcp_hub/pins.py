@@ -4,8 +4,9 @@ The hub records a fingerprint of every tool's definition (name, title,
 description, schemas, annotations) in a JSON file the first time it sees it.
 When a server later serves a different definition, the policy's
 `[pinning] on_change` decides: "accept" records the new one, "flag" serves it
-and reports it, "hold" hides the tool (unlisted, uncallable) until an
-administrator accepts the change with `mcp-hub pins accept`. The file is
+and reports it (as pending, and once per new definition to `on_flag`, which the
+hub points at its audit log), "hold" hides the tool (unlisted, uncallable) until
+an administrator accepts the change with `mcp-hub pins accept`. The file is
 written atomically; the hub notices when the command changes it.
 
 File format::
@@ -23,7 +24,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +35,9 @@ logger = logging.getLogger("mcp_hub.pins")
 _FINGERPRINTED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 OnChange = Literal["accept", "flag", "hold"]
+
+OnFlag = Callable[[str, str, str, str], None]
+"""Told `(mount, tool, pinned fingerprint, new fingerprint)` when "flag" serves a tool's new definition."""
 
 
 def fingerprint(tool: Mapping[str, Any]) -> str:
@@ -48,8 +52,9 @@ def _now() -> str:
 
 
 class PinStore:
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, on_flag: OnFlag | None = None) -> None:
         self.path = path
+        self._on_flag = on_flag
         self.pins: dict[str, dict[str, str]] = {}
         self.pending: dict[str, dict[str, str]] = {}
         self._stamp: tuple[int, int] | None = None
@@ -101,12 +106,15 @@ class PinStore:
                 dirty |= self.pending.pop(key, None) is not None
                 served.append(tool)
                 continue
-            if self.pending.get(key, {}).get("fingerprint") != seen:
+            new = self.pending.get(key, {}).get("fingerprint") != seen  # not seen since it was pinned
+            if new:
                 self.pending[key] = {"fingerprint": seen, "since": _now()}
                 dirty = True
             if on_change == "flag":
                 logger.warning("tool %s changed its definition since it was pinned; served (pinning: flag)", key)
                 served.append(tool)
+                if new:
+                    self._flagged(mount, str(tool.get("name")), pinned["fingerprint"], seen)
             else:
                 logger.warning("tool %s changed its definition since it was pinned; held until accepted", key)
         if dirty:
@@ -117,6 +125,14 @@ class PinStore:
                     "could not write the pins file %s (%s); pins are kept in memory until it can be", self.path, exc
                 )
         return served
+
+    def _flagged(self, mount: str, name: str, pinned: str, seen: str) -> None:
+        if self._on_flag is None:
+            return
+        try:
+            self._on_flag(mount, name, pinned, seen)
+        except Exception:  # the listing must not fail for the report of it
+            logger.exception("could not report the change of tool %s/%s", mount, name)
 
     def accept(self, keys: Iterable[str] | None = None) -> list[str]:
         """Accept pending changes (all of them when `keys` is None); returns those accepted."""

@@ -1,7 +1,8 @@
 """The audit log: one JSON line per decision, in order, rotated, bounded, nothing lost silently.
 
 Real files, real threads, real anyio tasks. The one seam is `AuditLog(handler=...)`, used to stand in
-for a disk that stalls; waits are on events with generous bounds, never fixed sleeps.
+for a disk that stalls; waits are on events with generous bounds, never fixed sleeps. The audit link is
+tested in a running hub, with the SDK's client and the fixture server.
 """
 
 from __future__ import annotations
@@ -18,14 +19,21 @@ from dataclasses import fields, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import mcp_types as types
 import pytest
+from mcp.client.session import ClientRequestContext
 
 from mcp_hub import audit
 from mcp_hub.audit import AuditEvent, AuditLog
+from mcp_hub.chain.audit import AuditTrail
+from mcp_hub.chain.context import CallContext, compose
+from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
+from mcp_hub.policy import empty_policy
+from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 
 FIELDS = [field.name for field in fields(AuditEvent)]
 BASE = AuditEvent(
@@ -238,7 +246,7 @@ def test_stop_without_start_is_safe(tmp_path: Path) -> None:
 def test_events_outside_start_and_stop_are_counted_as_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "audit.log"
     log = AuditLog(path)
-    caplog.set_level(logging.WARNING, logger="mcp_hub.audit.errors")
+    caplog.set_level(logging.ERROR, logger="mcp_hub.audit.errors")
     log.record(event())  # before start()
     with log:
         log.record(event())
@@ -246,10 +254,10 @@ def test_events_outside_start_and_stop_are_counted_as_dropped(tmp_path: Path, ca
         log.record(event())  # after stop(): never raises
     assert len(lines(path)) == 1
     assert log.dropped == 1_501
-    warnings = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.audit.errors"]
-    assert len(warnings) == 2  # the first loss, then once per 1000
-    assert "1 events lost" in warnings[0] and "1000 events lost" in warnings[1]
-    assert all("not running" in w for w in warnings)
+    reported = errors(caplog)
+    assert "1 events lost" in reported[0]  # the first loss at once, then at most once a second
+    assert len(reported) < 10
+    assert all("not running" in m for m in reported)
 
 
 def writers() -> int:
@@ -324,8 +332,7 @@ class StalledDisk(logging.Handler):
         self.written.append(record.getMessage())
 
 
-PUT_TIMEOUT = 0.05
-SLACK = 0.5  # scheduling noise on a busy machine; still far below "blocked until the disk recovers"
+SLACK = 0.5  # scheduling noise on a busy machine; far below the second a blocking put used to wait
 
 
 def fill_a_stalled_log(log: AuditLog, disk: StalledDisk) -> list[float]:
@@ -340,35 +347,45 @@ def fill_a_stalled_log(log: AuditLog, disk: StalledDisk) -> list[float]:
     return durations
 
 
-def check_stalled(log: AuditLog, disk: StalledDisk, durations: list[float]) -> None:
-    assert max(durations) < PUT_TIMEOUT + SLACK
-    assert log.dropped == 7  # queue of 2 holds t1, t2; t3..t9 waited put_timeout and were dropped
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "mcp_hub.audit.errors" and r.levelno == logging.ERROR]
+
+
+def check_stalled(log: AuditLog, disk: StalledDisk, durations: list[float], caplog: pytest.LogCaptureFixture) -> None:
+    assert max(durations) < SLACK  # a full queue drops at once: it never waits for room
+    assert log.dropped == 7  # the queue of 2 holds t1, t2; t3..t9 found it full and were dropped
+    reported = errors(caplog)
+    assert len(reported) == 1 and "1 events lost" in reported[0] and "queue is full" in reported[0]  # rate-limited
     disk.unblock.set()
     log.stop()
     assert [json.loads(line)["name"] for line in disk.written] == ["t0", "t1", "t2"]
+    reported = errors(caplog)  # stop() reports the losses the rate limit held back
+    assert len(reported) == 2 and "7 events lost" in reported[1]
 
 
-def test_a_stalled_disk_blocks_record_at_most_put_timeout() -> None:
+def test_a_stalled_disk_never_blocks_record(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="mcp_hub.audit.errors")
     disk = StalledDisk()
-    log = AuditLog(None, queue_size=2, put_timeout=PUT_TIMEOUT, handler=disk)
+    log = AuditLog(None, queue_size=2, handler=disk)
     log.start()
     try:
-        check_stalled(log, disk, fill_a_stalled_log(log, disk))
+        check_stalled(log, disk, fill_a_stalled_log(log, disk), caplog)
     finally:
         disk.unblock.set()
         log.stop()
 
 
 @pytest.mark.anyio
-async def test_a_stalled_disk_blocks_a_task_at_most_put_timeout() -> None:
+async def test_a_stalled_disk_never_blocks_a_task(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="mcp_hub.audit.errors")
     disk = StalledDisk()
-    log = AuditLog(None, queue_size=2, put_timeout=PUT_TIMEOUT, handler=disk)
+    log = AuditLog(None, queue_size=2, handler=disk)
     log.start()
     try:
         with anyio.fail_after(30):
-            durations = fill_a_stalled_log(log, disk)
+            durations = fill_a_stalled_log(log, disk)  # on the event loop, as the audit link calls it
             await anyio.sleep(0)
-        check_stalled(log, disk, durations)
+        check_stalled(log, disk, durations, caplog)
     finally:
         disk.unblock.set()
         log.stop()
@@ -397,3 +414,156 @@ def test_events_recorded_while_stopping_are_written_or_counted(tmp_path: Path) -
     for thread in threads:
         thread.join(timeout=30)
     assert len(lines(path)) + log.dropped == sum(recorded)
+
+
+# -- the audit link, in a running hub -----------------------------------------------------------------------------
+
+POLICY = """
+[principals]
+stdio = "operator"
+
+[profiles.operator]
+default = "allow"
+[[profiles.operator.rules]]
+id = "destructive"
+effect = "confirm"
+tools = ["srv/delete_note"]
+
+[confirmation]
+timeout = 60
+
+[audit]
+mask_arguments = ["{mask}"]
+"""
+
+
+def hub_setup(tmp_path: Path, mask: str = "*secret*") -> tuple[Path, Path]:
+    """A hub.toml serving the fixture server with a policy folder and an audit file; returns (config, audit file)."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "hub.toml").write_text(POLICY.replace("{mask}", mask), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+    return config, tmp_path / "audit.jsonl"
+
+
+async def audited(path: Path, count: int = 1) -> list[dict[str, Any]]:
+    """The audit file's lines, once it has `count` of them (the writer thread writes them shortly)."""
+
+    async def written() -> bool:
+        return path.exists() and len(lines(path)) >= count
+
+    await wait_for(written, timeout=10)
+    return lines(path)
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_call_its_client_cancels_is_audited_as_cancelled(tmp_path: Path, mode: str) -> None:
+    config, audit_file = hub_setup(tmp_path)
+    marker = tmp_path / "call"
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "srv_wait", {"marker": str(marker)})
+            await wait_for(lambda: _exists(Path(f"{marker}.started")))
+            tg.cancel_scope.cancel()
+        (line,) = await audited(audit_file)
+        assert (await client.call_tool("srv_echo", {"text": "after"})).is_error is not True
+    assert line["outcome"] == "cancelled" and line["name"] == "wait"
+    assert line["latency_ms"] is not None and line["policy_revision"] is not None
+
+
+class Waiting:
+    """A person who is asked, and never answers."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+
+    async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        self.asked.set()
+        await anyio.sleep_forever()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_call_cancelled_while_waiting_for_confirmation_is_audited_as_cancelled(
+    tmp_path: Path, mode: str
+) -> None:
+    """Handshake-era: the client cancels the call. 2026-07-28: the client never comes back, and the hub stops."""
+    config, audit_file = hub_setup(tmp_path)
+    person = Waiting()
+    async with running_hub(load_config(config)) as hub:
+        async with (
+            hub_client(hub, mode, elicitation_callback=person.elicitation) as client,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(client.call_tool, "srv_delete_note", {"key": "k"})
+            with anyio.fail_after(15):
+                await person.asked.wait()
+            tg.cancel_scope.cancel()
+        if mode == "legacy":
+            await audited(audit_file)
+    (line,) = lines(audit_file)  # 2026-07-28: the parked call ended with the hub, before the log closed
+    assert line["outcome"] == "cancelled" and line["name"] == "delete_note" and line["rule"] == "destructive"
+
+
+@pytest.mark.anyio
+async def test_an_exception_the_audit_link_does_not_know_is_audited_as_error_not_allowed(tmp_path: Path) -> None:
+    """No server misbehaves this way on purpose: a bug below the audit link is the only way, so the link
+    runs here on its own, over a real audit file."""
+    path = tmp_path / "audit.jsonl"
+
+    async def broken(ctx: CallContext) -> dict[str, Any]:
+        raise RuntimeError("a bug")
+
+    call = CallContext(
+        decision_id=AuditLog.new_decision_id(),
+        method="tools/call",
+        kind="tool",
+        mount="srv",
+        native="echo",
+        public="srv_echo",
+        params={"name": "echo", "arguments": {"text": "x"}},
+        principal="stdio",
+        session=None,
+        origin=cast(Any, None),
+    )
+    with AuditLog(path) as log:
+        handler = compose([AuditTrail(log, empty_policy)], broken)
+        with pytest.raises(RuntimeError):
+            await handler(call)
+    (line,) = lines(path)
+    assert line["outcome"] == "error" and "RuntimeError" in (line["reason"] or "")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_line_names_the_policy_that_decided_even_if_it_changed_during_confirmation(
+    tmp_path: Path, mode: str
+) -> None:
+    config, audit_file = hub_setup(tmp_path, mask="*secret*")
+    policy_file = tmp_path / "policies" / "hub.toml"
+    async with running_hub(load_config(config)) as hub:
+        deciding = hub.policy().revision
+
+        async def reload_then_accept(context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+            policy_file.write_text(POLICY.replace("{mask}", "key"), encoding="utf-8")
+            await wait_for(lambda: _is(hub.policy().revision != deciding))
+            return types.ElicitResult(action="accept", content={"confirm": True})
+
+        async with hub_client(hub, mode, elicitation_callback=reload_then_accept) as client:
+            result = await client.call_tool("srv_delete_note", {"key": "k", "secret_token": "hunter2"})
+            (line,) = await audited(audit_file)
+    assert result.content[0].text == "deleted k"  # type: ignore[union-attr]
+    assert line["outcome"] == "confirmed"
+    assert line["policy_revision"] == deciding != hub.policy().revision
+    assert line["arguments"] == {"key": "k", "secret_token": "***"}  # masked as the deciding policy said
+
+
+async def _is(value: bool) -> bool:
+    return value

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_f
 pytestmark = pytest.mark.anyio
 
 
-def setup(tmp_path: Path, on_change: str) -> Path:
+def setup(tmp_path: Path, on_change: str, *, audit: bool = False) -> Path:
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "all.toml").write_text(
@@ -26,6 +26,8 @@ def setup(tmp_path: Path, on_change: str) -> Path:
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\npins = "pins.json"\n')
+        if audit:
+            file.write('\n[audit]\nfile = "audit.jsonl"\n')
     return config
 
 
@@ -76,17 +78,51 @@ async def test_a_rewritten_tool_is_held_until_accepted(tmp_path: Path) -> None:
 
 
 async def test_a_rewritten_tool_is_served_and_reported_when_flagged(tmp_path: Path) -> None:
-    config = setup(tmp_path, "flag")
+    config = setup(tmp_path, "flag", audit=True)
     pins = tmp_path / "pins.json"
+    audit = tmp_path / "audit.jsonl"
     async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        pinned = json.loads(pins.read_text(encoding="utf-8"))["pins"]["srv/echo"]["fingerprint"]
         await client.call_tool("srv_redefine", {"text": "new words"})
 
         async def reported() -> bool:
             return "srv/echo" in json.loads(pins.read_text(encoding="utf-8"))["pending"]
 
         await wait_for(reported)
+        seen = json.loads(pins.read_text(encoding="utf-8"))["pending"]["srv/echo"]["fingerprint"]
         tools = {t.name: t for t in (await client.list_tools()).tools}
+        # Listed again (another tool appears): the change it already reported is not reported again.
+        await client.call_tool("srv_grow", {"name": "extra"})
+
+        async def grown() -> bool:
+            return "srv_extra" in {t.name for t in (await client.list_tools()).tools}
+
+        await wait_for(grown)
+        await wait_for(lambda: _true(audit.exists() and "tool_changed" in audit.read_text(encoding="utf-8")))
     assert tools["srv_echo"].description == "new words"
+    records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    (changed,) = [r for r in records if r["outcome"] == "tool_changed"]
+    assert (changed["mount"], changed["name"], changed["method"]) == ("srv", "echo", "tools/list")
+    assert changed["arguments"] == {"old_fingerprint": pinned, "new_fingerprint": seen}
+    assert pinned != seen and changed["decision_id"] and changed["time"]
+
+
+async def test_a_rewritten_tool_is_served_and_pinned_anew_when_accepted(tmp_path: Path) -> None:
+    config = setup(tmp_path, "accept")
+    pins = tmp_path / "pins.json"
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        pinned = json.loads(pins.read_text(encoding="utf-8"))["pins"]["srv/echo"]["fingerprint"]
+        await client.call_tool("srv_redefine", {"text": "new words"})
+
+        async def repinned() -> bool:
+            return json.loads(pins.read_text(encoding="utf-8"))["pins"]["srv/echo"]["fingerprint"] != pinned
+
+        await wait_for(repinned)
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        echoed = await client.call_tool("srv_echo", {"text": "z"})
+    assert json.loads(pins.read_text(encoding="utf-8"))["pending"] == {}
+    assert tools["srv_echo"].description == "new words"
+    assert echoed.structured_content == {"text": "z", "server": "srv"}
 
 
 async def test_a_pins_file_that_cannot_be_written_does_not_stop_the_listing(

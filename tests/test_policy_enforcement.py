@@ -210,6 +210,43 @@ async def test_confirmation_without_elicitation_is_refused(tmp_path: Path, mode:
     assert "elicitation" in result.content[0].text  # type: ignore[union-attr]
 
 
+async def test_confirmation_unanswered_within_the_timeout_is_refused(tmp_path: Path) -> None:
+    config, audit = setup(tmp_path)
+    policy_file = tmp_path / "policies" / "hub.toml"
+    policy_file.write_text(policy_file.read_text(encoding="utf-8").replace("timeout = 5", "timeout = 0.5"))
+    asked = anyio.Event()
+
+    async def away(context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        asked.set()
+        await anyio.sleep_forever()
+
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, elicitation_callback=away) as client,
+    ):
+        with anyio.fail_after(10):
+            result = await client.call_tool("srv_delete_note", {"key": "k"})
+    assert asked.is_set()
+    assert result.is_error is True
+    assert result.content[0].text == "No confirmation within 0.5s (policy rule destructive)"  # type: ignore[union-attr]
+    (line,) = audit_lines(audit)
+    assert (line["outcome"], line["rule"]) == ("declined", "destructive")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_confirmation_a_client_cannot_ask_for_is_let_through_when_configured(tmp_path: Path, mode: str) -> None:
+    config, audit = setup(tmp_path)
+    policy_file = tmp_path / "policies" / "hub.toml"
+    text = policy_file.read_text(encoding="utf-8")
+    policy_file.write_text(text.replace('when_unsupported = "deny"', 'when_unsupported = "allow"'))
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        result = await client.call_tool("srv_delete_note", {"key": "k"})
+    assert result.is_error is not True
+    assert result.content[0].text == "deleted k"  # type: ignore[union-attr]
+    (line,) = audit_lines(audit)
+    assert line["outcome"] == "allowed" and line["reason"].startswith("unconfirmed")
+
+
 async def test_rate_limit_trips_and_recovers(tmp_path: Path) -> None:
     config, audit = setup(tmp_path)
     async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
@@ -224,7 +261,9 @@ async def test_rate_limit_trips_and_recovers(tmp_path: Path) -> None:
     assert [line["outcome"] for line in audit_lines(audit)][:3] == ["allowed", "allowed", "rate_limited"]
 
 
-async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_policy(tmp_path: Path) -> None:
+async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_policy(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     config, _ = setup(tmp_path)
     policy_file = tmp_path / "policies" / "hub.toml"
     changed = anyio.Event()
@@ -239,6 +278,8 @@ async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_pol
         policy_file.write_text(good + '\n[profiles.broken\nx = "', encoding="utf-8")
         await wait_for(lambda: _true(hub.policy.last_error is not None))
         assert "hub.toml" in (hub.policy.last_error or "")
+        logged = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.policy"]
+        assert any("hub.toml" in message and "line" in message for message in logged), logged
         assert hub.policy().revision == revision
         assert "srv_echo" in {t.name for t in (await client.list_tools()).tools}
 
@@ -318,3 +359,21 @@ async def test_http_clients_are_who_their_api_key_says(tmp_path: Path) -> None:
     assert tools == {"srv_echo", "srv_read_file"}  # the reader profile
     assert missing.status_code == wrong.status_code == 401
     assert "API key" in missing.json()["message"]
+
+
+async def test_http_clients_without_api_keys_are_the_principal_anonymous(tmp_path: Path) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    config, _ = setup(tmp_path)
+    policy_file = tmp_path / "policies" / "hub.toml"
+    policy_file.write_text(policy_file.read_text(encoding="utf-8").replace('ci-bot = "reader"', 'anonymous = "reader"'))
+    async with running_hub(load_config(config)) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with (
+            serve_app(app) as base,
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), cache=None) as client,
+        ):
+            tools = {t.name for t in (await client.list_tools()).tools}
+    assert tools == {"srv_echo", "srv_read_file"}  # the reader profile, not stdio's operator

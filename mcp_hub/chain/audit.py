@@ -2,23 +2,36 @@
 
 Outermost in the chain, so it sees every outcome: the policy's verdict (allowed,
 denied, refused, rate_limited, confirmed, declined), a server that failed
-(upstream_error) or answered with an error (error), with the call's latency and
-the policy revision that decided it. Arguments are masked by the policy's
-`[audit] mask_arguments` before they are written.
+(upstream_error) or answered with an error (error), a call that ended before it
+finished (cancelled: its client cancelled it or went away, or the hub stopped),
+with the call's latency. An exception this link does not know is an "error",
+never "allowed".
+
+The policy revision on the line, and the `[audit] mask_arguments` applied to its
+arguments, are those of the policy that decided the call (carried by the
+verdict), not of whichever policy is in force when the call ends: a reload
+during a long confirmation does not change what the line says.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.audit import AuditEvent, AuditLog
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import UpstreamError
 from mcp_hub.policy import PolicySet, mask_arguments
+
+errors_log = logging.getLogger("mcp_hub.audit.errors")
+
+_DECIDED_ALLOWED = ("allowed", "confirmed")
+"""Verdicts under which what became of the call (a tool error, a failure, a cancellation) is the outcome."""
 
 
 class AuditTrail:
@@ -28,27 +41,40 @@ class AuditTrail:
 
     async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]:
         started = time.monotonic()
-        outcome: str | None = None
+        outcome: str | None = "error"  # None: as the verdict says; any path not named below is an error
         reason: str | None = None
         try:
             result = await call_next(ctx)
-            if result.get("isError") is True and ctx.verdict.outcome in ("allowed", "confirmed"):
-                outcome, reason = "tool_error", None
+            outcome = "tool_error" if result.get("isError") is True else None
             return result
+        except anyio.get_cancelled_exc_class():
+            outcome, reason = "cancelled", "the call ended before it finished (cancelled, client gone, or hub stopped)"
+            raise
         except UpstreamError as exc:
             outcome, reason = "upstream_error", str(exc)
             raise
         except MCPError as exc:
             outcome, reason = "error", exc.message
             raise
+        except BaseException as exc:
+            reason = f"unexpected {type(exc).__qualname__}"
+            raise
         finally:
-            self._record(ctx, outcome, reason, time.monotonic() - started)
+            # Synchronous, awaits nothing: written even while this task is being cancelled.
+            try:
+                self._record(ctx, outcome, reason, time.monotonic() - started)
+            except Exception:  # a failure to record must not replace what the call raised or returned
+                errors_log.exception("audit: could not record decision %s", ctx.decision_id)
 
     def _record(self, ctx: CallContext, outcome: str | None, reason: str | None, elapsed: float) -> None:
-        policy = self._policy()
-        arguments = mask_arguments(ctx.arguments, policy.audit.mask_arguments) if ctx.kind != "resource" else None
         verdict = ctx.verdict
-        decided = verdict.outcome not in ("allowed", "confirmed")
+        if verdict.revision is not None and verdict.mask is not None:
+            revision, mask = verdict.revision, verdict.mask
+        else:  # no policy link decided: no policy configured (or the call ended before it was decided)
+            policy = self._policy()
+            revision, mask = policy.revision, policy.audit.mask_arguments
+        arguments = mask_arguments(ctx.arguments, mask) if ctx.kind != "resource" else None
+        decided = verdict.outcome not in _DECIDED_ALLOWED
         self._log.record(
             AuditEvent(
                 time=AuditLog.now(),
@@ -63,6 +89,6 @@ class AuditTrail:
                 rule=verdict.rule,
                 reason=verdict.reason if decided or reason is None else reason,
                 latency_ms=round(elapsed * 1000, 3),
-                policy_revision=policy.revision,
+                policy_revision=revision,
             )
         )

@@ -28,6 +28,10 @@ class Verdict:
     outcome: str = "allowed"
     rule: str | None = None
     reason: str | None = None
+    revision: str | None = None
+    """The revision of the policy that decided (None: no policy link did)."""
+    mask: Sequence[str] | None = None
+    """That policy's `[audit] mask_arguments`: the audit record is masked as the deciding policy says."""
 
 
 @dataclass(frozen=True, slots=True)

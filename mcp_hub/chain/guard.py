@@ -80,6 +80,7 @@ class PolicyGuard:
         arguments = ctx.arguments if ctx.kind != "resource" else None
         decision = policy.decide(ctx.principal, Target(ctx.kind, ctx.mount, ctx.native, arguments))
         ctx.verdict.rule, ctx.verdict.reason = decision.rule, decision.reason
+        ctx.verdict.revision, ctx.verdict.mask = decision.revision, policy.audit.mask_arguments  # for the audit line
         try:
             if decision.outcome == Outcome.DENIED:
                 ctx.verdict.outcome = "denied"
