@@ -9,12 +9,18 @@ stdio child and `remote` over streamable HTTP (a server-everything process this 
 starts on a loopback port). Each test runs for both mounts and for four ways of
 reaching the hub: in-process and over the hub's own streamable HTTP endpoint, each
 with a handshake-era (`legacy`) and a `2026-07-28` client. server-everything itself
-speaks the handshake era only (2025-11-25), as the hub's upstream connections do.
+speaks the handshake era only (2025-11-25), as the hub's upstream connections do. Roots
+are asked of a second hub, whose mounts are `isolation = "per-client"`: server-everything
+keeps the roots a session first hears, so only a session of its own hears a client's.
 
-Not covered here (the hub does not relay them yet): the tools that need sampling,
-elicitation or roots from the client (server-everything lists them only to clients
-declaring those capabilities), logging, resource subscriptions, and task-based tools
-(`simulate-research-query`).
+Every tool the installed server-everything offers the hub is called through it (see
+`test_every_tool_the_server_offers_is_exercised`): sampling, form and URL-mode elicitation
+and roots answered by the calling client's callbacks, log messages after `logging/setLevel`
+(or the 2026-07-28 per-request opt-in), resource subscriptions (`resources/subscribe`, or a
+2026-07-28 `subscriptions/listen` filter) and `resources/list_changed`. Its task-only tool
+(`simulate-research-query`) answers with the same tool error as directly: neither the hub nor
+the SDK client speaks tasks. The `notifications/elicitation/complete` relay, which
+server-everything never sends, is tested with the fixture server at the end.
 """
 
 from __future__ import annotations
@@ -27,22 +33,25 @@ import random
 import re
 import subprocess
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import URL_ELICITATION_REQUIRED, PromptReference, ResourceTemplateReference
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import EVERYTHING, hub_client, make_config, running_hub, serve_app, wait_for
+from tests.conftest import EVERYTHING, fixture_server, hub_client, make_config, running_hub, serve_app, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -162,28 +171,142 @@ def _direct_target(kind: str, everything_url: str) -> StdioServerParameters | st
     return everything_url
 
 
-async def _decline(*_: Any) -> types.ErrorData:
-    return types.ErrorData(code=-32600, message="declined")
+SAMPLING_CAPABILITY = types.SamplingCapability(
+    context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability()
+)
 
 
-AS_THE_HUB_ASKS: dict[str, Any] = {
-    "sampling_callback": _decline,
-    "sampling_capabilities": types.SamplingCapability(
-        context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability()
-    ),
-    "elicitation_callback": _decline,
-    "list_roots_callback": _decline,
-}
-"""Direct clients declare what the hub declares to its servers (it relays sampling, elicitation
-and roots), so server-everything shows both the same tools."""
+@dataclass(frozen=True)
+class Script:
+    """How a client answers a server's questions."""
+
+    model: str = "hub-test-model-7"
+    reply: str = "A reply the client wrote ✓"
+    action: Literal["accept", "decline", "cancel"] = "accept"
+    content: dict[str, Any] | None = None
+    roots: tuple[tuple[str, str], ...] = ()
+    """(uri, name) pairs."""
+
+
+class Asked:
+    """A client's answers to a server's questions (per its `script`; none: decline), and what it was asked."""
+
+    def __init__(self, script: Script | None = None) -> None:
+        self.script = script
+        self.questions: list[tuple[str, Any]] = []
+
+    def reset(self, script: Script | None = None) -> None:
+        self.script = script
+        self.questions.clear()
+
+    def of(self, method: str) -> list[Any]:
+        """The params of each `method` question asked."""
+        return [params for asked, params in self.questions if asked == method]
+
+    async def sampling(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        self.questions.append(("sampling/createMessage", dump(params)))
+        if self.script is None:
+            return _DECLINED
+        content = types.TextContent(type="text", text=self.script.reply)
+        return types.CreateMessageResult(role="assistant", content=content, model=self.script.model)
+
+    async def elicitation(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        self.questions.append(("elicitation/create", dump(params)))
+        if self.script is None:
+            return _DECLINED
+        content = self.script.content if self.script.action == "accept" else None
+        return types.ElicitResult(action=self.script.action, content=content)
+
+    async def roots(self, context: ClientRequestContext) -> types.ListRootsResult | types.ErrorData:
+        self.questions.append(("roots/list", None))
+        if self.script is None:
+            return _DECLINED
+        return types.ListRootsResult(roots=[types.Root(uri=uri, name=name) for uri, name in self.script.roots])  # type: ignore[arg-type]
+
+    def options(self) -> dict[str, Any]:
+        """Client options declaring what the hub declares to its servers, answered by this object."""
+        return {
+            "sampling_callback": self.sampling,
+            "sampling_capabilities": SAMPLING_CAPABILITY,
+            "elicitation_callback": self.elicitation,
+            "list_roots_callback": self.roots,
+        }
+
+
+_DECLINED = types.ErrorData(code=-32600, message="declined")
+
+
+class Heard:
+    """The notifications one client received: log messages, resource updates, list changes, completions."""
+
+    def __init__(self) -> None:
+        self.logs: list[types.LoggingMessageNotificationParams] = []
+        self.updated: list[str] = []
+        self.changed: list[str] = []
+        self.completed: list[str] = []
+
+    def clear(self) -> None:
+        for seen in (self.logs, self.updated, self.changed, self.completed):
+            seen.clear()
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(params)
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.updated.append(str(message.params.uri))
+        elif isinstance(message, types.ElicitCompleteNotification):
+            self.completed.append(message.params.elicitation_id)
+        elif isinstance(
+            message,
+            types.ToolListChangedNotification
+            | types.PromptListChangedNotification
+            | types.ResourceListChangedNotification,
+        ):
+            self.changed.append(message.method)
+
+    def options(self) -> dict[str, Any]:
+        return {"logging_callback": self.log, "message_handler": self}
 
 
 @pytest.fixture(scope="module")
-async def directs(everything_url: str) -> AsyncIterator[dict[str, Client]]:
-    """The SDK client connected straight to server-everything, as the hub connects (`mode="auto"`)."""
+def direct_asked() -> Asked:
+    """What the direct clients answer (decline, unless a test gives them a script) and were asked."""
+    return Asked()
+
+
+@pytest.fixture(scope="module")
+def direct_heard() -> dict[str, Heard]:
+    """What each direct client heard."""
+    return {"stdio": Heard(), "http": Heard()}
+
+
+@pytest.fixture(scope="module")
+async def directs(
+    everything_url: str, direct_asked: Asked, direct_heard: dict[str, Heard]
+) -> AsyncIterator[dict[str, Client]]:
+    """The SDK client connected straight to server-everything, as the hub connects (`mode="auto"`).
+
+    The direct clients declare what the hub declares to its servers (it relays sampling,
+    elicitation and roots), so server-everything shows both the same tools.
+    """
     async with (
-        Client(_direct_target("stdio", everything_url), cache=None, **AS_THE_HUB_ASKS) as stdio,
-        Client(_direct_target("http", everything_url), cache=None, **AS_THE_HUB_ASKS) as http,
+        Client(
+            _direct_target("stdio", everything_url),
+            cache=None,
+            **direct_asked.options(),
+            **direct_heard["stdio"].options(),
+        ) as stdio,
+        Client(
+            _direct_target("http", everything_url),
+            cache=None,
+            **direct_asked.options(),
+            **direct_heard["http"].options(),
+        ) as http,
     ):
         yield {"stdio": stdio, "http": http}
 
@@ -204,14 +327,16 @@ def direct(directs: dict[str, Client], upstream: str) -> Client:
 
 
 @asynccontextmanager
-async def _connect(hub: Hub, hub_url: str, path: str, mode: str, *, large: bool = False) -> AsyncIterator[Client]:
+async def _connect(
+    hub: Hub, hub_url: str, path: str, mode: str, *, large: bool = False, **options: Any
+) -> AsyncIterator[Client]:
     if path == "in-process":
-        async with hub_client(hub, mode) as client:
+        async with hub_client(hub, mode, **options) as client:
             yield client
         return
     # The SDK caps one SSE event at 1 MiB by default; a client expecting large results lifts it.
     transport = streamable_http_client(hub_url, max_sse_event_size=None) if large else hub_url
-    async with Client(transport, mode=mode, cache=None) as client:
+    async with Client(transport, mode=mode, cache=None, **options) as client:
         yield client
 
 
@@ -596,7 +721,7 @@ async def test_a_large_result_arrives_whole(tmp_path: Path, everything_url: str,
     async with (
         running_hub(config) as hub,
         serve_app(build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)) as base,
-        Client(large_direct or _direct_target(kind, everything_url), cache=None, **AS_THE_HUB_ASKS) as direct,
+        Client(large_direct or _direct_target(kind, everything_url), cache=None, **Asked().options()) as direct,
     ):
         with anyio.fail_after(30):
             directly = await direct.call_tool(
@@ -632,3 +757,562 @@ async def test_a_large_result_arrives_whole(tmp_path: Path, everything_url: str,
                     return uri in {r.uri for r in (await client.list_resources()).resources}
 
                 await wait_for(listed, timeout=10)
+
+
+# -- questions from the server: sampling, elicitation, roots -----------------------------------------
+
+VIA = pytest.mark.parametrize("via", CLIENTS, ids=["-".join(c) for c in CLIENTS])
+"""Each way of reaching the hub, for tests that connect clients of their own."""
+
+
+def _text(result: types.CallToolResult, index: int = 0) -> str:
+    block = result.content[index]
+    assert isinstance(block, types.TextContent), block
+    return block.text
+
+
+@VIA
+async def test_sampling_is_answered_by_the_calling_client(
+    hub: Hub, hub_url: str, via: tuple[str, str], direct: Client, direct_asked: Asked, mount: str
+) -> None:
+    script = Script(model=f"hub-test-model-{via[1]}", reply=f"Written by the {'-'.join(via)} client ✓")
+    asked = Asked(script)
+    direct_asked.reset(script)
+    arguments = {"prompt": "Name three primes", "maxTokens": 21}
+    async with _connect(hub, hub_url, *via, **asked.options()) as client:
+        with anyio.fail_after(20):
+            through_hub = await client.call_tool(f"{mount}_trigger-sampling-request", arguments)
+    with anyio.fail_after(20):
+        directly = await direct.call_tool("trigger-sampling-request", arguments)
+    assert through_hub.is_error is False, through_hub
+    assert dump(through_hub.content) == dump(directly.content)
+    # The client's answer reached the server unchanged: the tool quotes it back.
+    sampled = json.loads(_text(through_hub).removeprefix("LLM sampling result: \n"))
+    assert sampled["model"] == script.model
+    assert sampled["content"] == {"type": "text", "text": script.reply}
+    # And the client was asked what the server asks a direct client.
+    assert asked.of("sampling/createMessage") == direct_asked.of("sampling/createMessage")
+    assert [method for method, _ in asked.questions] == ["sampling/createMessage"]
+    assert asked.questions[0][1]["maxTokens"] == 21
+
+
+ELICITED = {"name": "Ada Lovelace", "check": True, "email": "ada@example.com", "integer": 7}
+
+
+@pytest.mark.parametrize("action", ["accept", "decline"])
+@VIA
+async def test_elicitation_is_answered_by_the_calling_client(
+    hub: Hub, hub_url: str, via: tuple[str, str], action: str, direct: Client, direct_asked: Asked, mount: str
+) -> None:
+    script = Script(action=action, content=ELICITED)  # type: ignore[arg-type]
+    asked = Asked(script)
+    direct_asked.reset(script)
+    async with _connect(hub, hub_url, *via, **asked.options()) as client:
+        with anyio.fail_after(20):
+            through_hub = await client.call_tool(f"{mount}_trigger-elicitation-request", {})
+    with anyio.fail_after(20):
+        directly = await direct.call_tool("trigger-elicitation-request", {})
+    assert through_hub.is_error is False, through_hub
+    assert dump(through_hub.content) == dump(directly.content)
+    assert asked.of("elicitation/create") == direct_asked.of("elicitation/create")
+    assert [method for method, _ in asked.questions] == ["elicitation/create"]
+    if action == "accept":
+        assert _text(through_hub) == "✅ User provided the requested information!"
+        assert "- Name: Ada Lovelace" in _text(through_hub, 1)
+        assert "- Email: ada@example.com" in _text(through_hub, 1)
+    else:
+        assert _text(through_hub) == "❌ User declined to provide the requested information."
+
+
+@VIA
+async def test_url_elicitation_is_answered_by_the_calling_client(
+    hub: Hub, hub_url: str, via: tuple[str, str], direct: Client, direct_asked: Asked, mount: str
+) -> None:
+    arguments = {
+        "url": f"https://example.com/consent/{mount}/{'-'.join(via)}",
+        "message": "Open the consent page",
+        "elicitationId": f"hub-test-{mount}-{'-'.join(via)}",
+    }
+    asked = Asked(Script())
+    direct_asked.reset(Script())
+    async with _connect(hub, hub_url, *via, **asked.options()) as client:
+        with anyio.fail_after(20):
+            through_hub = await client.call_tool(f"{mount}_trigger-url-elicitation", arguments)
+    with anyio.fail_after(20):
+        directly = await direct.call_tool("trigger-url-elicitation", arguments)
+    assert through_hub.is_error is False, through_hub
+    assert dump(through_hub.content) == dump(directly.content)
+    assert _text(through_hub).startswith("✅ User completed the URL elicitation flow.")
+    expected = direct_asked.of("elicitation/create")
+    if via[1] != "legacy":
+        # 2026-07-28 has no elicitationId (nor the completion notice it names).
+        expected = [{k: v for k, v in params.items() if k != "elicitationId"} for params in expected]
+    assert asked.of("elicitation/create") == expected
+    assert [method for method, _ in asked.questions] == ["elicitation/create"]
+    (params,) = asked.of("elicitation/create")
+    assert (params["mode"], params["url"]) == ("url", arguments["url"])
+
+
+@VIA
+async def test_url_elicitation_required_errors_pass_through(
+    hub: Hub, hub_url: str, via: tuple[str, str], direct: Client, direct_asked: Asked, mount: str
+) -> None:
+    """The error path (-32042 with the elicitations to complete first) reaches the client as sent; the
+    retry then elicits through the hub."""
+    arguments = {"url": f"https://example.com/authorize/{mount}/{'-'.join(via)}", "errorPath": True}
+    asked = Asked(Script())
+    direct_asked.reset(Script())
+    async with _connect(hub, hub_url, *via, **asked.options()) as client:
+        with anyio.fail_after(20):
+            with pytest.raises(MCPError) as through_hub:
+                await client.call_tool(f"{mount}_trigger-url-elicitation", arguments)
+            with pytest.raises(MCPError) as directly:
+                await direct.call_tool("trigger-url-elicitation", arguments)
+            retried = await client.call_tool(f"{mount}_trigger-url-elicitation", arguments)
+            retried_directly = await direct.call_tool("trigger-url-elicitation", arguments)
+
+    def without_ids(error: MCPError) -> dict[str, Any]:
+        data = json.loads(json.dumps(error.error.data))
+        for elicitation in data["elicitations"]:
+            elicitation["elicitationId"] = "<random>"
+        return {"code": error.code, "message": error.message, "data": data}
+
+    assert through_hub.value.code == URL_ELICITATION_REQUIRED
+    assert without_ids(through_hub.value) == without_ids(directly.value)
+    assert _text(retried).startswith("✅ User completed the URL elicitation flow.")
+    assert _text(retried).split("Elicitation ID:")[0] == _text(retried_directly).split("Elicitation ID:")[0]
+    assert [method for method, _ in asked.questions] == ["elicitation/create"]
+
+
+@pytest.fixture(scope="module")
+async def isolated_hub(tmp_path_factory: pytest.TempPathFactory, everything_url: str) -> AsyncIterator[Hub]:
+    """A hub mounting both server-everythings with `isolation = "per-client"`: a session of each per client.
+
+    server-everything keeps the roots it was given per session (it asks once, then again only on
+    `roots/list_changed`), so only a client's own session hears that client's roots.
+    """
+    servers = {name: {**table, "isolation": "per-client"} for name, table in _servers(everything_url, *MOUNTS).items()}
+    config = make_config(tmp_path_factory.mktemp("isolated-hub"), servers)
+    async with running_hub(config) as hub:
+        yield hub
+
+
+@pytest.fixture(scope="module")
+async def isolated_hub_url(isolated_hub: Hub) -> AsyncIterator[str]:
+    app = build_app(isolated_hub.endpoint.server, host="127.0.0.1", path="/mcp", health=isolated_hub.health)
+    async with serve_app(app) as base:
+        yield f"{base}/mcp"
+
+
+_ROOTS_SHARED_BY_2026_CLIENTS = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "README, Isolation: per-client sessions follow a client's connection, so 2026-07-28 requests use the "
+        "shared session; server-everything asks a session for its roots once and keeps them, so the second "
+        "2026-07-28 client hears the roots of the first"
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    "via",
+    [pytest.param(c, marks=_ROOTS_SHARED_BY_2026_CLIENTS if c[1] != "legacy" else ()) for c in CLIENTS],
+    ids=["-".join(c) for c in CLIENTS],
+)
+async def test_roots_come_from_the_calling_client(
+    isolated_hub: Hub, isolated_hub_url: str, via: tuple[str, str], everything_url: str, upstream: str, mount: str
+) -> None:
+    """Two clients with roots of their own each hear theirs, as two direct clients do."""
+    for person in ("ada", "bob"):
+        script = Script(roots=((f"file:///home/{person}/{upstream}/{'-'.join(via)}", f"{person}'s workspace"),))
+        asked, direct_asked = Asked(script), Asked(script)
+        async with (
+            _connect(isolated_hub, isolated_hub_url, *via, **asked.options()) as client,
+            Client(_direct_target(upstream, everything_url), cache=None, **direct_asked.options()) as direct,
+        ):
+            # server-everything asks a new session for its roots, on its standalone stream (over HTTP,
+            # one a request sent at once can overtake; it would wait for an answer that never comes):
+            # open the session, and let it ask, first.
+            if via[1] == "legacy":
+                await client.call_tool(f"{mount}_echo", {"message": "open my session"})
+                await wait_for(lambda who=asked: _any(who.of("roots/list")), timeout=10)
+            await wait_for(lambda who=direct_asked: _any(who.of("roots/list")), timeout=10)
+            with anyio.fail_after(20):
+                through_hub = await client.call_tool(f"{mount}_get-roots-list", {})
+                directly = await direct.call_tool("get-roots-list", {})
+        assert through_hub.is_error is False, through_hub
+        assert _text(through_hub).startswith("Current MCP Roots (1 total):")
+        assert f"URI: {script.roots[0][0]}" in _text(through_hub), person
+        assert dump(through_hub.content) == dump(directly.content)
+        assert asked.of("roots/list")
+
+
+# -- log messages, resource subscriptions, list changes --------------------------------------------
+
+_SIMULATED_LOG = re.compile(
+    r"^(?:(?:Debug|Info|Notice|Warning|Error|Critical|Emergency)-level message|Alert level-message)"
+)
+_SESSION = re.compile(r"session \S+|SessionId \S+")
+
+
+def _sessionless(text: str) -> str:
+    """server-everything names its session in its answers; the hub's session is not the direct client's."""
+    return _SESSION.sub("session <id>", text)
+
+
+async def set_level(client: Client, level: types.LoggingLevel) -> None:
+    request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+    await client.session.send_request(request, types.EmptyResult)
+
+
+@asynccontextmanager
+async def toggled(client: Client, tool: str) -> AsyncIterator[types.CallToolResult]:
+    """Turn one of server-everything's per-session toggles on, and off again on the way out.
+
+    The toggle is the server session's: on a hub's shared session, every client shares it.
+    """
+    with anyio.fail_after(20):
+        started = await client.call_tool(tool, {})
+    try:
+        yield started
+    finally:
+        stopped: list[str] = []
+        with anyio.CancelScope(shield=True), anyio.fail_after(20):
+            stopped.append(_text(await client.call_tool(tool, {})))
+        assert stopped[0].startswith("Stopped"), stopped
+
+
+@VIA
+async def test_log_messages_reach_the_client_after_it_sets_a_level(
+    hub: Hub,
+    hub_url: str,
+    via: tuple[str, str],
+    direct: Client,
+    direct_heard: dict[str, Heard],
+    upstream: str,
+    mount: str,
+) -> None:
+    heard = Heard()
+    options = heard.options()
+    if via[1] != "legacy":
+        options["log_level"] = "debug"  # the 2026-07-28 opt-in, with each request
+    direct_heard[upstream].clear()
+    async with _connect(hub, hub_url, *via, **options) as client:
+        if via[1] == "legacy":
+            await set_level(client, "debug")
+        await set_level(direct, "debug")
+
+        async def logged() -> bool:
+            if not heard.logs and via[1] != "legacy":
+                # A 2026-07-28 client hears log messages only on the stream of a call of its own, and
+                # server-everything logs on its own schedule (at once, then every 5 s; over HTTP on its
+                # standalone stream, where the call's answer may overtake it): keep a call in flight.
+                await client.call_tool(f"{mount}_trigger-long-running-operation", {"duration": 1, "steps": 1})
+            return bool(heard.logs)
+
+        async with toggled(client, f"{mount}_toggle-simulated-logging") as through_hub:
+            await wait_for(logged, timeout=20)
+        async with toggled(direct, "toggle-simulated-logging") as directly:
+            await wait_for(lambda: _any(direct_heard[upstream].logs), timeout=20)
+    assert _sessionless(_text(through_hub)) == _sessionless(_text(directly))
+    assert _text(through_hub).startswith("Started simulated, random-leveled logging")
+    message = heard.logs[0]
+    assert _SIMULATED_LOG.match(str(message.data)), message
+    assert message.logger == mount  # the server names no logger; the hub names the mount
+    assert direct_heard[upstream].logs[0].logger is None
+
+
+async def _any(items: list[Any]) -> bool:
+    return bool(items)
+
+
+async def _has(items: list[Any], item: Any) -> bool:
+    return item in items
+
+
+@VIA
+async def test_resource_updates_reach_the_subscribed_client(
+    hub: Hub,
+    hub_url: str,
+    via: tuple[str, str],
+    direct: Client,
+    direct_heard: dict[str, Heard],
+    upstream: str,
+    mount: str,
+) -> None:
+    native_uri = f"{STATIC_DOCS}architecture.md"
+    uri = f"{mount}+{native_uri}"
+    heard = Heard()
+    direct_heard[upstream].clear()
+    async with _connect(hub, hub_url, *via, **heard.options()) as client:
+        if via[1] == "legacy":
+            await _subscription(client, "resources/subscribe", uri)
+            try:
+                async with toggled(client, f"{mount}_toggle-subscriber-updates") as through_hub:
+                    await wait_for(lambda: _any(heard.updated), timeout=20)
+            finally:
+                await _subscription(client, "resources/unsubscribe", uri)
+            updated = heard.updated
+        else:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                assert subscription.honored.resource_subscriptions == [uri]
+                async with toggled(client, f"{mount}_toggle-subscriber-updates") as through_hub:
+                    with anyio.fail_after(20):
+                        event = await subscription.__anext__()
+            assert isinstance(event, ResourceUpdated)
+            updated = [event.uri]
+    await _subscription(direct, "resources/subscribe", native_uri)
+    try:
+        async with toggled(direct, "toggle-subscriber-updates") as directly:
+            await wait_for(lambda: _any(direct_heard[upstream].updated), timeout=20)
+    finally:
+        await _subscription(direct, "resources/unsubscribe", native_uri)
+    assert _sessionless(_text(through_hub)) == _sessionless(_text(directly))
+    assert direct_heard[upstream].updated[0] == native_uri
+    assert updated[0] == uri
+
+
+async def _subscription(client: Client, method: str, uri: str) -> None:
+    request = types.Request[dict[str, Any], str](method=method, params={"uri": uri})
+    with anyio.fail_after(20):
+        await client.session.send_request(request, types.EmptyResult)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", list(MOUNTS))
+async def test_list_changes_reach_every_client(tmp_path: Path, everything_url: str, kind: str) -> None:
+    """server-everything announces `resources/list_changed` when a tool adds a session resource;
+    every client of the hub hears it, each era its own way (a hub of its own: the module hub's
+    listings stay as the server started).
+
+    server-everything announces `tools/list_changed` only while it initializes (it adds the tools
+    that depend on the client's capabilities before anyone lists them), and never
+    `prompts/list_changed`: there is nothing else for a client to hear.
+    """
+    mount = MOUNTS[kind]
+    config = make_config(tmp_path, _servers(everything_url, kind))
+    heard = {via: Heard() for via in CLIENTS}
+    async with (
+        running_hub(config) as hub,
+        serve_app(build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)) as base,
+        Client(
+            _direct_target(kind, everything_url), cache=None, **Asked().options(), **(direct := Heard()).options()
+        ) as direct_client,
+        AsyncExitStack() as stack,
+    ):
+        clients = {
+            via: await stack.enter_async_context(_connect(hub, f"{base}/mcp", *via, **heard[via].options()))
+            for via in CLIENTS
+        }
+        listening = {
+            via: await stack.enter_async_context(client.listen(resources_list_changed=True))
+            for via, client in clients.items()
+            if via[1] != "legacy"
+        }
+        # Named apart: server-everything replaces a session resource of the same name in every session.
+        arguments = {"data": "data:text/plain;base64,aGk=", "outputType": "resourceLink"}
+        with anyio.fail_after(20):
+            through_hub = await clients[CLIENTS[0]].call_tool(
+                f"{mount}_gzip-file-as-resource", {**arguments, "name": "notes.txt"}
+            )
+            directly = await direct_client.call_tool("gzip-file-as-resource", {**arguments, "name": "direct.txt"})
+        expected = json.loads(json.dumps(dump(directly.content)).replace("direct.txt", "notes.txt"))
+        assert native(dump(through_hub.content), mount) == native(expected, mount)
+        await wait_for(lambda: _has(direct.changed, "notifications/resources/list_changed"), timeout=20)
+        for via in CLIENTS:
+            if via[1] == "legacy":
+                await wait_for(lambda via=via: _has(heard[via].changed, "notifications/resources/list_changed"), 20)
+                assert set(heard[via].changed) == {"notifications/resources/list_changed"}, via
+            else:
+                with anyio.fail_after(20):
+                    event = await listening[via].__anext__()
+                assert isinstance(event, ResourcesListChanged), via
+        uri = f"{mount}+demo://resource/session/notes.txt"
+        for client in clients.values():
+            assert uri in {r.uri for r in (await client.list_resources()).resources}
+
+
+# -- task-based tools ------------------------------------------------------------------------------
+
+
+async def test_a_task_only_tool_answers_as_directly(client: Client, direct: Client, mount: str) -> None:
+    """`simulate-research-query` requires task-augmented execution, which neither the hub nor the SDK
+    client speaks (tasks left the core protocol in 2026-07-28): called plainly, it answers with the
+    same tool error through the hub as directly."""
+    arguments = {"topic": "python", "ambiguous": True}
+    with anyio.fail_after(20):
+        through_hub = await client.call_tool(f"{mount}_simulate-research-query", arguments)
+        directly = await direct.call_tool("simulate-research-query", arguments)
+    assert through_hub.is_error is True
+    assert dump(through_hub.content) == dump(directly.content)
+    assert "requires task augmentation" in _text(through_hub)
+
+
+# -- every tool --------------------------------------------------------------------------------------
+
+EXERCISED = {
+    "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
+    "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource", "toggle-simulated-logging",
+    "toggle-subscriber-updates", "trigger-long-running-operation", "get-roots-list", "trigger-elicitation-request",
+    "trigger-url-elicitation", "trigger-sampling-request", "simulate-research-query",
+}  # fmt: skip
+"""The tools the tests above call through the hub."""
+
+
+async def test_every_tool_the_server_offers_is_exercised(directs: dict[str, Client]) -> None:
+    """What the installed server-everything offers a client that declares what the hub declares.
+
+    Its `-async` sampling and elicitation tools are offered only to clients declaring the tasks
+    capability (`tasks.requests.*`), which neither the hub nor the SDK client declares.
+    """
+    for direct in directs.values():
+
+        async def offered(direct: Client = direct) -> bool:
+            return {tool.name for tool in (await direct.list_tools()).tools} == EXERCISED
+
+        await wait_for(offered, timeout=10)
+
+
+# -- URL-mode elicitation: only to clients that take it; its completion to the client that took it ----
+
+
+async def _post(http: httpx2.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]) -> list[Any]:
+    """POST one JSON-RPC message as a client would; the messages of the answer, up to the response.
+
+    Stops early at a server request (`method` and `id`): this client answers none, so its call
+    would wait for ever.
+    """
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json", **headers}
+    messages: list[Any] = []
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code in (200, 202), (response.status_code, await response.aread())
+        if response.status_code == 202:
+            return messages
+        if response.headers["content-type"].startswith("application/json"):
+            return [json.loads(await response.aread())]
+        async for line in response.aiter_lines():
+            if not line.startswith("data:") or not line[5:].strip():
+                continue
+            message = json.loads(line[5:])
+            messages.append(message)
+            if message.get("id") == body.get("id") and "method" not in message:
+                break
+            if "method" in message and "id" in message:
+                break
+    return messages
+
+
+FORMS_ONLY = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+"""A client that takes sampling, roots and form elicitation, not URL mode: what no SDK `Client` with an
+elicitation callback declares, so these clients speak raw JSON-RPC over HTTP."""
+
+
+async def _call_as_forms_only_client(hub_url: str, mode: str, name: str, arguments: dict[str, Any]) -> list[Any]:
+    """Call a tool as a client that declared `FORMS_ONLY`; the messages it received, up to the answer."""
+    call = {"name": name, "arguments": arguments}
+    async with httpx2.AsyncClient(timeout=20) as http:
+        with anyio.fail_after(20):
+            if mode == "legacy":
+                initialize = {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": FORMS_ONLY,
+                    "clientInfo": {"name": "raw", "version": "0"},
+                }
+                async with http.stream(
+                    "POST",
+                    hub_url,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
+                    headers={"accept": "application/json, text/event-stream", "content-type": "application/json"},
+                ) as response:
+                    await response.aread()
+                    session = {"mcp-session-id": response.headers["mcp-session-id"]}
+                headers = {**session, "mcp-protocol-version": "2025-11-25"}
+                await _post(http, hub_url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+                params: dict[str, Any] = call
+            else:
+                headers = {"mcp-protocol-version": mode, "mcp-method": "tools/call", "mcp-name": name}
+                meta = {
+                    "io.modelcontextprotocol/protocolVersion": mode,
+                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+                    "io.modelcontextprotocol/clientCapabilities": FORMS_ONLY,
+                }
+                params = {**call, "_meta": meta}
+            request = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+            messages = await _post(http, hub_url, request, headers)
+    assert [m["method"] for m in messages if "method" in m and "id" in m] == []  # it was asked nothing
+    return messages
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_url_elicitation_needs_a_client_that_declared_url_mode(hub_url: str, mode: str, mount: str) -> None:
+    """server-everything asks URL mode of a client that declared form mode only: the server hears an
+    error from the hub, and the client gets the tool's error, instead of a question it cannot take."""
+    arguments = {"url": "https://example.com/consent", "elicitationId": f"forms-only-{mode}"}
+    messages = await _call_as_forms_only_client(hub_url, mode, f"{mount}_trigger-url-elicitation", arguments)
+    (result,) = [m["result"] for m in messages if m.get("id") == 2]
+    assert result.get("resultType", "complete") == "complete", result  # no input_required either
+    assert result["isError"] is True
+    assert "does not support URL-mode elicitation" in result["content"][0]["text"]
+
+
+async def test_a_2026_servers_url_question_needs_a_client_that_declared_url_mode(tmp_path: Path) -> None:
+    """A 2026-07-28 server's URL-mode `input_required`, which the hub asks a handshake-era client itself."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="2026-07-28")})
+    async with (
+        running_hub(config) as hub,
+        serve_app(build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)) as base,
+    ):
+        arguments = {"url": "https://example.com/d", "id": "ignored"}
+        messages = await _call_as_forms_only_client(f"{base}/mcp", "legacy", "srv_ask_url", arguments)
+    (error,) = [m["error"] for m in messages if m.get("id") == 2]
+    assert "does not support URL-mode elicitation" in error["message"]
+
+
+@pytest.mark.parametrize("path", ["in-process", "http"])
+async def test_elicitation_complete_reaches_the_client_that_was_asked(tmp_path: Path, path: str) -> None:
+    """server-everything never sends `notifications/elicitation/complete`; the fixture server does.
+
+    The notice names an elicitation, not a request: it goes to the client that accepted that
+    elicitation (on its call's stream, or after the call on its connection), and to no one else.
+    """
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    asker, other = Heard(), Heard()
+    async with (
+        running_hub(config) as hub,
+        serve_app(build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)) as base,
+        _connect(hub, f"{base}/mcp", path, "legacy", **Asked(Script()).options(), **asker.options()) as client,
+        _connect(hub, f"{base}/mcp", path, "legacy", **Asked(Script()).options(), **other.options()) as bystander,
+    ):
+        with anyio.fail_after(20):
+            during = await client.call_tool("srv_ask_url", {"url": "https://example.com/a", "id": "during"})
+            assert _text(during) == "url-elicited: accept"
+            await wait_for(lambda: _any(asker.completed), timeout=10)
+            # Accepted in one call, completed during another client's call: still the asker's.
+            later = {"url": "https://example.com/b", "id": "later", "complete": False}
+            assert _text(await client.call_tool("srv_ask_url", later)) == "url-elicited: accept"
+            assert _text(await bystander.call_tool("srv_complete_url", {"id": "later"})) == "completed later"
+            await wait_for(lambda: _has(asker.completed, "later"), timeout=10)
+            # A notice for an elicitation the hub never relayed goes to no one.
+            await bystander.call_tool("srv_complete_url", {"id": "unknown"})
+            await client.call_tool("srv_echo", {"text": "after"})
+    assert asker.completed == ["during", "later"]
+    assert other.completed == []
+
+
+async def test_a_2026_client_is_asked_url_mode_and_gets_no_completion(tmp_path: Path) -> None:
+    """2026-07-28 has no `notifications/elicitation/complete` (nor the elicitationId it names): the question
+    is asked, the notice is dropped, and no other client receives it."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    asked, other = Asked(Script()), Heard()
+    async with (
+        running_hub(config) as hub,
+        hub_client(hub, "2026-07-28", **asked.options()) as client,
+        hub_client(hub, "legacy", **other.options()) as bystander,
+    ):
+        with anyio.fail_after(20):
+            result = await client.call_tool("srv_ask_url", {"url": "https://example.com/c", "id": "modern"})
+            await bystander.call_tool("srv_echo", {"text": "after"})
+    assert _text(result) == "url-elicited: accept"
+    assert [(method, params["mode"], params["url"]) for method, params in asked.questions] == [
+        ("elicitation/create", "url", "https://example.com/c")
+    ]
+    assert other.completed == []

@@ -506,17 +506,35 @@ class ClientOrigin:
         dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
         return {key: value for key, value in dumped.items() if key in _RELAYED_CAPABILITIES}
 
-    def check_can_ask(self, method: str) -> None:
-        """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs."""
+    def check_can_ask(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs.
+
+        A URL-mode elicitation (`params` with `mode: "url"`) needs `elicitation.url`; a client
+        declaring `elicitation` alone takes forms only.
+        """
         feature, capability = _NEEDS.get(method, (method, None))
         if capability is None or not self._session.check_client_capability(capability):
             raise ClientCannotAnswer(f"mcp-hub: the client connected to the hub does not support {feature}")
+        if method == "elicitation/create" and params is not None and params.get("mode") == "url":
+            declared = self._session.client_capabilities
+            if declared is None or declared.elicitation is None or declared.elicitation.url is None:
+                raise ClientCannotAnswer(
+                    "mcp-hub: the client connected to the hub does not support URL-mode elicitation"
+                )
+
+    async def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the client that a URL-mode elicitation it accepted is complete (2026-07-28 has no such notice)."""
+        if self.modern:
+            return
+        params = types.ElicitCompleteNotificationParams(elicitation_id=elicitation_id)
+        notification = types.ElicitCompleteNotification(params=params)
+        await _deliver(self._session, notification, related_request_id=self._request_id)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if self.modern:
             # Asked through `ParkingLot` when the call may ask; otherwise nothing can carry it.
             raise ClientCannotAnswer(f"mcp-hub: {method} cannot be sent mid-call to a 2026-07-28 client")
-        self.check_can_ask(method)
+        self.check_can_ask(method, params)
         request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
         metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None
         answer = await self._session.send_request(request, _RawResult, metadata=metadata)

@@ -172,13 +172,16 @@ async def connect(
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
 
-    The server's log messages go to the client they are for (see `InFlight.log`);
+    The server's log messages and URL-mode elicitation completions go to the
+    client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
     every other notification goes to `message_handler`.
     """
 
     async def on_message(message: IncomingMessage) -> None:
         if isinstance(message, types.LoggingMessageNotification):
             await inflight.log(_log_params(config, message.params))
+        elif isinstance(message, types.ElicitCompleteNotification):
+            await inflight.elicitation_complete(message.params.elicitation_id)
         else:
             await message_handler(message)
 

@@ -14,15 +14,22 @@ nothing on the wire says whose it is, so the server gets an error that says
 so. While a client is answering, the deadlines of its requests on that
 connection are paused: a person reading an elicitation form is not a hung
 server.
+
+A URL-mode elicitation goes only to a client that declared URL mode. Once such
+a client accepts, the server may later send `notifications/elicitation/complete`
+naming the elicitation: `InFlight` remembers which client each open URL
+elicitation went to (at most `MAX_OPEN_ELICITATIONS`, for at most
+`OPEN_ELICITATION_TTL` seconds) and tells that client alone.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import mcp_types as types
@@ -33,6 +40,11 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 MAX_INPUT_ROUNDS = 8
 """How many `input_required` rounds the hub drives for one call before giving up."""
+
+MAX_OPEN_ELICITATIONS = 256
+"""URL-mode elicitations remembered per upstream connection, awaiting the server's completion notice."""
+OPEN_ELICITATION_TTL = 600.0
+"""How long, in seconds, an accepted URL-mode elicitation waits for its completion notice."""
 
 _SAMPLING_RESULT: TypeAdapter[types.CreateMessageResult | types.CreateMessageResultWithTools] = TypeAdapter(
     types.CreateMessageResult | types.CreateMessageResultWithTools
@@ -86,6 +98,20 @@ class Origin(Protocol):
         ...
 
 
+@runtime_checkable
+class HearsElicitationComplete(Protocol):
+    """A client that can be told a URL-mode elicitation it accepted is complete (handshake era only:
+    2026-07-28 has no `notifications/elicitation/complete`)."""
+
+    async def elicitation_complete(self, elicitation_id: str) -> None: ...
+
+
+def _takes_url_elicitation(capabilities: Mapping[str, Any] | None) -> bool:
+    """Whether declared client capabilities include URL-mode elicitation (`elicitation.url`)."""
+    elicitation = (capabilities or {}).get("elicitation")
+    return isinstance(elicitation, Mapping) and elicitation.get("url") is not None
+
+
 @dataclass(eq=False)
 class _Entry:
     origin: Origin
@@ -105,6 +131,10 @@ class InFlight:
     broadcast: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
     """Where a log message goes that no single client's request explains."""
     _entries: set[_Entry] = field(default_factory=set)
+    _open_elicitations: OrderedDict[str, tuple[Origin, float]] = field(
+        default_factory=OrderedDict[str, tuple[Origin, float]]
+    )
+    """Accepted URL-mode elicitations: elicitationId -> (the client asked, when it was asked)."""
 
     @contextmanager
     def track(self, origin: Origin | None, scope: anyio.CancelScope) -> Iterator[None]:
@@ -119,16 +149,65 @@ class InFlight:
             self._entries.discard(entry)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Relay a handshake-era server's question to the one client it can be for."""
+        """Relay a handshake-era server's question to the one client it can be for.
+
+        Raises:
+            ClientCannotAnswer: a URL-mode elicitation, for a client that did not declare URL mode.
+        """
         origin = self._whose()
+        url_id = _url_elicitation_id(method, params)
+        if url_id is not None:
+            if not _takes_url_elicitation(origin.capabilities):
+                raise ClientCannotAnswer(
+                    "mcp-hub: the client connected to the hub does not support URL-mode elicitation"
+                )
+            self._open_elicitation(url_id, origin)
         started = time.monotonic()
+        answer: dict[str, Any] | None = None
         try:
-            return await origin.ask(method, params)
+            answer = await origin.ask(method, params)
+            return answer
         finally:
+            if url_id and (answer is None or answer.get("action") != "accept"):
+                self._open_elicitations.pop(url_id, None)  # declined, cancelled or failed: nothing will complete
             paused = time.monotonic() - started
             for entry in self._entries:
                 if entry.origin is origin:
                     entry.scope.deadline += paused
+
+    async def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the client that accepted a URL-mode elicitation that the server says it is complete.
+
+        On the stream of the client's call if that call is still in flight, else on the
+        client's connection. A notice for an elicitation the hub did not relay, or no
+        longer remembers, goes to no one.
+        """
+        self._expire_elicitations()
+        remembered = self._open_elicitations.pop(elicitation_id, None)
+        if remembered is None:
+            return
+        origin = remembered[0]
+        if not any(entry.origin is origin for entry in self._entries):
+            origin = origin.for_client()
+        if isinstance(origin, HearsElicitationComplete):
+            await origin.elicitation_complete(elicitation_id)
+
+    def _open_elicitation(self, elicitation_id: str, origin: Origin) -> None:
+        if not elicitation_id or origin.modern or not isinstance(origin, HearsElicitationComplete):
+            return  # 2026-07-28 has no completion notice to deliver
+        self._expire_elicitations()
+        self._open_elicitations.pop(elicitation_id, None)
+        self._open_elicitations[elicitation_id] = (origin, time.monotonic())
+        while len(self._open_elicitations) > MAX_OPEN_ELICITATIONS:
+            self._open_elicitations.popitem(last=False)
+
+    def _expire_elicitations(self) -> None:
+        horizon = time.monotonic() - OPEN_ELICITATION_TTL
+        while self._open_elicitations:
+            _, asked = next(iter(self._open_elicitations.values()))
+            if asked >= horizon:
+                break
+            self._open_elicitations.popitem(last=False)
 
     async def log(self, params: Mapping[str, Any]) -> None:
         """Relay a server's log message to the client whose request it came during, else to `broadcast`.
@@ -184,6 +263,14 @@ class InFlight:
         except ValidationError:
             message = f"mcp-hub: the client's answer to {method} is malformed"
             return types.ErrorData(code=INVALID_REQUEST, message=message)
+
+
+def _url_elicitation_id(method: str, params: Mapping[str, Any]) -> str | None:
+    """The elicitationId of a URL-mode `elicitation/create` ("" when it has none); None for any other question."""
+    if method != "elicitation/create" or params.get("mode") != "url":
+        return None
+    elicitation_id = params.get("elicitationId")
+    return elicitation_id if isinstance(elicitation_id, str) else ""
 
 
 def _client_of(origin: Origin) -> Hashable:

@@ -147,6 +147,24 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "description": "Answer with the `_meta` the request carried, as structured content.",
         "inputSchema": {"type": "object"},
     },
+    {
+        "name": "ask_url",
+        "description": (
+            "Ask the client a URL-mode elicitation `id`; if it accepts and `complete` is true, send "
+            "notifications/elicitation/complete for it before answering (2026-07-28: by input_required, "
+            "with no id and no notice)."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"url": {"type": "string"}, "id": {"type": "string"}, "complete": {"type": "boolean"}},
+            "required": ["url", "id"],
+        },
+    },
+    {
+        "name": "complete_url",
+        "description": "Send notifications/elicitation/complete for the URL-mode elicitation `id`.",
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    },
 ]
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -294,6 +312,19 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
             case "request_meta":
                 meta = (ctx.params or {}).get("_meta") or {}
                 return {"content": [{"type": "text", "text": f"{name}: {sorted(meta)}"}], "structuredContent": meta}
+            case "ask_url":
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    return ask_url_modern(params, str(args["url"]))
+                elicitation_id = str(args["id"])
+                answer = await ctx.session.elicit_url(
+                    "Open the link to finish.", str(args["url"]), elicitation_id, related_request_id=ctx.request_id
+                )
+                if answer.action == "accept" and args.get("complete", True):
+                    await ctx.session.send_elicit_complete(elicitation_id)
+                return {"content": [{"type": "text", "text": f"url-elicited: {answer.action}"}]}
+            case "complete_url":
+                await ctx.session.send_elicit_complete(str(args["id"]))
+                return {"content": [{"type": "text", "text": f"completed {args['id']}"}]}
             case "grow":
                 tools.append({"name": str(args["name"]), "inputSchema": {"type": "object"}})
                 if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -422,6 +453,15 @@ async def ask(ctx: Ctx, params: types.CallToolRequestParams, what: str, text: st
     if params.request_state != f"asked-{what}":
         return {"content": [{"type": "text", "text": "lost my state"}], "isError": True}
     return {"content": [{"type": "text", "text": _answer_text(what, responses["q"])}]}
+
+
+def ask_url_modern(params: types.CallToolRequestParams, url: str) -> Any:
+    """`ask_url` for a 2026-07-28 client: the question by `input_required` (no id, no completion notice)."""
+    responses = params.input_responses or {}
+    if "q" not in responses:
+        question = types.ElicitRequest(params=types.ElicitRequestURLParams(message="Open the link to finish.", url=url))
+        return types.InputRequiredResult(input_requests={"q": question}, request_state="asked-url")
+    return {"content": [{"type": "text", "text": f"url-elicited: {responses['q'].action}"}]}  # type: ignore[union-attr]
 
 
 def final(handler: Any) -> Any:
