@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -216,3 +217,49 @@ def test_the_hubs_sse_events_are_encoded_as_sse_starlette_encodes_them(data: str
     ]
     for option in options:
         assert ServerSentEvent(data, **option).encode() == _ReferenceEvent(data, **option).encode()
+
+
+async def _legacy_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """A handshake-era session opened by hand; the headers its requests carry."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    response = await http.post(url, json=init, headers=headers)
+    headers = {**headers, "Mcp-Session-Id": response.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_say(tmp_path: Path) -> None:
+    """The answer alone comes as application/json; a call that reports progress streams it, answer last."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            session = await _legacy_session(http, url)
+            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
+            plain = await http.post(url, json=call, headers=session)
+            unknown = await http.post(url, json={**call, "id": 3, "params": {"name": "nope"}}, headers=session)
+            call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call"}
+            call["params"] = {
+                "name": "srv_slow",
+                "arguments": {"seconds": 0.1, "steps": 2},
+                "_meta": {"progressToken": "p"},
+            }
+            streamed = await http.post(url, json=call, headers=session)
+    assert plain.status_code == 200
+    assert plain.headers["content-type"] == "application/json"
+    assert plain.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+    assert plain.json()["result"]["structuredContent"] == {"text": "hi", "server": "srv"}
+    assert unknown.headers["content-type"] == "application/json"
+    assert unknown.json()["error"]["message"] == "Unknown tool: nope"
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
+    assert events[-1]["result"]["content"][0]["text"] == "done"

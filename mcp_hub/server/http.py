@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.disconnect import CancelOnDisconnect
 from mcp_hub.server.endpoint import PRINCIPAL_KEY
 
@@ -139,6 +140,7 @@ def build_app(
     headers (DNS rebinding protection), as the SDK does for its own servers.
     """
     _split_sse_lines_fast()
+    defer_sse_for_posts()
     security = None
     if host in _LOOPBACK:
         security = TransportSecuritySettings(
