@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import fixture_server, hub_client, make_config, running_hub
+from mcp_hub.config import load_config
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -189,3 +195,56 @@ async def test_a_client_cancelling_a_call_cancels_it_on_the_server(
 
 async def _exists(path: Path) -> bool:
     return path.exists()
+
+
+async def test_a_sealed_state_is_refused_to_another_principal(tmp_path: Path) -> None:
+    """Alice's requestState, presented by Bob (another API key) for the same tool, resumes nothing."""
+    path = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", protocol="legacy")})
+    with path.open("a", encoding="utf-8") as file:
+        file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
+    keys = {"alice": "a" * 32, "bob": "b" * 32}
+    config = load_config(path, environ={"ALICE_KEY": keys["alice"], "BOB_KEY": keys["bob"]})
+    answer = {"action": "accept", "content": {"answer": "ada"}}
+
+    @asynccontextmanager
+    async def client_of(base: str, who: str) -> AsyncIterator[Client]:
+        async with httpx2.AsyncClient(headers={"X-API-Key": keys[who]}, timeout=30) as http:
+            transport = streamable_http_client(f"{base}/mcp", http_client=http)
+            async with Client(transport, mode="2026-07-28", **Person(who).options()) as client:
+                yield client
+
+    async with running_hub(config) as hub:
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
+        )
+        async with serve_app(app) as base, client_of(base, "alice") as alice, client_of(base, "bob") as bob:
+            with anyio.fail_after(15):
+                first = await alice.session.call_tool(
+                    "srv_ask", {"what": "elicitation", "text": "x"}, allow_input_required=True
+                )
+                assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
+                (key,) = first.input_requests or {}
+                resumed = {"input_responses": {key: answer}, "request_state": first.request_state}
+                with pytest.raises(MCPError) as caught:
+                    await bob.session.call_tool("srv_ask", {"what": "elicitation"}, **resumed)
+                assert "requestState is not valid" in caught.value.message
+                done = await alice.session.call_tool("srv_ask", {"what": "elicitation"}, **resumed)
+    assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
+
+
+async def test_two_calls_reporting_progress_at_once_each_hear_their_own(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    heard: dict[str, list[tuple[float, float | None]]] = {"a": [], "b": []}
+
+    def recorder(who: str) -> Any:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            heard[who].append((progress, total))
+
+        return on_progress
+
+    async with running_hub(config) as hub, hub_client(hub) as client, anyio.create_task_group() as tg:
+        for who, steps in (("a", 3), ("b", 5)):
+            arguments = {"seconds": 0.3, "steps": steps}
+            tg.start_soon(lambda a=arguments, w=who: client.call_tool("srv_slow", a, progress_callback=recorder(w)))
+    assert heard["a"] == [(float(i), 3.0) for i in range(1, 4)]
+    assert heard["b"] == [(float(i), 5.0) for i in range(1, 6)]
