@@ -117,9 +117,14 @@ async def test_capabilities_follow_what_the_mounts_offer(tmp_path: Path) -> None
         caps = client.session.server_capabilities
         assert caps is not None and caps.tools is not None
         assert caps.completions is None  # the time server completes nothing
-        assert caps.resources is None or not caps.resources.subscribe
+    config = make_config(tmp_path, {"tools": fixture_server("tools", "--tools-only")})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        caps = client.session.server_capabilities
+        assert caps is not None and caps.tools is not None
+        assert caps.prompts is None and caps.resources is None and caps.completions is None
     config = make_config(tmp_path, {"a": fixture_server("a", protocol="legacy")})
     async with running_hub(config) as hub, hub_client(hub) as client:
         caps = client.session.server_capabilities
         assert caps is not None and caps.completions is not None and caps.logging is not None
         assert caps.resources is not None and caps.resources.subscribe
+        assert caps.tools is not None and caps.prompts is not None

@@ -110,7 +110,8 @@ class _HubServer(Server[Any]):
         *,
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
-        """The hub's handlers, less what no mount offers.
+        """The hub's handlers, less what no mount offers (tools, prompts, resources, completions,
+        resource subscriptions).
 
         A mount that has not connected yet might offer anything, so it counts
         as offering everything: capabilities cannot grow after a client
@@ -124,9 +125,14 @@ class _HubServer(Server[Any]):
             return caps
         offered = [c for c in known if c is not None]
         update: dict[str, Any] = {}
-        if not any(c.completions for c in offered):
-            update["completions"] = None
-        if caps.resources is not None and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        for capability in ("tools", "prompts", "resources", "completions"):
+            if not any(getattr(c, capability) for c in offered):
+                update[capability] = None
+        if (
+            caps.resources is not None
+            and "resources" not in update
+            and protocol_version not in MODERN_PROTOCOL_VERSIONS
+        ):
             subscribe = any(c.resources and c.resources.subscribe for c in offered)
             update["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
         return caps.model_copy(update=update)

@@ -200,7 +200,9 @@ async def misbehave(wire: anyio.AsyncFile[str], what: str, size: int) -> None:
     await wire.flush()
 
 
-def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0) -> Server[Any]:
+def build_server(
+    name: str = "fixture", extra_tools: int = 0, page_size: int = 0, tools_only: bool = False
+) -> Server[Any]:
     changes = InMemorySubscriptionBus()
     log_level = {"level": "debug"}
     subscribed: set[str] = set()
@@ -376,6 +378,8 @@ def build_server(name: str = "fixture", extra_tools: int = 0, page_size: int = 0
         log_level["level"] = params.level
         return {}
 
+    if tools_only:  # a server that offers tools and nothing else
+        return Server(name, version="1.0.0", on_list_tools=final(list_tools), on_call_tool=final(call_tool))
     server = Server(
         name,
         version="1.0.0",
@@ -510,6 +514,7 @@ def main() -> None:
     parser.add_argument("--hang-on-start", action="store_true")
     parser.add_argument("--exit-on-start", action="store_true")
     parser.add_argument("--start-delay", type=float, default=0.0)
+    parser.add_argument("--tools-only", action="store_true", help="offer tools and nothing else")
     opts = parser.parse_args()
     if opts.exit_on_start:
         print("fixture: refusing to start", file=sys.stderr)
@@ -518,7 +523,7 @@ def main() -> None:
         while True:
             time.sleep(3600)
     time.sleep(opts.start_delay)
-    server = build_server(opts.name, opts.tools, opts.page_size)
+    server = build_server(opts.name, opts.tools, opts.page_size, opts.tools_only)
 
     async def run() -> None:
         # The server's own stdout, kept so `misbehave` can write between its messages
