@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for
 from tests.test_lifecycle import _alive, _pid
-from tests.test_relay import Person
+from tests.test_relay import Meeting, Person
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,8 @@ async def test_each_client_gets_its_own_server_process(tmp_path: Path) -> None:
 
 async def test_two_clients_each_answer_their_own_questions(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy", isolation="per-client")})
-    ada, bob = Person("ada"), Person("bob")
+    meeting = Meeting(2)  # each question is answered only once the other client's is open too
+    ada, bob = Person("ada", meeting), Person("bob", meeting)
     results: dict[str, str] = {}
     async with running_hub(config) as hub:
 

@@ -23,15 +23,38 @@ from tests.conftest import fixture_server, hub_client, make_config, running_hub,
 pytestmark = pytest.mark.anyio
 
 
-class Person:
-    """A client's answers, recording what it was asked."""
+class Meeting:
+    """Holds every answer back until `size` questions are open at once, so the questions overlap for sure."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.open = 0
+        self.full = anyio.Event()
+
+    async def wait(self) -> None:
+        full = self.full
+        self.open += 1
+        if self.open == self.size:
+            self.open, self.full = 0, anyio.Event()  # the next round meets anew
+            full.set()
+        await full.wait()
+
+
+class Person:
+    """A client's answers, recording what it was asked; with a `meeting`, answering only once all are asked."""
+
+    def __init__(self, name: str, meeting: Meeting | None = None) -> None:
         self.name = name
         self.asked: list[str] = []
+        self.meeting = meeting
+
+    async def _met(self) -> None:
+        if self.meeting is not None:
+            await self.meeting.wait()
 
     async def sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
         self.asked.append("sampling")
+        await self._met()
         text = params.messages[0].content.text  # type: ignore[union-attr]
         return types.CreateMessageResult(
             role="assistant", content=types.TextContent(type="text", text=f"{self.name} read {text!r}"), model="m-1"
@@ -39,10 +62,12 @@ class Person:
 
     async def elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
         self.asked.append("elicitation")
+        await self._met()
         return types.ElicitResult(action="accept", content={"answer": self.name})
 
     async def roots(self, context: ClientRequestContext) -> Any:
         self.asked.append("roots")
+        await self._met()
         return types.ListRootsResult(roots=[types.Root(uri=f"file:///home/{self.name}", name="home")])
 
     def options(self) -> dict[str, Any]:
@@ -139,7 +164,8 @@ async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call
 
 async def test_two_clients_asked_by_a_modern_server_each_answer_their_own(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="2026-07-28")})
-    ada, bob = Person("ada"), Person("bob")
+    meeting = Meeting(2)
+    ada, bob = Person("ada", meeting), Person("bob", meeting)
     results: dict[str, str] = {}
     async with running_hub(config) as hub:
 
