@@ -22,6 +22,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import _split_sse_lines_fast, build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
+from tests.test_resilience import legacy_session
 
 pytestmark = pytest.mark.anyio
 
@@ -219,21 +220,6 @@ def test_the_hubs_sse_events_are_encoded_as_sse_starlette_encodes_them(data: str
         assert ServerSentEvent(data, **option).encode() == _ReferenceEvent(data, **option).encode()
 
 
-async def _legacy_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
-    """A handshake-era session opened by hand; the headers its requests carry."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-    }
-    response = await http.post(url, json=init, headers=headers)
-    headers = {**headers, "Mcp-Session-Id": response.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
-    await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    return headers
-
-
 async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_say(tmp_path: Path) -> None:
     """The answer alone comes as application/json; a call that reports progress streams it, answer last."""
     config = make_config(tmp_path, {"srv": fixture_server("srv")})
@@ -241,7 +227,7 @@ async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_sa
         app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
             url = f"{base}/mcp"
-            session = await _legacy_session(http, url)
+            session = await legacy_session(http, url)
             call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
             call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
             plain = await http.post(url, json=call, headers=session)
