@@ -65,8 +65,9 @@ def counting_connections(app: Any, seen: set[tuple[str, int]]) -> Any:
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_streamable_http_upstream_keeps_its_connection_across_calls(tmp_path: Path, protocol: str) -> None:
-    """The SDK closes each legacy POST's SSE response before its last chunk; the hub reads that chunk, so
-    httpcore2 keeps the connection and the next call does not open a new one."""
+    """A call answered on an SSE stream leaves the rest of that stream to be read; the hub reads it, so the
+    connection is kept and the next call does not open a new one (over the hub's own POSTs of handshake-era
+    calls, and over the SDK's client for 2026-07-28 ones)."""
     seen: set[tuple[str, int]] = set()
     upstream_app = counting_connections(build_server("remote").streamable_http_app(), seen)
     async with serve_app(upstream_app) as upstream:
@@ -82,6 +83,70 @@ async def test_streamable_http_upstream_keeps_its_connection_across_calls(tmp_pa
             await client.call_tool("remote_echo", {"text": "after big"})
             opened = seen - before
     assert len(opened) <= 1, f"12 calls opened {len(opened)} new TCP connections to the upstream"
+
+
+@asynccontextmanager
+async def http_fixture(name: str) -> AsyncIterator[str]:
+    """The fixture server over streamable HTTP, in this process; yields its endpoint URL."""
+    async with serve_app(build_server(name).streamable_http_app()) as upstream:
+        yield f"{upstream}/mcp"
+
+
+async def _exists(path: Path) -> bool:
+    return path.exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_its_client_cancels_is_cancelled_on_an_http_server(tmp_path: Path, mode: str) -> None:
+    """Over the hub's own POSTs (a handshake-era HTTP server), a call the client abandons is cancelled
+    on the server, and the mount serves on."""
+    marker = tmp_path / "call"
+    async with http_fixture("remote") as url:
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy"}})
+        async with running_hub(config) as hub, hub_client(hub, mode) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "remote_wait", {"marker": str(marker)})
+                await wait_for(lambda: _exists(Path(f"{marker}.started")))
+                tg.cancel_scope.cancel()
+            await wait_for(lambda: _exists(Path(f"{marker}.cancelled")), timeout=10)
+            echo = await client.call_tool("remote_echo", {"text": "after"})
+    assert echo.structured_content == {"text": "after", "server": "remote"}
+
+
+async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path: Path) -> None:
+    """A handshake-era HTTP server that does not answer within the mount's timeout: the client gets
+    -32001 naming the mount, the server is told the call is cancelled, and the next call is served."""
+    marker = tmp_path / "call"
+    async with http_fixture("remote") as url:
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy", "timeout": 1}})
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            with pytest.raises(MCPError) as caught:
+                await client.call_tool("remote_wait", {"marker": str(marker)})
+            await wait_for(lambda: _exists(Path(f"{marker}.cancelled")), timeout=10)
+            echo = await client.call_tool("remote_echo", {"text": "after"})
+    assert caught.value.error.code == -32001 and "'remote'" in caught.value.error.message
+    assert echo.structured_content == {"text": "after", "server": "remote"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, mode: str) -> None:
+    """Progress a handshake-era HTTP server reports on a call's stream reaches the client that called
+    (over HTTP: the SDK's in-process 2026-07-28 client sends no progress token)."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with http_fixture("remote") as url:
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy"}})
+        async with (
+            running_hub(config) as hub,
+            hub_over_http(hub) as base,
+            Client(f"{base}/mcp", mode=mode, cache=None) as client,
+        ):
+            result = await client.call_tool("remote_slow", {"steps": 3, "seconds": 0.3}, progress_callback=on_progress)
+    assert not result.is_error
+    assert heard == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
 
 
 async def test_legacy_sse_upstream(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ class Connection:
         self.inflight = inflight
         self.closed = transport.closed
         """Set when the transport's read side ends (a child exited, a stream broke)."""
+        self._posts = transport.posts
         self._on_broken = on_broken
 
     async def request(
@@ -141,11 +142,17 @@ class Connection:
         origin: Origin | None = None,
     ) -> dict[str, Any]:
         name = self.config.name
-        request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
         timeout = self.config.timeout
-        _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
+        version = self.session.protocol_version
+        direct = self._posts if version is not None and version not in MODERN_PROTOCOL_VERSIONS else None
+        if direct is None:
+            _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
         try:
             with anyio.fail_after(timeout) as scope, self.inflight.track(origin, scope):
+                if direct is not None:
+                    assert version is not None
+                    return await direct.request(method, params, version, on_progress=on_progress)
+                request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
                 result: dict[str, Any] = await self.session.send_request(
                     request, _RAW_RESULT, progress_callback=on_progress
                 )

@@ -13,8 +13,9 @@ closed (`_DrainOnClose`), so its TCP connection is kept and used again: the
 SDK closes a POST's SSE response as soon as the JSON-RPC response event has
 arrived, a moment before the body's last chunk, and a connection closed with
 its response unfinished cannot be reused, so every call paid for a new one.
-The legacy SSE transport is left as it is: the SDK gives it a client of its own,
-whose POSTs are read whole.
+Requests on a handshake-era streamable HTTP session are POSTed by the hub
+itself (`posts.DirectPosts`). The legacy SSE transport is left as it is: the
+SDK gives it a client of its own, whose POSTs are read whole.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.upstream.posts import DirectPosts
 
 # Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the HTTP
 # client's own read timeout only guards a stream that goes silent for good.
@@ -182,26 +184,34 @@ class _StreamableHttp:
 
     The SDK caps one SSE event at 1 MiB by default; a proxy must pass results
     of any size, so the cap is lifted here. The client's responses keep their
-    connection when closed early (`_DrainOnClose`).
+    connection when closed early (`_DrainOnClose`). Once the session is on a
+    handshake-era version, the hub's requests go out through `posts`, without
+    the SDK's per-request machinery (see posts.py); the session reads both its
+    transport's messages and those `posts` hands over.
     """
 
     def __init__(self, url: str, headers: dict[str, str]) -> None:
         self._url = url
         self._headers = headers
         self._stack = AsyncExitStack()
+        self.posts: DirectPosts | None = None
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    headers=self._headers, timeout=_HTTP_TIMEOUT, event_hooks={"response": [_drain_on_close]}
-                )
-            )
-            streams = await stack.enter_async_context(
+            client = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT))
+            posts = DirectPosts(self._url, self._headers)
+
+            async def learn(response: httpx2.Response) -> None:
+                posts.learn(response.headers)
+
+            client.event_hooks = {"response": [_drain_on_close, learn]}
+            read_stream, write_stream = await stack.enter_async_context(
                 streamable_http_client(self._url, http_client=client, max_sse_event_size=None)
             )
+            merged = await stack.enter_async_context(posts.merging(read_stream))
             self._stack = stack.pop_all()
-            return streams
+            self.posts = posts
+            return merged, write_stream
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -279,6 +289,11 @@ class WatchedTransport:
     def __init__(self, inner: Transport | Any) -> None:
         self._inner = inner
         self.closed = anyio.Event()
+
+    @property
+    def posts(self) -> DirectPosts | None:
+        """Where handshake-era requests can be POSTed directly (streamable HTTP only), once entered."""
+        return getattr(self._inner, "posts", None)
 
     async def __aenter__(self) -> TransportStreams:
         read_stream, write_stream = await self._inner.__aenter__()
