@@ -96,13 +96,16 @@ async def _exists(path: Path) -> bool:
     return path.exists()
 
 
+@pytest.mark.parametrize("upstream_era", MODES)
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_call_its_client_cancels_is_cancelled_on_an_http_server(tmp_path: Path, mode: str) -> None:
-    """Over the hub's own POSTs (a handshake-era HTTP server), a call the client abandons is cancelled
-    on the server, and the mount serves on."""
+async def test_a_call_its_client_cancels_is_cancelled_on_an_http_server(
+    tmp_path: Path, mode: str, upstream_era: str
+) -> None:
+    """A call the client abandons is cancelled on the HTTP server (by notice on a handshake-era
+    session, by closing its stream on 2026-07-28), and the mount serves on."""
     marker = tmp_path / "call"
     async with http_fixture("remote") as url:
-        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy"}})
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era}})
         async with running_hub(config) as hub, hub_client(hub, mode) as client:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "remote_wait", {"marker": str(marker)})
@@ -113,12 +116,13 @@ async def test_a_call_its_client_cancels_is_cancelled_on_an_http_server(tmp_path
     assert echo.structured_content == {"text": "after", "server": "remote"}
 
 
-async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path: Path) -> None:
-    """A handshake-era HTTP server that does not answer within the mount's timeout: the client gets
-    -32001 naming the mount, the server is told the call is cancelled, and the next call is served."""
+@pytest.mark.parametrize("upstream_era", MODES)
+async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path: Path, upstream_era: str) -> None:
+    """An HTTP server that does not answer within the mount's timeout: the client gets -32001 naming
+    the mount, the server learns the call is cancelled, and the next call is served."""
     marker = tmp_path / "call"
     async with http_fixture("remote") as url:
-        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy", "timeout": 1}})
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era, "timeout": 1}})
         async with running_hub(config) as hub, hub_client(hub) as client:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool("remote_wait", {"marker": str(marker)})
@@ -128,17 +132,18 @@ async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path:
     assert echo.structured_content == {"text": "after", "server": "remote"}
 
 
+@pytest.mark.parametrize("upstream_era", MODES)
 @pytest.mark.parametrize("mode", MODES)
-async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, mode: str) -> None:
-    """Progress a handshake-era HTTP server reports on a call's stream reaches the client that called
-    (over HTTP: the SDK's in-process 2026-07-28 client sends no progress token)."""
+async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, mode: str, upstream_era: str) -> None:
+    """Progress an HTTP server reports on a call's stream reaches the client that called (over HTTP:
+    the SDK's in-process 2026-07-28 client sends no progress token)."""
     heard: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         heard.append((progress, total, message))
 
     async with http_fixture("remote") as url:
-        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy"}})
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era}})
         async with (
             running_hub(config) as hub,
             hub_over_http(hub) as base,

@@ -143,15 +143,11 @@ class Connection:
     ) -> dict[str, Any]:
         name = self.config.name
         timeout = self.config.timeout
-        version = self.session.protocol_version
-        direct = self._posts if version is not None and version not in MODERN_PROTOCOL_VERSIONS else None
-        if direct is None:
-            _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
+        _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
         try:
             with anyio.fail_after(timeout) as scope, self.inflight.track(origin, scope):
-                if direct is not None:
-                    assert version is not None
-                    return await direct.request(method, params, version, on_progress=on_progress)
+                if self._posts is not None:
+                    return await self._post(method, params, on_progress)
                 request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
                 result: dict[str, Any] = await self.session.send_request(
                     request, _RAW_RESULT, progress_callback=on_progress
@@ -167,6 +163,22 @@ class Connection:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._on_broken(f"{type(exc).__name__}: {exc}")
             raise UpstreamUnavailable(name, f"connection failed during {method}: {exc}") from exc
+
+    async def _post(
+        self, method: str, params: Mapping[str, Any] | None, on_progress: ProgressFnT | None
+    ) -> dict[str, Any]:
+        """Send a request as its own POST (streamable HTTP), stamped as the SDK session stamps its own."""
+        assert self._posts is not None
+        data: dict[str, Any] = {"method": method, "params": dict(params or {})}
+        options: dict[str, Any] = {}
+        self.session._stamp(data, options)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        return await self._posts.request(
+            method,
+            data["params"],
+            options.get("headers") or {},
+            on_progress=on_progress,
+            cancel_by_notice=not self.modern,
+        )
 
 
 @asynccontextmanager

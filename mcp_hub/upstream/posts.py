@@ -1,19 +1,19 @@
-"""Requests to a handshake-era streamable HTTP server, each POSTed and read by the hub itself.
+"""Requests to a streamable HTTP server, each POSTed and read by the hub itself.
 
 Through the SDK's client a request crosses the session, the dispatcher, the
 transport's writer task, a task of its own for the POST, the SSE reader and
 the session's reader again before its caller has the result, and the result
 is validated into models on the way. The hub forwards requests whose results
-it does not inspect, so once a session is negotiated on a handshake-era
-version, `DirectPosts` sends each request as its own POST and reads the answer
-straight off that POST's body:
+it does not inspect, so once a session is negotiated, `DirectPosts` sends each
+of the hub's requests as its own POST, with the headers and `_meta` the SDK
+session stamps on it, and reads the answer straight off that POST's body:
 
 - an `application/json` body is the answer;
 - an SSE body is read until the answer; progress for the request goes to its
-  callback, and any other message on the stream (a log message, a question the
-  server asks about this request, a response to some other request) is handed to
-  the SDK session exactly as the SDK's transport would have handed it, so it
-  takes the session's usual path.
+  callback, and any other message on the stream (a log message, a question a
+  handshake-era server asks about this request, a response to some other
+  request) is handed to the SDK session exactly as the SDK's transport would
+  have handed it, so it takes the session's usual path.
 
 The POSTs go out through aiohttp, whose client spends well under half the CPU
 of httpx2's on one request (about 0.4 against 1.3 ms on the benchmark VM, for
@@ -21,16 +21,18 @@ the same POST to the same server); its pooled connections are kept when an
 answer arrives before the end of its body (the rest is read in the background,
 within bounds, as `_DrainOnClose` does for the SDK's client).
 
-The SDK's client keeps everything else: the handshake, the standalone GET
-stream, answering the server's questions, pings, notifications and the DELETE
-that ends the session. `DirectPosts.merging` puts its transport's read stream
-and the messages handed over here into the one stream its session reads;
-progress on that stream for a request sent here (a server may send it on the
-GET stream) goes to the request's callback as well.
+The SDK's client keeps everything else: the handshake or discovery, the
+standalone GET stream, `subscriptions/listen`, answering a server's questions,
+pings, notifications and the DELETE that ends a session. `DirectPosts.merging`
+puts its transport's read stream and the messages handed over here into the
+one stream its session reads; progress on that stream for a request sent here
+(a server may send it on the GET stream) goes to the request's callback as well.
 
 Request ids sent here are strings (`hub-1`, ...), so they never meet the SDK
 session's integer ids. A request abandoned before its answer (the caller's
-deadline, a cancelled client call) is followed by `notifications/cancelled`.
+deadline, a cancelled client call) is followed by `notifications/cancelled` on
+a handshake-era session; on 2026-07-28, whose HTTP wire has no notifications
+from the client, closing the request's stream is the signal.
 """
 
 from __future__ import annotations
@@ -110,11 +112,18 @@ class DirectPosts:
         self,
         method: str,
         params: Mapping[str, Any] | None,
-        protocol_version: str,
+        headers: Mapping[str, str],
         *,
         on_progress: ProgressFnT | None = None,
+        cancel_by_notice: bool = True,
     ) -> dict[str, Any]:
         """POST one request and return the server's raw result.
+
+        `headers` are the request's own (`MCP-Protocol-Version`, and on 2026-07-28
+        `Mcp-Method` and the like); the session id is added here. A request
+        abandoned before its answer is followed by `notifications/cancelled` if
+        `cancel_by_notice`, else (2026-07-28, where closing the stream is the
+        signal) only by closing its connection.
 
         Raises:
             MCPError: the server answered with an error, or with something that is not an
@@ -134,7 +143,7 @@ class DirectPosts:
         answered = False
         response: aiohttp.ClientResponse | None = None
         try:
-            response = await http.post(self._url, data=_body(message), headers=self._headers_for(protocol_version))
+            response = await http.post(self._url, data=_body(message), headers=self._headers_for(headers))
             self.learn(response.headers)
             result = await self._answer_of(response, request_id, method)
             answered = True
@@ -145,8 +154,8 @@ class DirectPosts:
             self._progress.pop(request_id, None)
             if response is not None:
                 self._finish(response, answered)
-            if not answered:
-                await self._cancel(request_id, protocol_version)
+            if not answered and cancel_by_notice:
+                await self._cancel(request_id, headers)
 
     def _finish(self, response: aiohttp.ClientResponse, answered: bool) -> None:
         """Give the response's connection back: at once if its body is read, else after reading
@@ -214,15 +223,11 @@ class DirectPosts:
 
     # -- reading an answer ---------------------------------------------------------
 
-    def _headers_for(self, protocol_version: str) -> dict[str, str]:
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-            "mcp-protocol-version": protocol_version,
-        }
+    def _headers_for(self, headers: Mapping[str, str]) -> dict[str, str]:
+        merged = {"accept": "application/json, text/event-stream", "content-type": "application/json", **headers}
         if self.session_id:
-            headers["mcp-session-id"] = self.session_id
-        return headers
+            merged["mcp-session-id"] = self.session_id
+        return merged
 
     async def _answer_of(self, response: aiohttp.ClientResponse, request_id: str, method: str) -> dict[str, Any]:
         status = response.status
@@ -269,7 +274,7 @@ class DirectPosts:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
 
-    async def _cancel(self, request_id: str, protocol_version: str) -> None:
+    async def _cancel(self, request_id: str, headers: Mapping[str, str]) -> None:
         """Tell the server an abandoned request is cancelled (best effort, bounded, shielded)."""
         http = self._http
         if http is None:
@@ -281,7 +286,7 @@ class DirectPosts:
         }
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_SECONDS):
             try:
-                async with http.post(self._url, data=_body(notice), headers=self._headers_for(protocol_version)):
+                async with http.post(self._url, data=_body(notice), headers=self._headers_for(headers)):
                     pass
             except aiohttp.ClientError as exc:
                 logger.debug("cancellation of %s not delivered: %s", request_id, exc)
