@@ -897,26 +897,56 @@ async def isolated_hub(tmp_path_factory: pytest.TempPathFactory, everything_url:
         yield hub
 
 
+ROOTS_KEYS = {"ada": "a" * 32, "bob": "b" * 32}
+"""API keys of the isolated hub's HTTP endpoint: principal -> key. A 2026-07-28 request has no connection
+to follow, so a per-client mount serves it by principal: each person connects with a key of their own."""
+
+
 @pytest.fixture(scope="module")
 async def isolated_hub_url(isolated_hub: Hub) -> AsyncIterator[str]:
-    app = build_app(isolated_hub.endpoint.server, host="127.0.0.1", path="/mcp", health=isolated_hub.health)
+    app = build_app(
+        isolated_hub.endpoint.server,
+        host="127.0.0.1",
+        path="/mcp",
+        health=isolated_hub.health,
+        api_keys=ROOTS_KEYS,
+    )
     async with serve_app(app) as base:
         yield f"{base}/mcp"
+
+
+@asynccontextmanager
+async def _connect_as(
+    hub: Hub, hub_url: str, path: str, mode: str, person: str, **options: Any
+) -> AsyncIterator[Client]:
+    """`_connect`, over HTTP with `person`'s API key (in-process there is no HTTP layer, and no principal)."""
+    if path == "in-process":
+        async with _connect(hub, hub_url, path, mode, **options) as client:
+            yield client
+        return
+    async with httpx2.AsyncClient(headers={"X-API-Key": ROOTS_KEYS[person]}, timeout=30) as http:
+        transport = streamable_http_client(hub_url, http_client=http)
+        async with Client(transport, mode=mode, cache=None, **options) as client:
+            yield client
 
 
 _ROOTS_SHARED_BY_2026_CLIENTS = pytest.mark.xfail(
     strict=True,
     reason=(
-        "README, Isolation: per-client sessions follow a client's connection, so 2026-07-28 requests use the "
-        "shared session; server-everything asks a session for its roots once and keeps them, so the second "
-        "2026-07-28 client hears the roots of the first"
+        "README, Isolation: a per-client mount serves a 2026-07-28 request by its principal; an in-process "
+        "client has none (no HTTP layer, no API key), so 2026-07-28 ones use the shared session, and "
+        "server-everything asks a session for its roots once and keeps them: the second client hears the "
+        "roots of the first"
     ),
 )
 
 
 @pytest.mark.parametrize(
     "via",
-    [pytest.param(c, marks=_ROOTS_SHARED_BY_2026_CLIENTS if c[1] != "legacy" else ()) for c in CLIENTS],
+    [
+        pytest.param(c, marks=_ROOTS_SHARED_BY_2026_CLIENTS if c == ("in-process", "2026-07-28") else ())
+        for c in CLIENTS
+    ],
     ids=["-".join(c) for c in CLIENTS],
 )
 async def test_roots_come_from_the_calling_client(
@@ -927,14 +957,19 @@ async def test_roots_come_from_the_calling_client(
         script = Script(roots=((f"file:///home/{person}/{upstream}/{'-'.join(via)}", f"{person}'s workspace"),))
         asked, direct_asked = Asked(script), Asked(script)
         async with (
-            _connect(isolated_hub, isolated_hub_url, *via, **asked.options()) as client,
+            _connect_as(isolated_hub, isolated_hub_url, *via, person, **asked.options()) as client,
             Client(_direct_target(upstream, everything_url), cache=None, **direct_asked.options()) as direct,
         ):
-            # server-everything asks a new session for its roots, on its standalone stream (over HTTP,
-            # one a request sent at once can overtake; it would wait for an answer that never comes):
-            # open the session, and let it ask, first.
-            if via[1] == "legacy":
-                await client.call_tool(f"{mount}_echo", {"message": "open my session"})
+            # server-everything asks a new session for its roots (350 ms after it starts), on its standalone
+            # stream (over HTTP, one a request sent at once can overtake; it would wait for an answer that
+            # never comes): open the session, and let it ask, first. A 2026-07-28 client can be asked only
+            # during a call, so its session is opened with one that lasts until the question has come.
+            # (In-process 2026-07-28 clients have no principal, and use the shared session.)
+            if via[1] == "legacy" or via[0] == "http":
+                if via[1] == "legacy":
+                    await client.call_tool(f"{mount}_echo", {"message": "open my session"})
+                else:
+                    await client.call_tool(f"{mount}_trigger-long-running-operation", {"duration": 2, "steps": 1})
                 await wait_for(lambda who=asked: _any(who.of("roots/list")), timeout=10)
             await wait_for(lambda who=direct_asked: _any(who.of("roots/list")), timeout=10)
             with anyio.fail_after(20):

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, wait_for, write_config
 from tests.test_lifecycle import _alive, _pid
-from tests.test_relay import Meeting, Person
+from tests.test_relay import Meeting, Person, ask_at_once, expected
 
 pytestmark = pytest.mark.anyio
 
@@ -134,3 +142,106 @@ async def test_a_clients_roots_change_reaches_its_own_session_only(tmp_path: Pat
 
         await wait_for(first_heard)
         assert await heard(second) == "0"
+
+
+KEYS = {"alice": "a" * 32, "bob": "b" * 32}
+"""The hub's API keys in the tests of principals' sessions: principal -> key."""
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
+"""`connect(principal, **client_options)`: a 2026-07-28 client of the hub's HTTP endpoint, with that principal's key."""
+
+
+@asynccontextmanager
+async def keyed_hub(tmp_path: Path, **mount: Any) -> AsyncIterator[tuple[Hub, Connect]]:
+    """A hub mounting the fixture server as `srv` (with `mount`'s settings), its HTTP endpoint taking `KEYS`."""
+    path = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", protocol="legacy", **mount)})
+    with path.open("a", encoding="utf-8") as file:
+        file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
+    config = load_config(path, environ={"ALICE_KEY": KEYS["alice"], "BOB_KEY": KEYS["bob"]})
+    async with running_hub(config) as hub:
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
+        )
+        async with serve_app(app) as base:
+
+            @asynccontextmanager
+            async def connect(principal: str, **options: Any) -> AsyncIterator[Client]:
+                async with httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http:
+                    transport = streamable_http_client(f"{base}/mcp", http_client=http)
+                    async with Client(transport, mode="2026-07-28", cache=None, **options) as client:
+                        yield client
+
+            yield hub, connect
+
+
+async def test_each_principals_2026_clients_get_a_session_of_their_own(tmp_path: Path) -> None:
+    """2026-07-28 requests have no connection: a per-client mount serves them by principal (API key), so
+    alice's clients share a session that bob's do not; anonymous callers share the mount's shared one."""
+    async with (
+        keyed_hub(tmp_path, isolation="per-client") as (hub, connect),
+        connect("alice") as alice,
+        connect("alice") as alice_again,
+        connect("bob") as bob,
+        hub_client(hub, "2026-07-28") as anonymous,  # in-process: no HTTP layer, so no principal
+        hub_client(hub, "2026-07-28") as anonymous_again,
+    ):
+        pids = {
+            "alice": await _pid(alice, "srv_pid"),
+            "alice again": await _pid(alice_again, "srv_pid"),
+            "bob": await _pid(bob, "srv_pid"),
+            "anonymous": await _pid(anonymous, "srv_pid"),
+            "anonymous again": await _pid(anonymous_again, "srv_pid"),
+        }
+        assert hub.upstreams["srv"].client_sessions == 2
+    assert pids["alice"] == pids["alice again"]
+    assert pids["anonymous"] == pids["anonymous again"]
+    assert len({pids["alice"], pids["bob"], pids["anonymous"]}) == 3
+
+
+@pytest.mark.parametrize("what", ["elicitation", "sampling", "roots"])
+async def test_two_principals_2026_clients_each_answer_their_own_questions(tmp_path: Path, what: str) -> None:
+    """Over stdio nothing says whose a question is; with a session per principal, each has one client in
+    flight, whose question it is. They reach the 2026-07-28 clients as `input_required` results."""
+    meeting = Meeting(2)  # each question is answered only once the other client's is open too
+    alice, bob = Person("alice", meeting), Person("bob", meeting)
+    async with (
+        keyed_hub(tmp_path, isolation="per-client") as (_, connect),
+        connect("alice", **alice.options()) as alice_client,
+        connect("bob", **bob.options()) as bob_client,
+    ):
+        results = await ask_at_once({alice: alice_client, bob: bob_client}, what)
+    assert results == {"alice": expected(what, "alice"), "bob": expected(what, "bob")}
+    assert alice.asked == bob.asked == [what]
+
+
+async def test_a_principals_session_counts_against_max_sessions_and_idles_out(tmp_path: Path) -> None:
+    async with (
+        keyed_hub(tmp_path, isolation="per-client", max_sessions=1, idle_timeout=0.5) as (hub, connect),
+        connect("alice") as alice,
+        connect("bob") as bob,
+    ):
+        idle = await _pid(alice, "srv_pid")
+        assert hub.upstreams["srv"].client_sessions == 1
+        with anyio.fail_after(5), pytest.raises(MCPError) as caught:
+            await bob.call_tool("srv_echo", {"text": "y"})
+        assert "Server 'srv' has 1 client sessions open, its max_sessions" in caught.value.message
+        await wait_for(lambda: _dead(idle), timeout=10)  # alice is still connected, but idle
+        assert hub.upstreams["srv"].client_sessions == 0
+        assert await _pid(bob, "srv_pid") != idle
+
+
+async def test_two_clients_of_one_principal_asked_at_once_over_stdio_are_told_why(tmp_path: Path) -> None:
+    """Two programs with one API key share a session; over stdio nothing says whose a question is, and two
+    2026-07-28 requests are two clients: the server is refused, with advice that fits a principal's session."""
+    meeting = Meeting(2)
+    first, second = Person("first", meeting), Person("second", meeting)
+    async with (
+        keyed_hub(tmp_path, isolation="per-client") as (hub, connect),
+        connect("alice", **first.options()) as first_client,
+        connect("alice", **second.options()) as second_client,
+    ):
+        results = await ask_at_once({first: first_client, second: second_client}, "elicitation")
+        assert hub.upstreams["srv"].client_sessions == 1
+    refused = [text for text in results.values() if "clients are in flight" in text]
+    assert refused, results
+    assert all("give each client an API key of its own" in text for text in refused), refused

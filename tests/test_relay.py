@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.config import load_config
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, write_config
+from tests.servers.fixture import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +39,10 @@ class Meeting:
             self.open, self.full = 0, anyio.Event()  # the next round meets anew
             full.set()
         await full.wait()
+
+    def adjourn(self) -> None:
+        """Let everyone waiting go: a participant will not come (its call ended without being asked)."""
+        self.full.set()
 
 
 class Person:
@@ -274,3 +279,69 @@ async def test_two_calls_reporting_progress_at_once_each_hear_their_own(tmp_path
             tg.start_soon(lambda a=arguments, w=who: client.call_tool("srv_slow", a, progress_callback=recorder(w)))
     assert heard["a"] == [(float(i), 3.0) for i in range(1, 4)]
     assert heard["b"] == [(float(i), 5.0) for i in range(1, 6)]
+
+
+def expected(what: str, name: str) -> str:
+    """What `srv_ask` answers when `name` answered its question `what` (asked with the text "hello")."""
+    return {
+        "sampling": f"sampled: {name} read 'hello'",
+        "elicitation": f"elicited: accept {{'answer': '{name}'}}",
+        "roots": f"roots: file:///home/{name}",
+    }[what]
+
+
+async def ask_at_once(people: dict[Person, Client], what: str, **arguments: Any) -> dict[str, str]:
+    """Each person's client calls `srv_ask` at once; what each call answered, by person.
+
+    The people share a `Meeting`, so each question is answered only once all are open: the calls
+    are all in flight when the server asks. A call that ends unasked adjourns the meeting.
+    """
+    results: dict[str, str] = {}
+
+    async def call(person: Person, client: Client) -> None:
+        try:
+            result = await client.call_tool("srv_ask", {"what": what, "text": "hello", **arguments})
+            results[person.name] = result.content[0].text  # type: ignore[union-attr]
+        except MCPError as exc:
+            results[person.name] = f"error: {exc.message}"
+        finally:
+            if person.meeting is not None:
+                person.meeting.adjourn()
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            for person, client in people.items():
+                tg.start_soon(call, person, client)
+    return results
+
+
+@asynccontextmanager
+async def http_upstream(name: str) -> AsyncIterator[str]:
+    """The fixture server over streamable HTTP, in-process; its MCP URL."""
+    async with serve_app(build_server(name).streamable_http_app()) as base:
+        yield f"{base}/mcp"
+
+
+# The in-process server asks for sampling as a handshake-era server does, which the SDK warns is deprecated.
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+@pytest.mark.parametrize("what", list(EXPECTED))
+@pytest.mark.parametrize(
+    ("ada_mode", "bob_mode"), [("legacy", "legacy"), ("legacy", "2026-07-28"), ("2026-07-28", "2026-07-28")]
+)
+async def test_over_http_a_shared_session_relays_each_question_to_the_call_it_came_with(
+    tmp_path: Path, what: str, ada_mode: str, bob_mode: str
+) -> None:
+    """Over streamable HTTP a question about a call arrives on that call's stream: it is that call's
+    client's, however many clients have calls in flight on the mount's one (shared) session."""
+    meeting = Meeting(2)
+    ada, bob = Person("ada", meeting), Person("bob", meeting)
+    async with http_upstream("srv") as url:
+        config = make_config(tmp_path, {"srv": {"url": url, "protocol": "legacy"}})
+        async with (
+            running_hub(config) as hub,
+            hub_client(hub, ada_mode, **ada.options()) as ada_client,
+            hub_client(hub, bob_mode, **bob.options()) as bob_client,
+        ):
+            results = await ask_at_once({ada: ada_client, bob: bob_client}, what, related=True)
+    assert results == {"ada": expected(what, "ada"), "bob": expected(what, "bob")}
+    assert ada.asked == bob.asked == [what]

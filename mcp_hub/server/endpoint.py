@@ -471,7 +471,16 @@ _NEEDS = {
 
 
 class ClientOrigin:
-    """The downstream client behind one request: where a server's questions about it go."""
+    """The downstream client behind one request: where a server's questions about it go.
+
+    Its `client_key` picks the per-client session that serves it on an
+    `isolation = "per-client"` mount: a handshake-era client's connection, which
+    lasts across its requests; for a 2026-07-28 request, which stands alone, the
+    principal the HTTP layer authenticated (an API key's name), so that each
+    principal's requests share a session of their own. An anonymous 2026-07-28
+    request has none, and is served by the shared session: nothing tells two
+    anonymous callers apart.
+    """
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], client: _Client | None, *, scoped: bool = True) -> None:
         self._ctx = ctx
@@ -479,13 +488,19 @@ class ClientOrigin:
         self._session = ctx.session
         self._request_id = ctx.request_id if scoped else None
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        # A handshake-era client has a connection that lasts across its requests; a
-        # 2026-07-28 request stands alone. (The SDK exposes the connection only here.)
+        # The SDK exposes a handshake-era client's connection only here.
         self._connection = None if self.modern else _connection_of(self._session)
+        self._key: Hashable | None = self._connection if not self.modern else self._authenticated(ctx)
+
+    @staticmethod
+    def _authenticated(ctx: ServerRequestContext[Any, Any]) -> Hashable | None:
+        """The principal the HTTP layer authenticated the request as; None when it authenticated none."""
+        principal = ctx.request.scope.get("state", {}).get(PRINCIPAL_KEY) if ctx.request is not None else None
+        return ("principal", str(principal)) if principal is not None else None
 
     @property
     def client_key(self) -> Hashable | None:
-        return self._connection
+        return self._key
 
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
@@ -496,6 +511,8 @@ class ClientOrigin:
 
     async def log(self, params: Mapping[str, Any]) -> None:
         level = params.get("level")
+        if self.modern and self._request_id is None:
+            return  # a 2026-07-28 client hears log messages only in answer to a request
         if self.modern:
             meta = (self._ctx.params or {}).get("_meta")
             if level not in allowed_log_levels(self._ctx.protocol_version, meta if isinstance(meta, dict) else None):
@@ -539,7 +556,8 @@ class ClientOrigin:
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if self.modern:
             # Asked through `ParkingLot` when the call may ask; otherwise nothing can carry it.
-            raise ClientCannotAnswer(f"mcp-hub: {method} cannot be sent mid-call to a 2026-07-28 client")
+            when = "mid-call" if self._request_id is not None else "outside a call"
+            raise ClientCannotAnswer(f"mcp-hub: {method} cannot be sent {when} to a 2026-07-28 client")
         self.check_can_ask(method, params)
         request = cast(Any, types.Request[dict[str, Any], str](method=method, params=dict(params)))
         metadata = ServerMessageMetadata(related_request_id=self._request_id) if self._request_id is not None else None

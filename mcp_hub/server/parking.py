@@ -5,9 +5,11 @@ the hub has a question for it mid-call (a policy confirmation, or a question a
 handshake-era server asked: sampling, elicitation, roots), the call is parked:
 it keeps running in the lot's task group, waiting for the answer, while the
 client receives an `input_required` result carrying the question and a
-`requestState`. The client answers by sending the same request again with
-`inputResponses` and that state; the hub hands the answers to the parked call
-and waits for its result, or for its next question.
+`requestState`. A server's question takes this way whether the call went to
+the mount's shared session or, with `isolation = "per-client"`, to the
+session of the caller's principal. The client answers by sending the same
+request again with `inputResponses` and that state; the hub hands the answers
+to the parked call and waits for its result, or for its next question.
 
 The state the client carries is sealed (HMAC-SHA256 under a key that never
 leaves this process) and names the principal, the method and the name the
@@ -26,7 +28,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -88,11 +90,12 @@ class _AskingOrigin:
         return True
 
     @property
-    def client_key(self) -> Any:
+    def client_key(self) -> Hashable | None:
         return self._origin.client_key
 
     def for_client(self) -> Origin:
-        return self
+        """The client outside this call, which a 2026-07-28 client cannot be asked through."""
+        return self._origin.for_client()
 
     def on_close(self, callback: Callable[[], None]) -> None:
         self._origin.on_close(callback)

@@ -2,10 +2,13 @@
 
 With `isolation = "per-client"`, a stateful server never sees two clients'
 state in one session, and every question it asks (sampling, elicitation,
-roots) has exactly one client it can be for. A client's session opens on its
-first request, closes when the client disconnects or after `idle_timeout`
-seconds without requests, and at most `max_sessions` are open per mount:
-beyond that a request answers at once with an error that says so.
+roots) has one client it can be for. A client is what `Origin.client_key`
+names: a handshake-era client's connection, or the principal an authenticated
+2026-07-28 caller's requests share (anonymous ones use the shared session). A
+client's session opens on its first request, closes when the client
+disconnects (a principal never does) or after `idle_timeout` seconds without
+requests, and at most `max_sessions` are open per mount: beyond that a
+request answers at once with an error that says so.
 
 Each session lives in its own task in the pool's task group, since the SDK's
 client must be entered and exited in one task.
@@ -114,7 +117,7 @@ class SessionPool:
             with seat.scope:
                 async with connect(
                     self._config,
-                    inflight=InFlight(self._config.name, owner=origin),
+                    inflight=InFlight(self._config.name, owner=origin.for_client()),
                     message_handler=ignore,
                     on_broken=broken,
                 ) as connection:

@@ -8,10 +8,23 @@ to the client whose request the server is serving, and goes to that client
 only.
 
 `InFlight` tracks, per upstream connection, which client (`Origin`) each
-request in flight came from. A handshake-era server's question is relayed when
-exactly one client has requests in flight on that connection; with several,
-nothing on the wire says whose it is, so the server gets an error that says
-so. While a client is answering, the deadlines of its requests on that
+request in flight came from, and whose a handshake-era server's question is:
+
+- A question that arrived on the stream of a call (over streamable HTTP, the
+  SSE response of the POST that carried the call) is that call's client's,
+  however many clients have calls in flight. A call's stream is read in the
+  context (`contextvars`) of the task that sent the call, and the SDK client
+  answers a question in the context it was read in, so the request `track`
+  marks in the sending task's context (`_SENDING`) is the one the question
+  arrived with. A question about a request no client is waiting for (a call
+  that ended, or the hub's own request) is refused.
+- Any other question (on the standalone GET stream, on stdio or legacy SSE,
+  where nothing says whose it is) is relayed when exactly one client has
+  requests in flight on the connection, or, with none in flight, to the
+  connection's `owner` (a client's own session); otherwise the server gets
+  an error that says so.
+
+While a client is answering, the deadlines of its requests on that
 connection are paused: a person reading an elicitation form is not a hung
 server.
 
@@ -28,6 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -68,7 +82,11 @@ class Origin(Protocol):
 
     @property
     def client_key(self) -> Hashable | None:
-        """Identifies the client connection across its requests; None when it has none to keep."""
+        """Which of a mount's per-client sessions serves the client; None: the shared session.
+
+        A handshake-era client's connection, or an authenticated 2026-07-28 caller's
+        principal; an anonymous 2026-07-28 request has none.
+        """
         ...
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,8 +132,19 @@ def _takes_url_elicitation(capabilities: Mapping[str, Any] | None) -> bool:
 
 @dataclass(eq=False)
 class _Entry:
+    """One call in flight: the client it came from, and the cancel scope that holds its deadline."""
+
     origin: Origin
     scope: anyio.CancelScope
+
+
+_SENDING: ContextVar[tuple[InFlight, _Entry | None] | None] = ContextVar("mcp_hub_sending", default=None)
+"""The request the current task sends (set by `InFlight.track`): its connection, and its call (None:
+the hub's own request).
+
+Seen by the callback that answers a question that arrived on that request's
+stream, which runs in the context the stream was read in (see the module's doc).
+"""
 
 
 @dataclass
@@ -138,18 +167,23 @@ class InFlight:
 
     @contextmanager
     def track(self, origin: Origin | None, scope: anyio.CancelScope) -> Iterator[None]:
-        if origin is None:
-            yield
-            return
-        entry = _Entry(origin, scope)
-        self._entries.add(entry)
+        """Count a request sent for `origin` (None: the hub's own) in flight while it is being sent.
+
+        `scope` holds the request's deadline, paused while its client answers a question.
+        """
+        entry = _Entry(origin, scope) if origin is not None else None
+        token = _SENDING.set((self, entry))
+        if entry is not None:
+            self._entries.add(entry)
         try:
             yield
         finally:
-            self._entries.discard(entry)
+            _SENDING.reset(token)
+            if entry is not None:
+                self._entries.discard(entry)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Relay a handshake-era server's question to the one client it can be for.
+        """Relay a handshake-era server's question to the one client it can be for (see the module's doc).
 
         Raises:
             ClientCannotAnswer: a URL-mode elicitation, for a client that did not declare URL mode.
@@ -225,6 +259,21 @@ class InFlight:
             await self.broadcast(params)
 
     def _whose(self) -> Origin:
+        """The client the question being answered (in this task) is for.
+
+        Raises:
+            MCPError: no client, or several, and nothing says which.
+        """
+        sending = _SENDING.get()
+        if sending is not None and sending[0] is self:  # it arrived on the stream of a request sent here
+            call = sending[1]
+            if call is not None and call in self._entries:
+                return call.origin
+            raise MCPError(
+                INVALID_REQUEST,
+                f"mcp-hub: '{self.mount}' asked about a request no client is waiting for "
+                "(one that ended, or the hub's own)",
+            )
         origins = [entry.origin for entry in self._entries]
         if not origins:
             if self.owner is not None:
@@ -232,10 +281,15 @@ class InFlight:
             raise MCPError(INVALID_REQUEST, f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
         clients = {_client_of(origin) for origin in origins}
         if len(clients) > 1:
+            advice = (
+                'give the mount isolation = "per-client"'
+                if self.owner is None
+                else "they share one principal's session; give each client an API key of its own"
+            )
             raise MCPError(
                 INVALID_REQUEST,
                 f"mcp-hub: requests from {len(clients)} clients are in flight on '{self.mount}', and nothing "
-                'says whose question this is; give the mount isolation = "per-client"',
+                f"says whose question this is; {advice}",
             )
         return origins[0]
 
@@ -274,8 +328,10 @@ def _url_elicitation_id(method: str, params: Mapping[str, Any]) -> str | None:
 
 
 def _client_of(origin: Origin) -> Hashable:
-    """The client connection an origin belongs to (a 2026-07-28 request is its own)."""
-    return origin.client_key if origin.client_key is not None else id(origin)
+    """The client an origin can be asked as: a handshake-era client's connection; a 2026-07-28 request
+    is its own (two requests of one principal may come from two programs, each with roots of its own)."""
+    key = origin.client_key
+    return key if key is not None and not origin.modern else id(origin)
 
 
 async def drive_input_required(

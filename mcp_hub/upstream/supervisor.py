@@ -10,7 +10,9 @@ names it.
 
 `Upstream.request()` is the one way the hub talks to a mounted server: on the
 shared session, or on the calling client's own session when the mount is
-`isolation = "per-client"` (see pool.py).
+`isolation = "per-client"` and the client has one to keep (a handshake-era
+client's connection, an authenticated 2026-07-28 caller's principal; see
+pool.py).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -110,10 +111,18 @@ BASE_TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "ask",
-        "description": "Ask the client (sampling, elicitation or roots) and answer with what it said.",
+        "description": (
+            "Ask the client (sampling, elicitation or roots) and answer with what it said. Sampling and "
+            "elicitation are asked as part of the call (over HTTP, on its stream); roots on the session "
+            "(the standalone stream), unless `related`."
+        ),
         "inputSchema": {
             "type": "object",
-            "properties": {"what": {"enum": ["sampling", "elicitation", "roots"]}, "text": {"type": "string"}},
+            "properties": {
+                "what": {"enum": ["sampling", "elicitation", "roots"]},
+                "text": {"type": "string"},
+                "related": {"type": "boolean"},
+            },
             "required": ["what"],
         },
     },
@@ -287,7 +296,7 @@ def build_server(
                 await misbehave(WIRE[0], str(args["what"]), int(args.get("size", 0)))
                 return {"content": [{"type": "text", "text": f"{name}: misbehaved"}]}
             case "ask":
-                return await ask(ctx, params, str(args["what"]), str(args.get("text", "")))
+                return await ask(ctx, params, str(args["what"]), str(args.get("text", "")), args.get("related") is True)
             case "redefine":
                 echo = next(t for t in tools if t["name"] == "echo")
                 echo["description"] = str(args["text"])
@@ -438,8 +447,11 @@ def _answer_text(what: str, answer: Any) -> str:
     return "roots: " + ", ".join(str(root.uri) for root in answer.roots)
 
 
-async def ask(ctx: Ctx, params: types.CallToolRequestParams, what: str, text: str) -> Any:
-    """Ask the client: as a request mid-call (handshake era), or by `input_required` (2026-07-28)."""
+async def ask(ctx: Ctx, params: types.CallToolRequestParams, what: str, text: str, related: bool = False) -> Any:
+    """Ask the client: as a request mid-call (handshake era), or by `input_required` (2026-07-28).
+
+    Roots are asked on the session unless `related`, as part of the call like the other questions.
+    """
     if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         session = ctx.session
         if what == "sampling":
@@ -448,6 +460,9 @@ async def ask(ctx: Ctx, params: types.CallToolRequestParams, what: str, text: st
         elif what == "elicitation":
             schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
             answer = await session.elicit_form(text, schema, related_request_id=ctx.request_id)  # type: ignore[arg-type]
+        elif related:
+            metadata = ServerMessageMetadata(related_request_id=ctx.request_id)
+            answer = await session.send_request(types.ListRootsRequest(), types.ListRootsResult, metadata=metadata)
         else:
             answer = await session.list_roots()
         return {"content": [{"type": "text", "text": _answer_text(what, answer)}]}
