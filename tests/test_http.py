@@ -154,6 +154,78 @@ async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, m
     assert heard == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
 
 
+def misbehaving(app: Any) -> Any:
+    """ASGI middleware: answer a `tools/call` of `echo` whose text names a fault with that fault; pass the
+    rest to the server. Faults: `garbage` (a 200 JSON body that is not JSON), `cut` (an SSE stream that
+    ends before the answer), `500` (a bare HTTP 500), `error-400` (a JSON-RPC error at HTTP 400)."""
+
+    async def faulty(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        chunks = []
+        while True:
+            event = await receive()
+            chunks.append(event.get("body", b""))
+            if not event.get("more_body"):
+                break
+        body = b"".join(chunks)
+        message = json.loads(body)
+        params = message.get("params") or {} if isinstance(message, dict) else {}
+        fault = (params.get("arguments") or {}).get("text") if params.get("name") == "echo" else None
+        replies = {
+            "garbage": (200, "application/json", b"{not json"),
+            "cut": (200, "text/event-stream", b'event: message\r\ndata: {"jsonrpc": "2.0", "method": "x"}\r\n\r\n'),
+            "500": (500, "text/plain", b"boom"),
+            "error-400": (
+                400,
+                "application/json",
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": message.get("id"), "error": {"code": -32602, "message": "bad"}}
+                ).encode(),
+            ),
+        }
+        if fault not in replies:
+            delivered = False
+
+            async def replay() -> dict[str, Any]:
+                nonlocal delivered
+                if delivered:
+                    return await receive()
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            return await app(scope, replay, send)
+        status, content_type, payload = replies[fault]
+        await send(
+            {"type": "http.response.start", "status": status, "headers": [(b"content-type", content_type.encode())]}
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+    return faulty
+
+
+@pytest.mark.parametrize("upstream_era", MODES)
+async def test_an_http_server_that_answers_nonsense_gets_its_caller_an_error(tmp_path: Path, upstream_era: str) -> None:
+    """An HTTP server that answers a call with a body that is not JSON, a stream without the answer, a bare
+    500 or a JSON-RPC error at HTTP 400: each call gets a JSON-RPC error at once, and the server, and the
+    hub's other mounts, serve on."""
+    async with serve_app(misbehaving(build_server("remote").streamable_http_app())) as upstream:
+        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era}, "local": fixture_server("local")}
+        config = make_config(tmp_path, servers)
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            errors = {}
+            for fault in ("garbage", "cut", "500", "error-400"):
+                with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+                    await client.call_tool("remote_echo", {"text": fault})
+                errors[fault] = caught.value.error.code
+            echo = await client.call_tool("remote_echo", {"text": "fine"})
+            local = await client.call_tool("local_echo", {"text": "fine"})
+    assert errors["error-400"] == -32602
+    assert all(isinstance(code, int) for code in errors.values())
+    assert echo.structured_content == {"text": "fine", "server": "remote"}
+    assert local.structured_content == {"text": "fine", "server": "local"}
+
+
 async def test_legacy_sse_upstream(tmp_path: Path) -> None:
     async with serve_app(sse_app(build_server("old"))) as upstream:
         config = make_config(tmp_path, {"old": {"url": f"{upstream}/sse", "transport": "sse"}})

@@ -127,7 +127,8 @@ class DirectPosts:
 
         Raises:
             MCPError: the server answered with an error, or with something that is not an
-                answer (`CONNECTION_CLOSED` when the connection or the session is gone).
+                answer; `CONNECTION_CLOSED` when the server cannot be reached or no longer
+                knows the session (the connection is broken and is opened anew).
         """
         http = self._http
         if http is None:
@@ -148,8 +149,13 @@ class DirectPosts:
             result = await self._answer_of(response, request_id, method)
             answered = True
             return result
-        except aiohttp.ClientError as exc:
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            if response is not None:
+                # The server's answer broke off; the next request finds out whether the server is gone.
+                raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} broke off: {exc}") from exc
             raise MCPError(CONNECTION_CLOSED, f"HTTP request failed: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} is unreadable: {exc}") from exc
         finally:
             self._progress.pop(request_id, None)
             if response is not None:
@@ -199,15 +205,18 @@ class DirectPosts:
 
         async def forward() -> None:
             async with self._inject:
-                async for message in transport_read:
-                    if (
-                        isinstance(message, SessionMessage)
-                        and isinstance(message.message, JSONRPCNotification)
-                        and message.message.method == "notifications/progress"
-                        and await self.progress(message.message.model_dump(by_alias=True, mode="json"))
-                    ):
-                        continue
-                    await self._inject.send((getattr(transport_read, "last_context", None), message))
+                try:
+                    async for message in transport_read:
+                        if (
+                            isinstance(message, SessionMessage)
+                            and isinstance(message.message, JSONRPCNotification)
+                            and message.message.method == "notifications/progress"
+                            and await self.progress(message.message.model_dump(by_alias=True, mode="json"))
+                        ):
+                            continue
+                        await self._inject.send((getattr(transport_read, "last_context", None), message))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass  # the session stopped reading (the connection is closing), or the transport did
 
         async with (
             aiohttp.ClientSession(headers=self._headers, timeout=_TIMEOUT, proxy=_env_proxy(self._url)) as http,
@@ -238,7 +247,7 @@ class DirectPosts:
                 if message.get("id") == request_id and ("result" in message or "error" in message):
                     return _result_of(message)
                 await self._other(message)
-            raise MCPError(CONNECTION_CLOSED, f"the server ended the response to {method} without an answer")
+            raise MCPError(INTERNAL_ERROR, f"the server ended its response to {method} without an answer")
         if status == 202:
             raise MCPError(INVALID_REQUEST, "server answered a request with 202 Accepted")
         if content_type.startswith("application/json"):
@@ -362,20 +371,23 @@ async def _sse_messages(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:
-    """Read what is left of a body (within bounds), then give its connection back to the pool."""
+    """Read what is left of a body (within bounds), then give its connection back to the pool;
+    past the bounds, or on an error, drop the connection instead."""
     received = 0
-    with anyio.move_on_after(_DRAIN_SECONDS):
-        try:
+    released = False
+    try:
+        with anyio.move_on_after(_DRAIN_SECONDS):
             while chunk := await response.content.readany():
                 received += len(chunk)
                 if received > _DRAIN_BYTES:
-                    break
-            else:
-                response.release()
-                return
-        except aiohttp.ClientError:
-            pass
-    response.close()
+                    return
+            response.release()
+            released = True
+    except aiohttp.ClientError:
+        return
+    finally:
+        if not released:
+            response.close()
 
 
 def _body(message: Mapping[str, Any]) -> aiohttp.BytesPayload:
