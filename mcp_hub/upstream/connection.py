@@ -59,7 +59,7 @@ class Connection:
         self.inflight = inflight
         self.closed = transport.closed
         """Set when the transport's read side ends (a child exited, a stream broke)."""
-        self._posts = transport.posts
+        self._direct = transport.direct
         self._on_broken = on_broken
 
     async def request(
@@ -146,7 +146,7 @@ class Connection:
         _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
         try:
             with anyio.fail_after(timeout) as scope, self.inflight.track(origin, scope):
-                if self._posts is not None:
+                if self._direct is not None:
                     return await self._post(method, params, on_progress)
                 request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
                 result: dict[str, Any] = await self.session.send_request(
@@ -167,17 +167,17 @@ class Connection:
     async def _post(
         self, method: str, params: Mapping[str, Any] | None, on_progress: ProgressFnT | None
     ) -> dict[str, Any]:
-        """Send a request as its own POST (streamable HTTP), stamped as the SDK session stamps its own."""
-        assert self._posts is not None
+        """Send a request past the SDK session (see posts.py and lines.py), stamped as the session stamps its own."""
+        assert self._direct is not None
         data: dict[str, Any] = {"method": method, "params": dict(params or {})}
         options: dict[str, Any] = {}
         self.session._stamp(data, options)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-        return await self._posts.request(
+        return await self._direct.request(
             method,
             data["params"],
             options.get("headers") or {},
             on_progress=on_progress,
-            cancel_by_notice=not self.modern,
+            modern=self.modern,
         )
 
 

@@ -115,15 +115,15 @@ class DirectPosts:
         headers: Mapping[str, str],
         *,
         on_progress: ProgressFnT | None = None,
-        cancel_by_notice: bool = True,
+        modern: bool = False,
     ) -> dict[str, Any]:
         """POST one request and return the server's raw result.
 
         `headers` are the request's own (`MCP-Protocol-Version`, and on 2026-07-28
         `Mcp-Method` and the like); the session id is added here. A request
-        abandoned before its answer is followed by `notifications/cancelled` if
-        `cancel_by_notice`, else (2026-07-28, where closing the stream is the
-        signal) only by closing its connection.
+        abandoned before its answer is followed by `notifications/cancelled`,
+        unless the session is `modern` (2026-07-28), where closing the request's
+        stream is the signal.
 
         Raises:
             MCPError: the server answered with an error, or with something that is not an
@@ -160,7 +160,7 @@ class DirectPosts:
             self._progress.pop(request_id, None)
             if response is not None:
                 self._finish(response, answered)
-            if not answered and cancel_by_notice:
+            if not answered and not modern:
                 await self._cancel(request_id, headers)
 
     def _finish(self, response: aiohttp.ClientResponse, answered: bool) -> None:
@@ -180,18 +180,9 @@ class DirectPosts:
             return False
         token = params.get("progressToken")
         callback = self._progress.get(token) if isinstance(token, str) else None
-        progress = params.get("progress")
-        if callback is None or not _is_number(progress):
-            return callback is not None
-        total, text = params.get("total"), params.get("message")
-        try:
-            await callback(
-                float(progress),
-                float(total) if _is_number(total) else None,
-                text if isinstance(text, str) else None,
-            )
-        except Exception:  # boundary: a failing progress callback must not fail the request
-            logger.exception("progress callback raised")
+        if callback is None:
+            return False
+        await deliver_progress(callback, params)
         return True
 
     @asynccontextmanager
@@ -412,6 +403,22 @@ def _env_proxy(url: str) -> str | None:
     if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
         return None
     return urllib.request.getproxies().get(parts.scheme)
+
+
+async def deliver_progress(callback: ProgressFnT, params: Mapping[str, Any]) -> None:
+    """Call a progress callback with a `notifications/progress` notification's params, if they are valid;
+    a callback that fails is logged, not raised (it must not fail the request it reports on)."""
+    progress, total, text = params.get("progress"), params.get("total"), params.get("message")
+    if not _is_number(progress):
+        return
+    try:
+        await callback(
+            float(progress),
+            float(total) if _is_number(total) else None,
+            text if isinstance(text, str) else None,
+        )
+    except Exception:  # boundary: see above
+        logger.exception("progress callback raised")
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

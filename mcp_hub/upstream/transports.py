@@ -13,8 +13,9 @@ closed (`_DrainOnClose`), so its TCP connection is kept and used again: the
 SDK closes a POST's SSE response as soon as the JSON-RPC response event has
 arrived, a moment before the body's last chunk, and a connection closed with
 its response unfinished cannot be reused, so every call paid for a new one.
-Requests on a handshake-era streamable HTTP session are POSTed by the hub
-itself (`posts.DirectPosts`). The legacy SSE transport is left as it is: the
+The hub's own requests on a streamable HTTP session are POSTed by the hub
+itself (`posts.DirectPosts`), and on a stdio session answered past the SDK
+session (`lines.DirectLines`). The legacy SSE transport is left as it is: the
 SDK gives it a client of its own, whose POSTs are read whole.
 """
 
@@ -42,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.upstream.lines import DirectLines
 from mcp_hub.upstream.posts import DirectPosts
 
 # Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the HTTP
@@ -171,7 +173,7 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
             # leave the connection open but deaf; "replace" spoils only that line.
             encoding_error_handler="replace",
         )
-        return WatchedTransport(stdio_client(params))
+        return WatchedTransport(_Stdio(stdio_client(params)))
     assert config.url is not None
     if config.kind == "sse":
         _lift_sse_event_cap()
@@ -179,22 +181,41 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
     return WatchedTransport(_StreamableHttp(config.url, dict(config.headers)))
 
 
+class _Stdio:
+    """The SDK's stdio client, with the hub's requests answered past its session (`direct`, see lines.py)."""
+
+    def __init__(self, inner: Transport | Any) -> None:
+        self._inner = inner
+        self.direct: DirectLines | None = None
+
+    async def __aenter__(self) -> TransportStreams:
+        read_stream, write_stream = await self._inner.__aenter__()
+        self.direct = DirectLines(write_stream)
+        return self.direct.wrap(read_stream), write_stream
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        if self.direct is not None:
+            self.direct.close()
+        return await self._inner.__aexit__(exc_type, exc, tb)
+
+
 class _StreamableHttp:
     """Streamable HTTP with an owned client and no cap on one SSE event's size.
 
     The SDK caps one SSE event at 1 MiB by default; a proxy must pass results
     of any size, so the cap is lifted here. The client's responses keep their
-    connection when closed early (`_DrainOnClose`). Once the session is on a
-    handshake-era version, the hub's requests go out through `posts`, without
-    the SDK's per-request machinery (see posts.py); the session reads both its
-    transport's messages and those `posts` hands over.
+    connection when closed early (`_DrainOnClose`). The hub's requests go out
+    through `direct`, without the SDK's per-request machinery (see posts.py);
+    the session reads both its transport's messages and those it hands over.
     """
 
     def __init__(self, url: str, headers: dict[str, str]) -> None:
         self._url = url
         self._headers = headers
         self._stack = AsyncExitStack()
-        self.posts: DirectPosts | None = None
+        self.direct: DirectPosts | None = None
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
@@ -210,7 +231,7 @@ class _StreamableHttp:
             )
             merged = await stack.enter_async_context(posts.merging(read_stream))
             self._stack = stack.pop_all()
-            self.posts = posts
+            self.direct = posts
             return merged, write_stream
 
     async def __aexit__(
@@ -291,9 +312,9 @@ class WatchedTransport:
         self.closed = anyio.Event()
 
     @property
-    def posts(self) -> DirectPosts | None:
-        """Where handshake-era requests can be POSTed directly (streamable HTTP only), once entered."""
-        return getattr(self._inner, "posts", None)
+    def direct(self) -> DirectPosts | DirectLines | None:
+        """Where the hub's requests go past the SDK session, once entered (streamable HTTP and stdio)."""
+        return getattr(self._inner, "direct", None)
 
     async def __aenter__(self) -> TransportStreams:
         read_stream, write_stream = await self._inner.__aenter__()
