@@ -1,12 +1,15 @@
 """Profile the hub process on the tools/call path: concurrency 1, client -HTTP-> hub -HTTP-> upstream.
 
     python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big]
+                                     [--list TOOLS [--page-size N]]
                                      [--mode M] [--hub-protocol P] [--out DIR]
 
 Starts the HTTP fixture upstream and `mcp-hub serve --transport http` as
 `bench.py` does, warms up, then runs `--calls` sequential `tools/call echo` (or `big` with 1 MB, `--big`)
 while the hub is profiled, and prints the hub's CPU per call (user and system,
-from /proc) and where it goes:
+from /proc) and where it goes. With `--list TOOLS` the upstream serves that many tools and each
+"call" is instead a whole tools/list through the hub, following its cursors (hub `page_size`
+from `--page-size`, else the hub's default): the tools/list path.
 
 - `cprofile` (default, stdlib only): the hub runs under `cProfile` with the
   thread's CPU clock, switched on and off around the measured calls by
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +125,7 @@ def package_of(filename: str) -> str:
     return "other: " + filename.rsplit("/", 1)[-1]
 
 
-def summarize_pstats(path: Path, calls: int, top: int = 25) -> str:
+def summarize_pstats(path: Path, calls: int, top: int = 25, what: str = "tools/call") -> str:
     stats = pstats.Stats(str(path))
     entries: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(tt for (_, _, tt, _, _) in entries.values())
@@ -130,13 +134,13 @@ def summarize_pstats(path: Path, calls: int, top: int = 25) -> str:
     for (filename, _, _), (_, _, tottime, _, _) in entries.items():
         by_package[package_of(filename)] += tottime
     lines = [
-        f"{function_calls / calls:,.0f} Python/C function calls per tools/call in the hub "
+        f"{function_calls / calls:,.0f} Python/C function calls per {what} in the hub "
         f"(profiled CPU {total / calls * 1e6:,.0f} us per call, inflated by cProfile)",
         "",
         "self CPU by package:",
     ]
     lines += [f"  {t / total:6.1%}  {name}" for name, t in by_package.most_common(16)]
-    lines += ["", "top functions by self CPU (calls per tools/call):"]
+    lines += ["", f"top functions by self CPU (calls per {what}):"]
     ranked = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:top]
     for (filename, line, name), (_, nc, tottime, _, _) in ranked:
         where = filename.split("site-packages/")[-1] if filename != "~" else ""
@@ -242,33 +246,52 @@ def user_sys(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
-async def run(profiler: str, calls: int, mode: str, hub_protocol: str, out: Path, args: dict[str, Any]) -> None:
+async def run(
+    profiler: str,
+    calls: int,
+    mode: str,
+    hub_protocol: str,
+    out: Path,
+    args: dict[str, Any],
+    listing: Listing | None = None,
+) -> None:
     work = out  # the hub's config and the processes' log stay beside the profile
     upstream_port, hub_port = bench.free_port(), bench.free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
-    config = bench.hub_config(work / "hub.toml", {"up": {"url": upstream_url, "protocol": hub_protocol}})
+    servers = {"up": {"url": upstream_url, "protocol": hub_protocol}}
+    if listing is None:
+        config = bench.hub_config(work / "hub.toml", servers)
+    else:
+        config = bench.write_config(work / "hub.toml", servers, log_level="warning", **listing.hub_settings())
+    upstream = [sys.executable, bench.FIXTURE_HTTP, "--port", str(upstream_port)]
+    if listing is not None:
+        upstream += ["--tools", str(listing.tools - bench.fixture_base_tools())]
     hub_args = ["serve", "--config", str(config), "--transport", "http", "--port", str(hub_port)]
     hub_command = bench.hub_command(config, "http", hub_port)
     if profiler == "cprofile":
         hub_command = [sys.executable, __file__, "--serve-profiled", str(out / "hub.pstats"), *hub_args]
     with (
         open(work / "processes.log", "wb") as log,
-        bench.running([sys.executable, bench.FIXTURE_HTTP, "--port", str(upstream_port)], log),
+        bench.running(upstream, log),
         bench.running(hub_command, log) as hub,
     ):
         async with AsyncExitStack() as stack:
             client = await bench.enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode)
             await bench.wait_for_tool(client, "up_echo")
             tool = "up_big" if args else "up_echo"
-            await bench.latencies(client, tool, args or bench.ECHO_ARGS, 20 if args else 200, 60)
-            plain = await measure_cpu(client, hub.pid, tool, args, calls)
-            print(f"{calls} calls, client {mode}, hub->upstream {hub_protocol}, unprofiled: {plain}")
+            if listing is not None:
+                await bench.list_latencies(client, 10, listing.tools)
+            else:
+                await bench.latencies(client, tool, args or bench.ECHO_ARGS, 20 if args else 200, 60)
+            plain = await measure_cpu(client, hub.pid, tool, args, calls, listing)
+            what = "tools/list" if listing is not None else "calls"
+            print(f"{calls} {what}, client {mode}, hub->upstream {hub_protocol}, unprofiled: {plain}")
             spy = py_spy(hub.pid, out / "hub.folded") if profiler == "py-spy" else None
             if profiler == "cprofile":
                 hub.send_signal(signal.SIGUSR1)
             await anyio.sleep(1.0)
             try:
-                print(f"profiled: {await measure_cpu(client, hub.pid, tool, args, calls)}")
+                print(f"profiled: {await measure_cpu(client, hub.pid, tool, args, calls, listing)}")
             finally:
                 if spy is not None:
                     stop_py_spy(spy)
@@ -277,14 +300,31 @@ async def run(profiler: str, calls: int, mode: str, hub_protocol: str, out: Path
                     await anyio.sleep(2.0)  # the hub writes the stats file
     print()
     if profiler == "cprofile":
-        print(summarize_pstats(out / "hub.pstats", calls))
+        print(summarize_pstats(out / "hub.pstats", calls, what="tools/list" if listing is not None else "tools/call"))
     else:
         print(summarize_folded(out / "hub.folded"))
 
 
-async def measure_cpu(client: Any, pid: int, tool: str, args: dict[str, Any], calls: int) -> str:
+@dataclass(frozen=True)
+class Listing:
+    """`--list`: profile whole tools/list runs over an upstream serving `tools` tools."""
+
+    tools: int
+    page_size: int | None
+    """The hub's `page_size`; None: the hub's default."""
+
+    def hub_settings(self) -> dict[str, Any]:
+        return {} if self.page_size is None else {"page_size": self.page_size}
+
+
+async def measure_cpu(
+    client: Any, pid: int, tool: str, args: dict[str, Any], calls: int, listing: Listing | None = None
+) -> str:
     user, system = user_sys(pid)
-    samples = await bench.latencies(client, tool, args or bench.ECHO_ARGS, calls, 600)
+    if listing is not None:
+        samples = await bench.list_latencies(client, calls, listing.tools)
+    else:
+        samples = await bench.latencies(client, tool, args or bench.ECHO_ARGS, calls, 600)
     user2, system2 = user_sys(pid)
     n = len(samples)
     return (
@@ -299,15 +339,21 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description="Profile the hub on the tools/call path (concurrency 1, HTTP).")
     parser.add_argument("--profiler", choices=["cprofile", "py-spy"], default="cprofile")
-    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--calls", type=int, help="calls (tools/list runs with --list) to profile: 2000 (200)")
     parser.add_argument("--mode", default=bench.LEGACY, choices=[bench.LEGACY, bench.MODERN])
     parser.add_argument("--hub-protocol", choices=[bench.LEGACY, bench.MODERN, "auto"])
     parser.add_argument("--big", action="store_true", help="call `big` (1 MB result) instead of `echo`")
+    parser.add_argument(
+        "--list", type=int, metavar="TOOLS", help="profile whole tools/list runs of an upstream with TOOLS tools"
+    )
+    parser.add_argument("--page-size", type=int, help="with --list: the hub's page_size (default: the hub's default)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mcp-hub-profile")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     big = {"size": bench.BIG_SIZE} if args.big else {}
-    anyio.run(run, args.profiler, args.calls, args.mode, args.hub_protocol or args.mode, args.out, big)
+    listing = Listing(args.list, args.page_size) if args.list is not None else None
+    calls = args.calls or (2000 if listing is None else 200)
+    anyio.run(run, args.profiler, calls, args.mode, args.hub_protocol or args.mode, args.out, big, listing)
 
 
 if __name__ == "__main__":

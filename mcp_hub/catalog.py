@@ -50,14 +50,14 @@ class View:
 
 
 def page(
-    items: Sequence[dict[str, Any]], cursor: str | None, size: int, revision: str
+    items: Sequence[dict[str, Any]], start: int, size: int, revision: str
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of `items` and the cursor of the next, if any. Raises `InvalidCursor`.
+    """The page of `items` beginning at `start`, and the cursor of the next page, if any.
 
-    `revision` names the listing the cursor walks: a cursor from another revision is invalid.
+    A page holds at most `size` items; a `size` of 0 puts everything from `start` on one page.
+    `revision` names the listing the cursor walks (see `naming.encode_cursor`).
     """
-    start = naming.decode_cursor(cursor, revision) if cursor else 0
-    end = start + size
+    end = start + size if size else len(items)
     next_cursor = naming.encode_cursor(end, revision) if end < len(items) else None
     return list(items[start:end]), next_cursor
 

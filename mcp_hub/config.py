@@ -61,7 +61,8 @@ class HubSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     name: str = Field(default="mcp-hub", min_length=1)
-    page_size: int = Field(default=100, ge=1)
+    page_size: int = Field(default=0, ge=0)
+    """Items per page of the lists handed to clients (tools/list etc.); 0: each list on one page."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = False
     """One line per client request on the `mcp_hub.access` logger (at info)."""

@@ -8,7 +8,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from tests.conftest import fixture_server, hub_client, make_config, running_hub
+from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for
 from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +144,6 @@ async def test_long_and_odd_native_names_get_short_valid_public_names(tmp_path: 
     async with running_hub(config) as hub, hub_client(hub) as client:
         await client.call_tool(f"{long_mount}_echo", {"text": "x"})
         await client.call_tool(f"{long_mount}_grow", {"name": "a.tool/with spaces and a very long name " * 2})
-        from tests.conftest import wait_for
 
         async def grown() -> bool:
             return len((await client.list_tools()).tools) == 3 + len(BASE_TOOLS) + 1
@@ -212,8 +211,6 @@ async def test_paging_goes_on_through_the_listing_it_began_when_the_catalog_chan
         async def changed() -> bool:
             return hub.catalog.view("tools").revision != before
 
-        from tests.conftest import wait_for
-
         await wait_for(changed)
         pages = [first]
         while pages[-1].next_cursor:
@@ -225,3 +222,30 @@ async def test_paging_goes_on_through_the_listing_it_began_when_the_catalog_chan
     assert len(names) == len(set(names)) == 30 + len(BASE_TOOLS)  # the listing as it was
     assert "a_late" not in names
     assert "a_late" in {t.name for page in fresh for t in page.tools}  # a new listing is the new catalog
+
+
+async def test_by_default_a_list_comes_whole_in_one_page(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"big": fixture_server("big", "--tools", "250", "--page-size", "40")})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        listed = await client.list_tools()
+    assert listed.next_cursor is None
+    assert len(listed.tools) == 250 + len(BASE_TOOLS)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_list_asked_again_after_the_catalog_changed_is_the_new_catalog(tmp_path: Path, mode: str) -> None:
+    """Answers are kept per page; a changed catalog is a new listing, never an old answer."""
+    config = make_config(tmp_path, {"a": fixture_server("a")})
+    async with running_hub(config) as hub, hub_client(hub, mode) as client:
+        before = [t.name for t in (await client.list_tools()).tools]
+        again = [t.name for t in (await client.list_tools()).tools]
+        revision = hub.catalog.view("tools").revision
+        await client.call_tool("a_grow", {"name": "late"})
+
+        async def changed() -> bool:
+            return hub.catalog.view("tools").revision != revision
+
+        await wait_for(changed)
+        after = [t.name for t in (await client.list_tools()).tools]
+    assert again == before and "a_late" not in before
+    assert after == [*before, "a_late"]

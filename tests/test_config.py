@@ -90,7 +90,7 @@ def test_full_example_loads() -> None:
 
 def test_defaults() -> None:
     config = parse(server('command = "x"'))
-    assert config.hub.model_dump() == {"name": "mcp-hub", "page_size": 100, "log_level": "info", "access_log": False}
+    assert config.hub.model_dump() == {"name": "mcp-hub", "page_size": 0, "log_level": "info", "access_log": False}
     assert config.http.model_dump() == {"host": "127.0.0.1", "port": 8765, "path": "/mcp", "max_request_mb": 32}
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})
@@ -149,7 +149,7 @@ ERRORS = [
     ("[hubb]\nname = 'x'", "hubb", ["did you mean 'hub'?"]),
     ("paths = 'x'", "paths", ["did you mean 'auth'?"]),
     ("zzz = 'x'", "zzz", ["allowed keys: hub, http, servers, policy, audit, auth"]),
-    ("[hub]\npage_size = 0", "hub.page_size", ["greater than or equal to 1", "got 0"]),
+    ("[hub]\npage_size = -1", "hub.page_size", ["greater than or equal to 0", "got -1"]),
     ("[hub]\npage_size = '10'", "hub.page_size", ["valid integer", "remove the quotes"]),
     ("[hub]\npage_size = 1.5", "hub.page_size", ["valid integer", "got 1.5"]),
     ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),

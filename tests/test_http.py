@@ -22,7 +22,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import _split_sse_lines_fast, build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
-from tests.test_resilience import legacy_session
+from tests.test_resilience import JSON_HEADERS, MODERN_META, legacy_session
 
 pytestmark = pytest.mark.anyio
 
@@ -391,3 +391,28 @@ async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_sa
     events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
     assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
     assert events[-1]["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_list_is_answered_in_each_clients_era_however_often_it_is_asked(tmp_path: Path) -> None:
+    """The hub keeps a page's answer to send again; it keeps one per protocol era, as the SDK shapes it."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
+        url = f"{base}/mcp"
+        session = await legacy_session(http, url)
+        modern = {**JSON_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+        answers: list[tuple[str, dict[str, Any]]] = []
+        for request_id, (era, headers, params) in enumerate(
+            [("legacy", session, {}), ("legacy", session, {}), ("modern", modern, {"_meta": MODERN_META})] * 2
+        ):
+            body = {"jsonrpc": "2.0", "id": request_id + 10, "method": "tools/list", "params": params}
+            response = await http.post(url, json=body, headers=headers)
+            assert response.status_code == 200, response.text
+            answers.append((era, response.json()["result"]))
+    names = {f"srv_{tool['name']}" for tool in BASE_TOOLS}
+    for era, result in answers:
+        assert {tool["name"] for tool in result["tools"]} == names
+        assert "nextCursor" not in result
+        if era == "legacy":
+            assert "resultType" not in result and "ttlMs" not in result
+        else:
+            assert result["resultType"] == "complete" and result["ttlMs"] == 0 and result["cacheScope"] == "private"

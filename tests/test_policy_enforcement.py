@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, ToolListChangedNotification
 
@@ -377,3 +379,29 @@ async def test_http_clients_without_api_keys_are_the_principal_anonymous(tmp_pat
         ):
             tools = {t.name for t in (await client.list_tools()).tools}
     assert tools == {"srv_echo", "srv_read_file"}  # the reader profile, not stdio's operator
+
+
+async def test_each_principal_lists_what_it_may_see_however_often_lists_are_asked(tmp_path: Path) -> None:
+    """Answers kept for one principal's listing are never another principal's."""
+    config, _ = setup(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[auth]\napi_keys = { ci-bot = "${HUB_TEST_CI_KEY}" }\n')
+    key = "k" * 32
+    hub = Hub(load_config(config, environ={"HUB_TEST_CI_KEY": key}))
+    listed: list[set[str]] = []
+    async with hub.running():
+        await hub.wait_settled(20)
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=hub.config.auth.api_keys
+        )
+        async with (
+            serve_app(app) as base,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="legacy", cache=None) as ci_bot,
+            hub_client(hub, "legacy") as local,
+        ):
+            for client in (local, ci_bot, local, ci_bot):
+                listed.append({t.name for t in (await client.list_tools()).tools})
+    operator = {"srv_echo", "srv_read_file", "srv_delete_note", "srv_pid"}
+    reader = {"srv_echo", "srv_read_file"}
+    assert listed == [operator, reader, operator, reader]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
 
@@ -158,6 +159,36 @@ async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: Call
         raise exc.to_mcp() from None
 
 
+_LIST_METHODS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
+
+_ANSWERED_ITEMS = 5_000
+"""How many listed items the kept answers of list pages may hold together (a page weighs its item count).
+
+A kept answer takes about four times its JSON size (0.6 MiB for 1,000 small tools, 150 KB of
+JSON), so this bounds the answers at a few MiB for small tools and a few tens of MiB for tools
+with large schemas: a handful of full listings (one per principal and protocol version that
+lists). Only answers for the current listing of each kind are kept."""
+
+
+def _answer_weight(answer: Mapping[str, Any]) -> int:
+    """A kept list answer's share of `_ANSWERED_ITEMS`: its items, plus one for the page itself."""
+    return 1 + sum(len(value) for value in answer.values() if isinstance(value, list))
+
+
+@dataclass(slots=True)
+class _ListRequest:
+    """One list request on its way through `Endpoint._answer_lists` to the list handler and back."""
+
+    page: tuple[str, str, str, int, str] | None = None
+    """Set by the handler: (kind, listing revision, principal, offset, protocol version)."""
+    answer: dict[str, Any] | None = None
+    """Set by the handler: the page's answer as sent before, if it was."""
+
+
+_LIST_REQUEST: ContextVar[_ListRequest | None] = ContextVar("mcp_hub_list_request", default=None)
+"""The list request being answered in this task, while `Endpoint._answer_lists` runs."""
+
+
 _POLICY_KIND = {
     "tools": "tool",
     "prompts": "prompt",
@@ -193,6 +224,12 @@ class Endpoint:
         self._policy = policy
         self._call = call
         self._visible: LRUCache[tuple[str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
+        self._answers: LRUCache[tuple[str, str, str, int, str], dict[str, Any]] = LRUCache(
+            maxsize=_ANSWERED_ITEMS, getsizeof=_answer_weight
+        )
+        """Wire answers of pages of the current listings already sent, by page (see `_answer_lists`)."""
+        self._answered: dict[str, str] = {}
+        """The listing revision of each kind whose answers `_answers` keeps."""
         self._on_log_level = on_log_level
         self._clients: dict[Connection, _Client] = {}
         self._upstreams = upstreams
@@ -221,6 +258,7 @@ class Endpoint:
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
         self.server.middleware.append(_translate_errors)
+        self.server.middleware.append(self._answer_lists)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
         )
@@ -238,7 +276,7 @@ class Endpoint:
             policy = self._policy()
             principal = principal_of(ctx)
             items = self._visible_items(kind, view, principal, policy)
-            revision = f"{view.revision}.{policy.revision}"
+            revision = current = f"{view.revision}.{policy.revision}"
             if params.cursor is not None and (issued := naming.cursor_revision(params.cursor)) != revision:
                 # The list changed since the client began paging (a mount joined, a policy
                 # changed): it pages on through the listing it began, then hears list_changed.
@@ -246,13 +284,58 @@ class Endpoint:
                 if earlier is None:
                     raise InvalidCursor(params.cursor)
                 items, revision = earlier, issued
-            listing, next_cursor = page(items, params.cursor, self._page_size, revision)
+            start = naming.decode_cursor(params.cursor, revision) if params.cursor else 0
+            request = _LIST_REQUEST.get()
+            if request is not None and revision == current:  # answers are kept for the current listing only
+                request.page = (kind, revision, principal, start, ctx.protocol_version)
+                request.answer = self._answers.get(request.page)
+                if request.answer is not None:
+                    return {key: [], "resultType": "complete"}  # a stand-in: `_answer_lists` sends the answer
+            listing, next_cursor = page(items, start, self._page_size, revision)
             result: dict[str, Any] = {key: listing, "resultType": "complete"}
             if next_cursor is not None:
                 result["nextCursor"] = next_cursor
             return result
 
         return handler
+
+    async def _answer_lists(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: answer a list request for a page that was sent before with the answer sent then.
+
+        The SDK validates every item of a list result against the protocol version's schema
+        and dumps it again, which costs far more than the rest of the request. A page's answer
+        depends only on the page (kind, listing revision, principal, offset) and the protocol
+        version, so the answer the SDK produced the first time is kept and sent again, for
+        pages of the current listings (a changed catalog or policy is a new listing; pages of
+        an earlier one are answered as before, uncached). The request still goes through the
+        SDK (params, handshake state) and the list handler (cursor, visibility); the handler
+        names the page and, when its answer is known, returns an empty stand-in, which is
+        replaced here.
+        """
+        if ctx.method not in _LIST_METHODS:
+            return await call_next(ctx)
+        request = _ListRequest()
+        token = _LIST_REQUEST.set(request)
+        try:
+            answer = await call_next(ctx)
+        finally:
+            _LIST_REQUEST.reset(token)
+        if request.answer is not None:
+            return dict(request.answer)
+        if request.page is not None and isinstance(answer, dict):
+            self._keep_answer(request.page, answer)
+            return dict(answer)
+        return answer
+
+    def _keep_answer(self, page: tuple[str, str, str, int, str], answer: dict[str, Any]) -> None:
+        """Keep a page's answer, first dropping the answers kept for earlier listings of its kind."""
+        kind, revision = page[0], page[1]
+        if self._answered.get(kind) != revision:
+            for kept in [kept for kept in self._answers if kept[0] == kind]:
+                del self._answers[kept]
+            self._answered[kind] = revision
+        if _answer_weight(answer) <= self._answers.maxsize:
+            self._answers[page] = answer
 
     def _visible_items(self, kind: str, view: View, principal: str, policy: PolicySet) -> tuple[dict[str, Any], ...]:
         """The items of `view` that `principal` may see; computed once per catalog and policy revision
