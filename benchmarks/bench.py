@@ -221,9 +221,11 @@ def hub_command(config: Path, transport: str = "stdio", port: int | None = None)
     return command + (["--port", str(port)] if port is not None else [])
 
 
-def hub_config(path: Path, servers: dict[str, dict[str, Any]], page_size: int = 100) -> Path:
-    """A hub.toml; log level `warning` as the upstream's uvicorn uses (no per-request access log)."""
-    return write_config(path, servers, log_level="warning", page_size=page_size)
+def hub_config(path: Path, servers: dict[str, dict[str, Any]], page_size: int | None = None) -> Path:
+    """A hub.toml; log level `warning` as the upstream's uvicorn uses (no per-request access log);
+    the hub's default `page_size` unless one is given."""
+    paging = {} if page_size is None else {"page_size": page_size}
+    return write_config(path, servers, log_level="warning", **paging)
 
 
 def fixture_command(name: str, tools: int = 0) -> list[str]:
@@ -686,8 +688,9 @@ async def launch_catalog_hub(
 async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes], errlog: TextIO) -> None:
     """tools/list of 1,000 tools (hub over 20 x 50 vs one server with 1,000), hub start-up and RSS.
 
-    Launch 1 serves pages of 100 (the default), launch 2 one page of 1,000 (to
-    separate pagination from per-tool cost); further launches only time start-up.
+    Launch 1 serves the hub's default (the whole list in one page), launch 2 pages
+    of 100 (the cost of paging: 10 round trips against the direct server's 1);
+    further launches only time start-up.
     The direct start-up baseline runs before each of the first `plan.startups` launches.
     """
     total = CATALOG_MOUNTS * CATALOG_TOOLS
@@ -700,11 +703,12 @@ async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[byt
     with running(direct_server, log):
         async with catalog_client(f"http://127.0.0.1:{direct_port}/mcp", total) as direct:
             for i in range(max(2, plan.startups)):
-                page_size, how = (total, "hub: 1 page of 1000") if i == 1 else (100, "hub: 10 pages of 100")
-                step(f"catalog: start-up {i + 1} (hub page size {page_size})")
+                page_size, how = (100, "hub: 10 pages of 100") if i == 1 else (None, "hub: default, 1 page")
+                step(f"catalog: start-up {i + 1} (hub page size {page_size or 'default'})")
                 if i < plan.startups:
                     direct_startups.append(await direct_catalog_startup(extra, errlog))
-                config = hub_config(work / f"catalog-{page_size}.toml", catalog_servers(extra), page_size=page_size)
+                path = work / f"catalog-{page_size or 0}.toml"
+                config = hub_config(path, catalog_servers(extra), page_size=page_size)
                 launches.append(await launch_catalog_hub(plan, report, config, log, direct if i < 2 else None, how))
     report.rows += catalog_rows(launches, direct_startups)
     report.notes.append(

@@ -1,6 +1,6 @@
 """Profile the hub process on the tools/call path: concurrency 1, client -HTTP-> hub -HTTP-> upstream.
 
-    python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big]
+    python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big] [--stdio]
                                      [--list TOOLS [--page-size N]]
                                      [--mode M] [--hub-protocol P] [--out DIR]
 
@@ -9,7 +9,8 @@ Starts the HTTP fixture upstream and `mcp-hub serve --transport http` as
 while the hub is profiled, and prints the hub's CPU per call (user and system,
 from /proc) and where it goes. With `--list TOOLS` the upstream serves that many tools and each
 "call" is instead a whole tools/list through the hub, following its cursors (hub `page_size`
-from `--page-size`, else the hub's default): the tools/list path.
+from `--page-size`, else the hub's default): the tools/list path. With `--stdio` the hub mounts
+the fixture as a stdio child instead (client -HTTP-> hub -stdio-> upstream).
 
 - `cprofile` (default, stdlib only): the hub runs under `cProfile` with the
   thread's CPU clock, switched on and off around the measured calls by
@@ -52,11 +53,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("hub code (mcp_hub/*)", ("mcp_hub/",)),
     (
-        "upstream leg: SDK streamable HTTP client, httpx2, httpcore2",
-        ("mcp/client/", "httpx2/", "httpcore2/", "mcp/shared/_httpx_utils"),
+        "upstream leg: the hub's direct requests, aiohttp, SDK client (httpx2, httpcore2)",
+        (
+            "mcp_hub/upstream/posts",
+            "mcp_hub/upstream/lines",
+            "aiohttp/",
+            "mcp/client/",
+            "httpx2/",
+            "httpcore2/",
+            "mcp/shared/_httpx_utils",
+        ),
     ),
+    ("hub code (mcp_hub/*)", ("mcp_hub/",)),
     (
         "downstream leg: uvicorn, starlette, sse-starlette, SDK server transport",
         ("uvicorn/", "starlette/", "sse_starlette/", "mcp/server/streamable_http", "mcp/server/transport_security"),
@@ -69,6 +78,7 @@ libraries such as asyncio, anyio, pydantic and h11 are charged to their caller).
 
 PACKAGES = (
     "mcp_hub/",
+    "aiohttp/",
     "mcp/client/",
     "mcp/server/",
     "mcp/shared/",
@@ -154,6 +164,8 @@ def summarize_pstats(path: Path, calls: int, top: int = 25, what: str = "tools/c
 
 
 KEY_FUNCTIONS = (
+    "mcp_hub/upstream/posts.py:request",
+    "mcp_hub/upstream/lines.py:request",
     "mcp/client/streamable_http.py:_handle_post_request",
     "mcp/client/streamable_http.py:_handle_sse_response",
     "mcp/shared/_httpx_utils.py:stream_within_origin",
@@ -254,11 +266,14 @@ async def run(
     out: Path,
     args: dict[str, Any],
     listing: Listing | None = None,
+    stdio: bool = False,
 ) -> None:
     work = out  # the hub's config and the processes' log stay beside the profile
     upstream_port, hub_port = bench.free_port(), bench.free_port()
     upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
     servers = {"up": {"url": upstream_url, "protocol": hub_protocol}}
+    if stdio:  # the hub's child instead (the HTTP fixture then runs idle)
+        servers = {"up": bench.fixture_server("up", protocol=hub_protocol)}
     if listing is None:
         config = bench.hub_config(work / "hub.toml", servers)
     else:
@@ -343,6 +358,7 @@ def main() -> None:
     parser.add_argument("--mode", default=bench.LEGACY, choices=[bench.LEGACY, bench.MODERN])
     parser.add_argument("--hub-protocol", choices=[bench.LEGACY, bench.MODERN, "auto"])
     parser.add_argument("--big", action="store_true", help="call `big` (1 MB result) instead of `echo`")
+    parser.add_argument("--stdio", action="store_true", help="mount the fixture as the hub's stdio child, not HTTP")
     parser.add_argument(
         "--list", type=int, metavar="TOOLS", help="profile whole tools/list runs of an upstream with TOOLS tools"
     )
@@ -353,7 +369,8 @@ def main() -> None:
     big = {"size": bench.BIG_SIZE} if args.big else {}
     listing = Listing(args.list, args.page_size) if args.list is not None else None
     calls = args.calls or (2000 if listing is None else 200)
-    anyio.run(run, args.profiler, calls, args.mode, args.hub_protocol or args.mode, args.out, big, listing)
+    protocol = args.hub_protocol or args.mode
+    anyio.run(run, args.profiler, calls, args.mode, protocol, args.out, big, listing, args.stdio)
 
 
 if __name__ == "__main__":
