@@ -22,8 +22,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
@@ -41,6 +40,7 @@ from mcp_types import (
 )
 
 from mcp_hub.upstream.posts import deliver_progress
+from mcp_hub.upstream.streams import ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -167,7 +167,7 @@ def _result(result: Any) -> dict[str, Any]:
     return result  # pyright: ignore[reportUnknownVariableType]
 
 
-class _TakingReadStream:
+class _TakingReadStream(ReadStreamBase):
     """A transport's read stream, with what `DirectLines` takes left out; its end fails the waiting requests."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], lines: DirectLines) -> None:
@@ -188,24 +188,6 @@ class _TakingReadStream:
             self._lines.close()
             raise
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         self._lines.close()
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None

@@ -45,8 +45,7 @@ import urllib.request
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import Any, Self, TypeGuard
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -68,6 +67,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from mcp_hub.upstream.streams import Incoming, ReadStreamBase
+
 logger = logging.getLogger("mcp_hub.upstream")
 
 _CANCEL_SECONDS = 2.0
@@ -79,8 +80,6 @@ _DRAIN_BYTES = 64 * 1024
 """How long and how much of a body is read past its answer to keep the connection."""
 _TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=300.0)
 """Per-request deadlines are the supervisor's; these only guard a connection that goes silent for good."""
-
-Incoming = SessionMessage | Exception
 
 
 class DirectPosts:
@@ -292,37 +291,23 @@ class DirectPosts:
                 logger.debug("cancellation of %s not delivered: %s", request_id, exc)
 
 
-class _MergedReceive:
+class _MergedReceive(ReadStreamBase):
     """The session's read stream: each message with the context of the task that received it (`last_context`)."""
 
     def __init__(self, inner: MemoryObjectReceiveStream[tuple[contextvars.Context | None, Incoming]]) -> None:
         self._inner = inner
-        self.last_context: contextvars.Context | None = None
+        self._context: contextvars.Context | None = None
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        return self._context
 
     async def receive(self) -> Incoming:
-        self.last_context, message = await self._inner.receive()
+        self._context, message = await self._inner.receive()
         return message
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> Incoming:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 async def _sse_messages(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:

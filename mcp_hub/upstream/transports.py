@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 import httpx2
@@ -45,6 +45,7 @@ from mcp.shared.message import SessionMessage
 from mcp_hub.config import ServerConfig
 from mcp_hub.upstream.lines import DirectLines
 from mcp_hub.upstream.posts import DirectPosts
+from mcp_hub.upstream.streams import ReadStreamBase
 
 # Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the HTTP
 # client's own read timeout only guards a stream that goes silent for good.
@@ -327,7 +328,7 @@ class WatchedTransport:
         return await self._inner.__aexit__(exc_type, exc, tb)
 
 
-class _WatchedReadStream:
+class _WatchedReadStream(ReadStreamBase):
     """Delegates to the transport's read stream; sets `closed` when it ends."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], closed: anyio.Event) -> None:
@@ -345,24 +346,6 @@ class _WatchedReadStream:
             self._closed.set()
             raise
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         self._closed.set()
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
