@@ -88,8 +88,12 @@ class _AuditFileHandler(RotatingFileHandler):
         self.on_error = on_error
 
     def sync(self) -> None:
+        """Flush and fsync the open file; nothing to do if it was closed behind the log's back
+        (`logging.config.dictConfig`, which uvicorn calls when the HTTP endpoint starts, closes every
+        handler; the next line written opens the file again)."""
         self.flush()
-        os.fsync(self.stream.fileno())  # pyright: ignore[reportOptionalMemberAccess]
+        if self.stream is not None:
+            os.fsync(self.stream.fileno())
 
     def doRollover(self) -> None:
         self.sync()
@@ -191,7 +195,7 @@ class AuditLog:
             for step in ("sync", "close"):
                 try:
                     getattr(self._handler, step, lambda: None)()
-                except Exception as exc:  # OSError; AttributeError if a failed rotation left no file open
+                except Exception as exc:  # OSError
                     errors_log.error("audit log %s: closing failed: %r", self.path, exc)
             self._report_held_back()
 

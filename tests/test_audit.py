@@ -236,6 +236,26 @@ def test_stop_writes_everything_queued_and_is_idempotent(tmp_path: Path) -> None
     assert len(lines(path)) == 5_000 and log.dropped == 0
 
 
+def test_a_file_closed_behind_the_logs_back_loses_no_line_and_stops_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """uvicorn's `logging.config.dictConfig` closes every logging handler when the HTTP endpoint starts,
+    the audit file's among them: lines recorded after it are written, and stop() reports no error."""
+    caplog.set_level(logging.ERROR, logger="mcp_hub.audit.errors")
+    path = tmp_path / "audit.log"
+    log = AuditLog(path)
+    log.start()
+    log._handler.close()  # type: ignore[union-attr]  # what dictConfig does to every handler
+    log.stop()
+    assert errors(caplog) == []
+    log = AuditLog(path)
+    log.start()
+    log._handler.close()  # type: ignore[union-attr]
+    log.record(event())
+    log.stop()
+    assert errors(caplog) == [] and len(lines(path)) == 1
+
+
 def test_stop_without_start_is_safe(tmp_path: Path) -> None:
     log = AuditLog(tmp_path / "audit.log")
     log.stop()
