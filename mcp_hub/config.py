@@ -78,6 +78,10 @@ class HttpSettings(BaseModel):
     path: str = "/mcp"
     max_request_mb: int = Field(default=32, ge=1)
     """The largest request body the endpoint takes, in MiB; a larger one is answered 413."""
+    keep_alive: int = Field(default=75, ge=1)
+    """Seconds an idle client connection is kept open. uvicorn's own default, 5, closes it between
+    most of an agent's calls (and races a client reusing it); 75 outlasts the common 60 s idle
+    timeout of load balancers in front of the hub."""
 
     @field_validator("path")
     @classmethod

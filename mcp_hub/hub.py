@@ -234,7 +234,14 @@ class Hub:
             api_keys=self.config.auth.api_keys,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
         )
-        config = uvicorn.Config(app, host=host, port=port, log_level=self.config.hub.log_level, lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=self.config.hub.log_level,
+            lifespan="on",
+            timeout_keep_alive=self.config.http.keep_alive,
+        )
         server = _HttpServer(config)
 
         def stop() -> None:

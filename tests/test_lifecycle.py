@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
@@ -184,8 +186,6 @@ async def test_stdio_hub_reaps_children_when_the_client_goes_away(tmp_path: Path
 
 
 async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -219,3 +219,42 @@ async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_http_hub_keeps_an_idle_client_connection_open(tmp_path: Path) -> None:
+    """A client connection idle longer than uvicorn's default keep-alive (5 s) still carries the next
+    request: the hub keeps idle connections `[http] keep_alive` seconds (75 by default)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")})
+    process = subprocess.Popen(_hub_command(config, "--transport", "http", "--port", str(port)), cwd=tmp_path)
+    request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+
+    async def exchange(stream: anyio.abc.SocketStream) -> bytes:
+        await stream.send(request)
+        received = b""
+        with anyio.fail_after(10):
+            while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+                received += await stream.receive()
+        return received
+
+    try:
+
+        async def listening() -> bool:
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                return False
+            await stream.aclose()
+            return True
+
+        await wait_for(listening, timeout=20)
+        async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+            first = await exchange(stream)
+            await anyio.sleep(6)
+            second = await exchange(stream)
+        assert first.startswith(b"HTTP/1.1 ") and second.startswith(b"HTTP/1.1 ")
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
