@@ -78,6 +78,9 @@ _INJECT_BUFFER = 32
 _DRAIN_SECONDS = 0.5
 _DRAIN_BYTES = 64 * 1024
 """How long and how much of a body is read past its answer to keep the connection."""
+_KEEPALIVE_SECONDS = 4.0
+"""How long an idle connection to the server is kept: under the 5 s after which uvicorn and Node close
+theirs, so the hub never sends a request on a connection the server is closing."""
 _TIMEOUT = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=300.0)
 """Per-request deadlines are the supervisor's; these only guard a connection that goes silent for good."""
 
@@ -126,8 +129,9 @@ class DirectPosts:
 
         Raises:
             MCPError: the server answered with an error, or with something that is not an
-                answer; `CONNECTION_CLOSED` when the server cannot be reached or no longer
-                knows the session (the connection is broken and is opened anew).
+                answer, or the connection broke during the request; `CONNECTION_CLOSED` when
+                the server cannot be reached or no longer knows the session (the hub's
+                connection to it is then broken and opened anew).
         """
         http = self._http
         if http is None:
@@ -148,13 +152,11 @@ class DirectPosts:
             result = await self._answer_of(response, request_id, method)
             answered = True
             return result
-        except (aiohttp.ClientConnectionError, OSError) as exc:
-            if response is not None:
-                # The server's answer broke off; the next request finds out whether the server is gone.
-                raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} broke off: {exc}") from exc
-            raise MCPError(CONNECTION_CLOSED, f"HTTP request failed: {exc}") from exc
-        except aiohttp.ClientError as exc:
-            raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} is unreadable: {exc}") from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise MCPError(CONNECTION_CLOSED, f"cannot reach the server: {exc}") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            # The connection broke during this request; the next one finds out whether the server is gone.
+            raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} broke off: {exc}") from exc
         finally:
             self._progress.pop(request_id, None)
             if response is not None:
@@ -209,7 +211,12 @@ class DirectPosts:
                     pass  # the session stopped reading (the connection is closing), or the transport did
 
         async with (
-            aiohttp.ClientSession(headers=self._headers, timeout=_TIMEOUT, proxy=_env_proxy(self._url)) as http,
+            aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(keepalive_timeout=_KEEPALIVE_SECONDS),
+                headers=self._headers,
+                timeout=_TIMEOUT,
+                proxy=_env_proxy(self._url),
+            ) as http,
             anyio.create_task_group() as tg,
         ):
             self._http, self._tasks = http, tg
