@@ -39,8 +39,7 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
-from mcp_hub.upstream.posts import deliver_progress
-from mcp_hub.upstream.streams import ReadStreamBase
+from mcp_hub.upstream.streams import ReadStreamBase, deliver_progress
 
 logger = logging.getLogger("mcp_hub.upstream")
 

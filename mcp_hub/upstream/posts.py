@@ -45,7 +45,7 @@ import urllib.request
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -67,7 +67,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from mcp_hub.upstream.streams import Incoming, ReadStreamBase
+from mcp_hub.upstream.streams import Incoming, ReadStreamBase, deliver_progress
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -395,26 +395,6 @@ def _env_proxy(url: str) -> str | None:
     if parts.hostname and urllib.request.proxy_bypass(parts.hostname):
         return None
     return urllib.request.getproxies().get(parts.scheme)
-
-
-async def deliver_progress(callback: ProgressFnT, params: Mapping[str, Any]) -> None:
-    """Call a progress callback with a `notifications/progress` notification's params, if they are valid;
-    a callback that fails is logged, not raised (it must not fail the request it reports on)."""
-    progress, total, text = params.get("progress"), params.get("total"), params.get("message")
-    if not _is_number(progress):
-        return
-    try:
-        await callback(
-            float(progress),
-            float(total) if _is_number(total) else None,
-            text if isinstance(text, str) else None,
-        )
-    except Exception:  # boundary: see above
-        logger.exception("progress callback raised")
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _parse(data: str | bytes) -> dict[str, Any]:

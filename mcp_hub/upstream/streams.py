@@ -1,18 +1,25 @@
-"""The iteration and context-manager surface the SDK's session expects of a read stream, once.
+"""What the hub's wrappers of the SDK's transports share.
 
 The hub wraps the read streams of the SDK's transports (to learn when one
 ends, to merge in messages it read itself, to take the answers to its own
 requests); each wrapper defines `receive` and `aclose`, and `ReadStreamBase`
-adds the rest.
+adds the iteration and context-manager surface the SDK's session expects.
+`deliver_progress` hands a progress notification to the callback of the
+request it reports on, for the hub's direct request paths (posts.py, lines.py).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 import anyio
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger("mcp_hub.upstream")
 
 Incoming = SessionMessage | Exception
 """What a transport's read stream yields: messages, and the exceptions it met while reading."""
@@ -49,3 +56,23 @@ class ReadStreamBase:
     ) -> bool | None:
         await self.aclose()
         return None
+
+
+async def deliver_progress(callback: ProgressFnT, params: Mapping[str, Any]) -> None:
+    """Call a progress callback with a `notifications/progress` notification's params, if they are valid;
+    a callback that fails is logged, not raised (it must not fail the request it reports on)."""
+    progress, total, text = params.get("progress"), params.get("total"), params.get("message")
+    if not _is_number(progress):
+        return
+    try:
+        await callback(
+            float(progress),
+            float(total) if _is_number(total) else None,
+            text if isinstance(text, str) else None,
+        )
+    except Exception:  # boundary: see above
+        logger.exception("progress callback raised")
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
