@@ -353,6 +353,25 @@ async def test_access_log_line_per_request(tmp_path: Path, caplog: pytest.LogCap
     assert fields["mount"] == "a" and isinstance(fields["duration_ms"], float)
 
 
+async def test_a_2026_07_28_call_over_http_leaves_one_access_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK checks a 2026-07-28 call's Mcp-Param headers against the tool's schema before dispatch; the
+    hub hands it the schema, so no tools/list of the hub's own runs (and is logged) for each call."""
+    caplog.set_level(logging.INFO, logger="mcp_hub.access")
+    hub = Hub(config_for(tmp_path, {"a": fixture_server("a")}, hub={"access_log": True}))
+    async with hub.running():
+        await hub.wait_settled(20)
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, Client(f"{base}/mcp", mode="2026-07-28", cache=None) as client:
+            await client.list_tools()
+            caplog.clear()
+            for text in ("x", "y", "z"):
+                await client.call_tool("a_echo", {"text": text})
+    methods = [r.access["method"] for r in caplog.records if r.name == "mcp_hub.access"]  # type: ignore[attr-defined]
+    assert methods == ["tools/call"] * 3
+
+
 async def test_access_log_costs_nothing_when_disabled(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """`access_log = true` with the logger above info: nothing is installed, as with `access_log = false`."""
     caplog.set_level(logging.WARNING, logger="mcp_hub.access")

@@ -55,6 +55,9 @@ PRINCIPAL_KEY = "mcp_hub.principal"
 """Where the HTTP layer puts the authenticated principal, in the ASGI scope's state."""
 ANONYMOUS = "anonymous"
 """The principal of an HTTP client when the hub has no API keys configured."""
+HTTP_PRINCIPAL: ContextVar[str] = ContextVar("mcp_hub_http_principal", default=ANONYMOUS)
+"""The principal of the HTTP request being handled, as in the scope's state (`PRINCIPAL_KEY`), for code
+that runs without the request at hand (`Endpoint._input_schema`). Set by the HTTP layer's `ApiKeys`."""
 
 _NOTIFY_TIMEOUT = 5.0
 
@@ -241,6 +244,9 @@ class Endpoint:
         """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
         self._listener = ListenHandler(self._events)
         self.server: Server[Any] = _HubServer(name, upstreams, version=__version__, cache_hints=_NO_CACHING)
+        self.server.get_tool_input_schema = self._input_schema
+        self._schemas: tuple[str, dict[str, Any]] = ("", {})
+        """The tools' input schemas by public name, and the tools view revision they are from."""
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
             ("tools/list", types.PaginatedRequestParams, self._lister("tools")),
             ("prompts/list", types.PaginatedRequestParams, self._lister("prompts")),
@@ -351,6 +357,21 @@ class Endpoint:
             )
             self._visible[key] = items
         return items
+
+    def _input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The `inputSchema` of the tool `name` as the calling HTTP client was shown it (None: it was not).
+
+        The SDK checks a 2026-07-28 call's `Mcp-Param-*` headers against it before dispatch.
+        Without this lookup it would list every tool, through the whole request pipeline
+        (middleware, telemetry, access log), on each such call, to find one schema.
+        """
+        view = self._catalog.view("tools")
+        target = view.index.get(name)
+        if target is None or not self._policy().visible(HTTP_PRINCIPAL.get(), "tool", target.mount, target.native):
+            return None
+        if self._schemas[0] != view.revision:
+            self._schemas = (view.revision, {item["name"]: item.get("inputSchema") for item in view.items})
+        return self._schemas[1].get(name)
 
     def _caller(self, method: str) -> RequestHandler[Any, Any]:
         async def handler(ctx: ServerRequestContext[Any, Any], params: BaseModel) -> Any:

@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.disconnect import CancelOnDisconnect
-from mcp_hub.server.endpoint import PRINCIPAL_KEY
+from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -104,7 +104,11 @@ class ApiKeys:
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
-        await self._app(scope, receive, send)
+        token = HTTP_PRINCIPAL.set(principal)
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            HTTP_PRINCIPAL.reset(token)
 
     def _principal(self, headers: Headers) -> str | None:
         presented = headers.get("x-api-key")
