@@ -75,7 +75,13 @@ def server(body: str) -> str:
 def test_full_example_loads() -> None:
     config = parse(FULL_EXAMPLE, ENV)
     assert config.hub.model_dump() == {"name": "my-hub", "page_size": 25, "log_level": "debug", "access_log": False}
-    assert config.http.model_dump() == {"host": "0.0.0.0", "port": 9000, "path": "/gateway/mcp", "max_request_mb": 32, "keep_alive": 75}
+    assert config.http.model_dump() == {
+        "host": "0.0.0.0",
+        "port": 9000,
+        "path": "/gateway/mcp",
+        "max_request_mb": 32,
+        "keep_alive": 75,
+    }
     assert config.path == "hub.toml"
     everything = config.servers["everything"]
     assert everything.name == "everything"
@@ -91,7 +97,13 @@ def test_full_example_loads() -> None:
 def test_defaults() -> None:
     config = parse(server('command = "x"'))
     assert config.hub.model_dump() == {"name": "mcp-hub", "page_size": 0, "log_level": "info", "access_log": False}
-    assert config.http.model_dump() == {"host": "127.0.0.1", "port": 8765, "path": "/mcp", "max_request_mb": 32, "keep_alive": 75}
+    assert config.http.model_dump() == {
+        "host": "127.0.0.1",
+        "port": 8765,
+        "path": "/mcp",
+        "max_request_mb": 32,
+        "keep_alive": 75,
+    }
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})
     assert (s.timeout, s.connect_timeout, s.enabled, s.prefix, s.protocol) == (60.0, 30.0, True, True, "auto")
