@@ -18,7 +18,6 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.to_thread
 import uvicorn
-from mcp.server.stdio import stdio_server
 
 from mcp_hub.audit import AuditLog
 from mcp_hub.catalog import KINDS, Catalog
@@ -34,6 +33,7 @@ from mcp_hub.router import Router
 from mcp_hub.server import Endpoint
 from mcp_hub.server.endpoint import principal_of, session_of
 from mcp_hub.server.http import build_app
+from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
 from mcp_hub.upstream import State, Upstream
 
@@ -219,7 +219,7 @@ class Hub:
         server = self.endpoint.server
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, tg.cancel_scope.cancel)
-            async with stdio_server() as (read_stream, write_stream):
+            async with stdio_endpoint() as (read_stream, write_stream):
                 # No fixed options: capabilities are worked out when the client initializes.
                 await server.run(read_stream, write_stream, cast(Any, None))
             tg.cancel_scope.cancel()
