@@ -14,7 +14,8 @@ prints hub / direct ratios next to the project's targets:
 2. throughput (calls/s) at concurrency 16 and 64, spread over 4 client sessions;
 3. a 1 MB tools/call result (p50);
 4. tools/list of 1,000 tools: a hub over 20 upstreams x 50 tools vs one server with 1,000;
-5. hub start-up until that catalog is served, and the hub process's RSS;
+5. hub start-up until that catalog is served, cold and from the last catalog
+   (`catalog_snapshot`), and the hub process's RSS;
 plus the CPU time each process spends per call, which says where latency goes.
 
 Latency and throughput are the median of 3 interleaved rounds (direct, hub,
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import math
 import os
 import platform
@@ -221,11 +223,15 @@ def hub_command(config: Path, transport: str = "stdio", port: int | None = None)
     return command + (["--port", str(port)] if port is not None else [])
 
 
-def hub_config(path: Path, servers: dict[str, dict[str, Any]], page_size: int | None = None) -> Path:
+def hub_config(
+    path: Path, servers: dict[str, dict[str, Any]], page_size: int | None = None, snapshot: str | None = None
+) -> Path:
     """A hub.toml; log level `warning` as the upstream's uvicorn uses (no per-request access log);
-    the hub's default `page_size` unless one is given."""
-    paging = {} if page_size is None else {"page_size": page_size}
-    return write_config(path, servers, log_level="warning", **paging)
+    the hub's default `page_size` unless one is given; `snapshot`: its `catalog_snapshot`."""
+    options: dict[str, Any] = {} if page_size is None else {"page_size": page_size}
+    if snapshot is not None:
+        options["catalog_snapshot"] = snapshot
+    return write_config(path, servers, log_level="warning", **options)
 
 
 def fixture_command(name: str, tools: int = 0) -> list[str]:
@@ -690,7 +696,8 @@ async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[byt
 
     Launch 1 serves the hub's default (the whole list in one page), launch 2 pages
     of 100 (the cost of paging: 10 round trips against the direct server's 1);
-    further launches only time start-up.
+    further launches only time start-up. Then, with `catalog_snapshot` set, one
+    launch writes the snapshot and `plan.startups` more time start-up from it.
     The direct start-up baseline runs before each of the first `plan.startups` launches.
     """
     total = CATALOG_MOUNTS * CATALOG_TOOLS
@@ -710,14 +717,33 @@ async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[byt
                 path = work / f"catalog-{page_size or 0}.toml"
                 config = hub_config(path, catalog_servers(extra), page_size=page_size)
                 launches.append(await launch_catalog_hub(plan, report, config, log, direct if i < 2 else None, how))
-    report.rows += catalog_rows(launches, direct_startups)
+    from_snapshot = await snapshot_startups(plan, report, work, extra, log)
+    report.rows += catalog_rows(launches, direct_startups, from_snapshot)
     report.notes.append(
         f"start-up 'direct' = this process launching the same {CATALOG_MOUNTS} fixture children itself over stdio "
-        f"and listing each once; hub start-ups: {', '.join(f'{x.startup:.2f}' for x in launches)} s."
+        f"and listing each once; hub start-ups: {', '.join(f'{x.startup:.2f}' for x in launches)} s; "
+        f"from the last catalog: {', '.join(f'{x.startup:.2f}' for x in from_snapshot)} s."
     )
 
 
-def catalog_rows(launches: list[HubLaunch], direct_startups: list[float]) -> list[Row]:
+async def snapshot_startups(plan: Plan, report: Report, work: Path, extra: int, log: IO[bytes]) -> list[HubLaunch]:
+    """Start-up from the last catalog: a first launch writes the snapshot (when it stops), then
+    `plan.startups` launches time start-up until the catalog is served, before the children are up."""
+    snapshot = work / "catalog-snapshot.json"
+    config = hub_config(work / "catalog-snapshot.toml", catalog_servers(extra), snapshot=snapshot.name)
+    step("catalog: start-up that writes the catalog snapshot")
+    await launch_catalog_hub(plan, report, config, log, None, "")
+    mounts = json.loads(snapshot.read_text(encoding="utf-8"))["mounts"]
+    if len(mounts) != CATALOG_MOUNTS:
+        raise RuntimeError(f"the catalog snapshot holds {len(mounts)} mounts, expected {CATALOG_MOUNTS}")
+    launches: list[HubLaunch] = []
+    for i in range(plan.startups):
+        step(f"catalog: start-up {i + 1} from the catalog snapshot")
+        launches.append(await launch_catalog_hub(plan, report, config, log, None, ""))
+    return launches
+
+
+def catalog_rows(launches: list[HubLaunch], direct_startups: list[float], from_snapshot: list[HubLaunch]) -> list[Row]:
     first = launches[0]
     total = CATALOG_MOUNTS * CATALOG_TOOLS
     rows = [
@@ -726,6 +752,15 @@ def catalog_rows(launches: list[HubLaunch], direct_startups: list[float]) -> lis
             "s",
             statistics.median(direct_startups),
             statistics.median(x.startup for x in launches),
+            at_most(3, " s"),
+            absolute=True,
+        ),
+        Row(
+            f"start-up, {CATALOG_MOUNTS} stdio upstreams, until {total} tools listed, "
+            "from the last catalog (catalog_snapshot)",
+            "s",
+            statistics.median(direct_startups),
+            statistics.median(x.startup for x in from_snapshot),
             at_most(3, " s"),
             absolute=True,
         ),

@@ -82,13 +82,28 @@ class Catalog:
     def items_of(self, mount: str, kind: str) -> list[dict[str, Any]]:
         return self._raw.get(mount, {}).get(kind, [])
 
+    def listings(self, mount: str) -> dict[str, list[dict[str, Any]]]:
+        """The listings a mount has in the catalog, by kind; empty if it has none yet."""
+        return dict(self._raw.get(mount, {}))
+
     def update(self, mount: str, listings: Mapping[str, list[dict[str, Any]]]) -> frozenset[str]:
         """Replace some of a mount's listings; return the kinds whose public view changed."""
-        changed: set[str] = set()
-        for kind, items in listings.items():
-            if self._raw[mount].get(kind) == items:
+        return self.update_many({mount: listings})
+
+    def update_many(self, listings: Mapping[str, Mapping[str, list[dict[str, Any]]]]) -> frozenset[str]:
+        """Replace listings of several mounts (mount -> kind -> items), rebuilding each kind's view once;
+        return the kinds whose public view changed. Mounts the catalog does not have are ignored."""
+        touched: set[str] = set()
+        for mount, kinds in listings.items():
+            raw = self._raw.get(mount)
+            if raw is None:
                 continue
-            self._raw[mount][kind] = items
+            for kind, items in kinds.items():
+                if raw.get(kind) != items:
+                    raw[kind] = items
+                    touched.add(kind)
+        changed: set[str] = set()
+        for kind in sorted(touched):
             view = self._build(kind)
             if view.items != self._views[kind].items:
                 self._views[kind] = view

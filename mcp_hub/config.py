@@ -66,6 +66,17 @@ class HubSettings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = False
     """One line per client request on the `mcp_hub.access` logger (at info)."""
+    catalog_snapshot: str = ""
+    """The file the hub keeps its last known catalog in, to serve at start-up before the servers
+    connect (relative paths: from hub.toml's folder); empty: no snapshot."""
+
+    @field_validator("catalog_snapshot")
+    @classmethod
+    def _names_a_file(cls, path: str) -> str:
+        if path and (path.endswith("/") or Path(path).name in ("", ".", "..")):
+            folder = path.rstrip("/") or "."
+            raise rule_error(f'catalog_snapshot names a folder; name a file in it, like "{folder}/catalog.json"')
+        return path
 
 
 class HttpSettings(BaseModel):
@@ -306,6 +317,26 @@ class HubConfig(BaseModel):
                     f"names could collide with those of the other mounts ({others}); remove 'prefix = false' "
                     "or disable the other servers",
                     *("servers", name, "prefix"),
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _snapshot_has_its_own_file(self) -> HubConfig:
+        """The snapshot is rewritten at will: it must not be a file the hub reads or keeps for other uses."""
+        if not self.hub.catalog_snapshot:
+            return self
+        snapshot = os.path.normpath(self.relative(self.hub.catalog_snapshot))
+        others = {
+            "this hub.toml": os.path.normpath(self.path),
+            "[policy] pins": self.policy.pins and os.path.normpath(self.relative(self.policy.pins)),
+            "[audit] file": self.audit.file and os.path.normpath(self.relative(self.audit.file)),
+        }
+        for what, path in others.items():
+            if path == snapshot:
+                raise rule_error(
+                    f"catalog_snapshot is {what}, which the snapshot would overwrite; name a file of its own, "
+                    'like "catalog.json"',
+                    *("hub", "catalog_snapshot"),
                 )
         return self
 

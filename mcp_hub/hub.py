@@ -1,7 +1,9 @@
 """The composition root: config in, a running hub out.
 
 `Hub` wires the catalog, the router, one supervisor per mount and the
-downstream endpoint, and owns the task group they all run in. Leaving
+downstream endpoint, and owns the task group they all run in. With
+`[hub] catalog_snapshot`, the catalog starts out as the last known one (see
+snapshot.py), and the stdio mounts it lists start a few at a time. Leaving
 `Hub.running()` cancels every supervisor, and with it every upstream
 connection: stdio children are shut down and reaped by the SDK's transport
 inside a shielded, time-bounded scope, so nothing outlives the hub.
@@ -10,6 +12,7 @@ inside a shielded, time-bounded scope, so nothing outlives the hub.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -34,10 +37,14 @@ from mcp_hub.server import Endpoint
 from mcp_hub.server.endpoint import principal_of, session_of
 from mcp_hub.server.http import build_app
 from mcp_hub.server.stdio import stdio_endpoint
+from mcp_hub.snapshot import CatalogSnapshot
 from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
 from mcp_hub.upstream import State, Upstream
 
 logger = logging.getLogger("mcp_hub")
+
+STARTS_AT_ONCE = os.cpu_count() or 1
+"""How many stdio mounts listed from the catalog snapshot start at the same time."""
 
 
 class Hub:
@@ -46,6 +53,16 @@ class Hub:
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
+        snapshot = config.hub.catalog_snapshot
+        self.snapshot = CatalogSnapshot(config.relative(snapshot) if snapshot else None, servers)
+        # The last known catalog, listed until each mount connects and lists its own.
+        listed = self.snapshot.load()
+        self.catalog.update_many(listed)
+        self._paced = frozenset(
+            name for name in listed if servers[name].kind == "stdio" and servers[name].isolation == "shared"
+        )
+        """Shared stdio mounts listed from the snapshot: no listing waits for them, so they start a few at
+        a time. (A per-client mount starts at once: its clients' sessions need its supervisor running.)"""
         self.upstreams = {
             name: Upstream(server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated)
             for name, server in servers.items()
@@ -94,18 +111,22 @@ class Hub:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Hub]:
-        """Start every mount concurrently; stop (and reap) them all on exit."""
+        """Start every mount concurrently (stdio mounts listed from the catalog snapshot a few at a
+        time); stop (and reap) them all on exit."""
         self.audit.start()
         try:
             self.telemetry.start(self._mount_status)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.endpoint.parking.run)
+                pace = anyio.Semaphore(STARTS_AT_ONCE)
                 for upstream in self.upstreams.values():
-                    tg.start_soon(self._supervise, upstream)
+                    tg.start_soon(self._supervise, upstream, pace if upstream.name in self._paced else None)
                 if self.config.policy.reload and self.policy.directory is not None:
                     tg.start_soon(self.policy.watch, self._policy_changed)
                 if self.pins.enabled:
                     tg.start_soon(self._watch_pins)
+                if self.snapshot.enabled:
+                    tg.start_soon(self.snapshot.run)
                 try:
                     yield self
                 finally:
@@ -117,11 +138,26 @@ class Hub:
                 await anyio.to_thread.run_sync(self.audit.stop)
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
-    async def _supervise(self, upstream: Upstream) -> None:
-        """`upstream.run()`; with telemetry on, the requests it makes (listings, pings) are measured."""
+    async def _supervise(self, upstream: Upstream, pace: anyio.Semaphore | None = None) -> None:
+        """`upstream.run()`; with telemetry on, the requests it makes (listings, pings) are measured.
+
+        With `pace`, the mount first waits for a place, held until its first connection attempt
+        ends, unless a call wants it first: children that start a few at a time leave the CPU to
+        the hub and its clients, which the catalog snapshot already serves.
+        """
         if self.telemetry.enabled:
             CURRENT.set(self.telemetry)  # in this task's own context: nothing to reset
-        await upstream.run()
+        if pace is None or not await _take_place(pace, upstream.wanted):
+            await upstream.run()
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def release() -> None:
+                await upstream.settled.wait()
+                pace.release()
+
+            tg.start_soon(release)
+            await upstream.run()
 
     def _mount_status(self) -> list[MountStatus]:
         return [
@@ -164,6 +200,7 @@ class Hub:
             for mount, tools in self._served_tools.items():
                 admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change)
                 changed |= self.catalog.update(mount, {"tools": admitted})
+                self.snapshot.record(mount, self.catalog.listings(mount))
             if changed:
                 await self.endpoint.notify_changed(changed)
 
@@ -173,6 +210,7 @@ class Hub:
             self._served_tools[upstream.name] = listings["tools"]
             listings["tools"] = self.pins.admit(upstream.name, listings["tools"], self.policy().pinning.on_change)
         changed = self.catalog.update(upstream.name, listings)
+        self.snapshot.record(upstream.name, self.catalog.listings(upstream.name))
         if changed:
             logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)
             await self.endpoint.notify_changed(changed)
@@ -260,6 +298,26 @@ class _HttpServer(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+async def _take_place(pace: anyio.Semaphore, wanted: anyio.Event) -> bool:
+    """Wait for a place in `pace` (True) or for `wanted` (False, no place taken), whichever comes first."""
+    took = False
+    async with anyio.create_task_group() as tg:
+
+        async def take() -> None:
+            nonlocal took
+            await pace.acquire()
+            took = True
+            tg.cancel_scope.cancel()
+
+        async def until_wanted() -> None:
+            await wanted.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(take)
+        tg.start_soon(until_wanted)
+    return took
 
 
 async def _on_signal(stop: Callable[[], None]) -> None:

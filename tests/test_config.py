@@ -74,7 +74,13 @@ def server(body: str) -> str:
 
 def test_full_example_loads() -> None:
     config = parse(FULL_EXAMPLE, ENV)
-    assert config.hub.model_dump() == {"name": "my-hub", "page_size": 25, "log_level": "debug", "access_log": False}
+    assert config.hub.model_dump() == {
+        "name": "my-hub",
+        "page_size": 25,
+        "log_level": "debug",
+        "access_log": False,
+        "catalog_snapshot": "",
+    }
     assert config.http.model_dump() == {
         "host": "0.0.0.0",
         "port": 9000,
@@ -96,7 +102,13 @@ def test_full_example_loads() -> None:
 
 def test_defaults() -> None:
     config = parse(server('command = "x"'))
-    assert config.hub.model_dump() == {"name": "mcp-hub", "page_size": 0, "log_level": "info", "access_log": False}
+    assert config.hub.model_dump() == {
+        "name": "mcp-hub",
+        "page_size": 0,
+        "log_level": "info",
+        "access_log": False,
+        "catalog_snapshot": "",
+    }
     assert config.http.model_dump() == {
         "host": "127.0.0.1",
         "port": 8765,
@@ -166,6 +178,20 @@ ERRORS = [
     ("[hub]\npage_size = 1.5", "hub.page_size", ["valid integer", "got 1.5"]),
     ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),
     ("[hub]\nname = 3", "hub.name", ["valid string", "put it in quotes"]),
+    ("[hub]\ncatalog_snapshot = true", "hub.catalog_snapshot", ["valid string", "got true"]),
+    ("[hub]\ncatalog_snapshot = 'state/'", "hub.catalog_snapshot", ["names a folder", '"state/catalog.json"']),
+    ("[hub]\ncatalog_snapshot = '.'", "hub.catalog_snapshot", ["names a folder", '"./catalog.json"']),
+    ("[hub]\ncatalog_snapsht = 'c.json'", "hub.catalog_snapsht", ["did you mean 'catalog_snapshot'?"]),
+    (
+        "[hub]\ncatalog_snapshot = 'pins.json'\n[policy]\npins = 'pins.json'",
+        "hub.catalog_snapshot",
+        ["is [policy] pins, which the snapshot would overwrite", "name a file of its own"],
+    ),
+    (
+        "[hub]\ncatalog_snapshot = 'logs/../audit.jsonl'\n[audit]\nfile = 'audit.jsonl'",
+        "hub.catalog_snapshot",
+        ["is [audit] file"],
+    ),
     ("[http]\nport = 70000", "http.port", ["less than or equal to 65535", "got 70000"]),
     ("[http]\nport = -1", "http.port", ["greater than or equal to 0"]),
     ("[http]\npath = 'mcp'", "http.path", ['must start with "/"', 'write "/mcp"']),

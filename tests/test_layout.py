@@ -24,6 +24,7 @@ ALLOWED = {
     "audit": {"errors"},
     "policy_store": {"errors", "policy"},
     "pins": {"errors"},
+    "snapshot": {"config"},
     "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
     "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "__init__"},
     "hub": {
@@ -36,6 +37,7 @@ ALLOWED = {
         "policy_store",
         "router",
         "server",
+        "snapshot",
         "telemetry",
         "upstream",
     },

@@ -5,8 +5,9 @@ group: connect (bounded by `connect_timeout`), tell the hub what the server
 offers, then watch the connection — the transport's read side ending, a failed
 health ping, or a request that found the connection broken — and reconnect with
 exponential backoff. A slow or failing mount never blocks another: each has its
-own loop, and requests to a mount that is down fail at once with an error that
-names it.
+own loop. A request to a mount still making its first connection waits for it
+(up to the mount's `timeout`); one to a mount that is down, or whose first
+connection failed, fails at once with an error that names it.
 
 `Upstream.request()` is the one way the hub talks to a mounted server: on the
 shared session, or on the calling client's own session when the mount is
@@ -40,7 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_hub.config import ServerConfig
-from mcp_hub.errors import UpstreamError, UpstreamUnavailable
+from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, connect
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import InFlight, Origin
@@ -122,6 +123,8 @@ class Upstream:
         self.restarts = 0
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
+        self.wanted = anyio.Event()
+        """Set when a request waits for the first connection (a mount held back at start-up starts at once)."""
         self._connection: Connection | None = None
         self._pool: SessionPool | None = None
         # What the current connection's watcher has to act on: kinds to re-list,
@@ -184,9 +187,12 @@ class Upstream:
     ) -> dict[str, Any]:
         """Send one request on behalf of `origin` and return the server's raw result.
 
+        While the mount makes its first connection, the request waits for it.
+
         Raises:
-            UpstreamUnavailable: the mount is not connected, or the connection broke.
-            UpstreamTimeout: no answer within the mount's `timeout`.
+            UpstreamUnavailable: the mount is not connected (its first connection failed, or
+                it is down), or the connection broke.
+            UpstreamTimeout: no answer within the mount's `timeout` (or no first connection).
             UpstreamError: the mount's per-client sessions are all taken.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
@@ -197,10 +203,28 @@ class Upstream:
             finally:
                 self._pool.done(seat)
         connection = self._connection
+        if connection is None and not self.settled.is_set():
+            connection = await self._first_connection()
         if connection is None:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _first_connection(self) -> Connection | None:
+        """Wait (up to the mount's `timeout`) for the first connection attempt to end; the connection, if it came.
+
+        The hub lists a mount from the last known catalog before it connects
+        (see snapshot.py), so a client may call it while it is still starting.
+
+        Raises:
+            UpstreamTimeout: the attempt outlasted the call's `timeout`.
+        """
+        self.wanted.set()
+        with anyio.move_on_after(self.config.timeout) as waiting:
+            await self.settled.wait()
+        if waiting.cancelled_caught:
+            raise UpstreamTimeout(self.name, f"did not finish starting within {self.config.timeout:g}s")
+        return self._connection
 
     async def set_log_level(self, level: str) -> None:
         """Ask the server for log messages from `level` up (handshake-era servers that log; kept across restarts).
