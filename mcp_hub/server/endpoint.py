@@ -105,6 +105,8 @@ class _HubServer(Server[Any]):
     def __init__(self, name: str, upstreams: Mapping[str, Upstream], **options: Any) -> None:
         super().__init__(name, **options)
         self._upstreams = upstreams
+        self.connections: dict[str, Connection] = {}
+        """The handshake-era HTTP sessions whose clients have initialized, by session id."""
 
     def get_capabilities(
         self,
@@ -514,6 +516,9 @@ class Endpoint:
             client = self._clients[connection] = _Client(session)
             # Forget the client, and what it subscribed to, when its connection closes.
             connection.exit_stack.callback(self._clients.pop, connection, None)
+            if connection.session_id is not None and isinstance(self.server, _HubServer):
+                self.server.connections[connection.session_id] = connection
+                connection.exit_stack.callback(self.server.connections.pop, connection.session_id, None)
             connection.exit_stack.push_async_callback(self._subscriptions.drop, connection)
         return client
 
@@ -690,6 +695,11 @@ _RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
 
 def _connection_of(session: ServerSession) -> Connection:
     return session._connection  # pyright: ignore[reportPrivateUsage]
+
+
+def session_connections(server: Server[Any]) -> Mapping[str, Connection]:
+    """The initialized handshake-era HTTP sessions of the hub's `server`, by session id (none for another server)."""
+    return server.connections if isinstance(server, _HubServer) else {}
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:

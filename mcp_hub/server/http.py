@@ -32,8 +32,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.server.deferred import defer_sse_for_posts
+from mcp_hub.server.direct import DirectRequests
 from mcp_hub.server.disconnect import CancelOnDisconnect
-from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY
+from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -171,6 +172,7 @@ def build_app(
             yield
 
     endpoint: ASGIApp = CancelOnDisconnect(StreamableHTTPASGIApp(manager))
+    endpoint = DirectRequests(endpoint, manager, session_connections(server), max_request_body)
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
     return Starlette(

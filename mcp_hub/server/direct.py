@@ -1,0 +1,396 @@
+"""Handshake-era requests on an established HTTP session, served from the POST that carries them.
+
+The SDK's streamable HTTP transport hands every POSTed request to the session's
+message loop: the request crosses a stream to the session's dispatcher, which
+runs it in a task of its own and writes the response to another stream; a router
+task takes it from there to the POST's own stream, a writer task turns it into an
+SSE event, and the response (`deferred.DeferredEventSource`) finally reads it.
+Each hop costs a task switch, and together they cost more CPU than the rest of a
+tool call through the hub.
+
+`DirectRequests` serves a request on an established session in the POST's own
+task instead: the session's `ServerRunner` runs it (the same validation,
+middleware, handlers and result shaping as ever), under a dispatch context of the
+session's own dispatcher, so that what the request sends the client on its way
+(progress, log messages, questions) and the client's cancellation travel exactly
+as before. A request that sent nothing is answered as plain JSON, as the
+deferred event source answers it. The first message it sends, or
+`deferred.WINDOW` passing, starts the SSE stream instead, and from then on its
+messages and its response go through the session's ordered channel, as the
+SDK's own path sends them.
+
+Everything else goes to the SDK as before: `initialize`, notifications and
+responses, batches, other sessions' requests or those of a session not yet
+initialized, and any request whose headers or body the SDK would refuse (it then
+refuses them itself).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import anyio
+import pydantic_core
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.connection import Connection
+from mcp.server.runner import ServerRunner
+from mcp.server.streamable_http import (
+    REQUEST_CANCELLED,
+    REQUEST_STREAM_BUFFER_SIZE,
+    EventMessage,
+    StreamableHTTPServerTransport,
+    check_accept_headers,
+)
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import (
+    JSONRPCDispatcher,
+    _InFlight,  # pyright: ignore[reportPrivateUsage]
+    _JSONRPCDispatchContext,  # pyright: ignore[reportPrivateUsage]
+    handler_exception_to_error_data,
+    progress_token_from_params,
+)
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_hub.server.deferred import WINDOW
+
+logger = logging.getLogger("mcp_hub.server")
+
+_SESSION_HEADER = b"mcp-session-id"
+_VERSION_HEADER = b"mcp-protocol-version"
+
+
+class DirectRequests:
+    """Pure ASGI middleware: requests on an established handshake-era session, served in the POST's task.
+
+    `connections` maps a session id to the session's connection once its client
+    has initialized; `max_body` is the largest body served here (a larger one goes
+    to the SDK, which refuses it).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        manager: StreamableHTTPSessionManager,
+        connections: Mapping[str, Connection],
+        max_body: int,
+    ) -> None:
+        self._app = app
+        self._manager = manager
+        self._connections = connections
+        self._max_body = max_body
+        self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = self._session(scope)
+        if session is None:
+            await self._app(scope, receive, send)
+            return
+        transport, connection = session
+        request = Request(scope, receive)
+        if not self._acceptable(transport, request) or await transport._security.validate_request(  # pyright: ignore[reportPrivateUsage]
+            request, is_post=True
+        ):
+            await self._app(scope, receive, send)
+            return
+        chunks, complete = await self._read_body(receive)
+        message = _request(b"".join(chunks)) if complete else None
+        if message is None or not self._free(transport, connection, message["id"]):
+            await self._app(scope, _replaying(chunks, receive), send)
+            return
+        exchange = _Exchange(transport, connection, self._runner(connection), request, message)
+        with _holding(transport):
+            await exchange.serve(scope, receive, send)
+
+    def _session(self, scope: Scope) -> tuple[StreamableHTTPServerTransport, Connection] | None:
+        """The transport and connection of the initialized session a POST is for; None: not for one."""
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return None
+        session_id = version = None
+        for key, value in scope["headers"]:
+            if key == _SESSION_HEADER:
+                session_id = value.decode("latin-1")
+            elif key == _VERSION_HEADER:
+                version = value.decode("latin-1")
+        if session_id is None or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            return None
+        transport = self._manager._server_instances.get(session_id)  # pyright: ignore[reportPrivateUsage]
+        connection = self._connections.get(session_id)
+        if (
+            transport is None
+            or connection is None
+            or transport.is_terminated
+            or (transport.idle_scope is not None and transport.idle_scope.cancel_called)
+            or transport.is_json_response_enabled
+            or not isinstance(connection.outbound, JSONRPCDispatcher)
+            or not connection.initialize_accepted
+        ):
+            return None
+        user = scope.get("user")
+        owner = self._manager._session_owners.get(session_id)  # pyright: ignore[reportPrivateUsage]
+        if owner is not None or isinstance(user, AuthenticatedUser):
+            return None  # the SDK matches a session to the credential that opened it
+        return transport, connection
+
+    @staticmethod
+    def _acceptable(transport: StreamableHTTPServerTransport, request: Request) -> bool:
+        has_json, has_sse = check_accept_headers(request)
+        return has_json and has_sse and transport._check_content_type(request)  # pyright: ignore[reportPrivateUsage]
+
+    async def _read_body(self, receive: Receive) -> tuple[list[bytes], bool]:
+        """The body's chunks, and whether that is all of it (False: it ended early or is over `max_body`)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return chunks, False
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self._max_body:
+                return chunks, False
+            if not message.get("more_body", False):
+                return chunks, True
+
+    @staticmethod
+    def _free(transport: StreamableHTTPServerTransport, connection: Connection, request_id: str | int) -> bool:
+        """Whether no request with this id is in flight on the session."""
+        dispatcher: JSONRPCDispatcher[Any] = connection.outbound  # type: ignore[assignment]
+        return (
+            str(request_id) not in transport._request_streams  # pyright: ignore[reportPrivateUsage]
+            and coerce_request_id(request_id) not in dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
+        )
+
+    def _runner(self, connection: Connection) -> ServerRunner[Any]:
+        runner = self._runners.get(connection)
+        if runner is None:
+            lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
+            runner = self._runners[connection] = ServerRunner(self._manager.app, connection, lifespan)
+        return runner
+
+
+@contextlib.contextmanager
+def _holding(transport: StreamableHTTPServerTransport) -> Iterator[None]:
+    """Hold the session open while a request is served: its idle countdown restarts when the last one ends."""
+    idle, timeout = transport.idle_scope, transport._idle_timeout  # pyright: ignore[reportPrivateUsage]
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1  # pyright: ignore[reportPrivateUsage]
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1  # pyright: ignore[reportPrivateUsage]
+        if not transport._requests_in_flight:  # pyright: ignore[reportPrivateUsage]
+            idle.deadline = anyio.current_time() + timeout
+
+
+def _request(body: bytes) -> dict[str, Any] | None:
+    """The JSON-RPC request `body` holds, if it is one this module serves (not `initialize`)."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or set(message) - _ENVELOPE:
+        return None
+    method, request_id, params = message.get("method"), message.get("id"), message.get("params")
+    if not isinstance(method, str) or method == "initialize":
+        return None
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return None
+    if params is not None and not isinstance(params, dict):
+        return None
+    return message
+
+
+_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
+
+
+def _replaying(chunks: list[bytes], receive: Receive) -> Receive:
+    """`receive`, first giving back the body chunks already read from it."""
+    pending = list(chunks)
+
+    async def replay() -> Message:
+        if pending:
+            body = b"".join(pending)
+            pending.clear()
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    if not chunks:
+        return receive
+    return replay
+
+
+@dataclass(eq=False)
+class _Watched(_JSONRPCDispatchContext[TransportContext]):
+    """The session dispatcher's context for one request, which tells its exchange before sending the client anything."""
+
+    on_send: Callable[[], None] | None = None
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        if not self._closed and self.on_send is not None:
+            self.on_send()
+        await super().notify(method, params, opts)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        if self.can_send_request and self.on_send is not None:
+            self.on_send()
+        return await super().send_raw_request(method, params, opts)
+
+
+class _Exchange:
+    """One request and its answer: JSON when the request sent nothing on its way, else an SSE stream."""
+
+    def __init__(
+        self,
+        transport: StreamableHTTPServerTransport,
+        connection: Connection,
+        runner: ServerRunner[Any],
+        request: Request,
+        message: dict[str, Any],
+    ) -> None:
+        self._transport = transport
+        self._dispatcher: JSONRPCDispatcher[Any] = connection.outbound  # type: ignore[assignment]
+        self._runner = runner
+        self._session_id = transport.mcp_session_id or ""
+        self._method: str = message["method"]
+        self._params: dict[str, Any] | None = message.get("params")
+        self._id: str | int = message["id"]
+        self._key = str(self._id)
+        metadata = ServerMessageMetadata(request_context=request)
+        self._dctx = _Watched(
+            transport=self._dispatcher._transport_builder(metadata),  # pyright: ignore[reportPrivateUsage]
+            _dispatcher=self._dispatcher,
+            _request_id=self._id,
+            message_metadata=metadata,
+            _progress_token=progress_token_from_params(self._params),
+            on_send=self._opening,
+        )
+        self._scope = anyio.CancelScope()
+        self._wake = anyio.Event()
+        self._stream: tuple[Any, Any] | None = None
+        self._streaming = False
+        """Set once the answer is an SSE stream: the response then goes through the session's channel."""
+        self._answer: bytes | None = None
+        """The JSON answer, once the request is done without having sent anything."""
+
+    def _opening(self) -> None:
+        """The request is about to send the client something: its answer becomes a stream."""
+        self._open_stream()
+        self._streaming = True
+        self._wake.set()
+
+    def _open_stream(self) -> None:
+        if self._stream is None:
+            self._stream = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+            self._transport._request_streams[self._key] = self._stream  # pyright: ignore[reportPrivateUsage]
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        in_flight = coerce_request_id(self._id)
+        self._dispatcher._in_flight[in_flight] = _InFlight(scope=self._scope, dctx=self._dctx)  # pyright: ignore[reportPrivateUsage]
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run)
+                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+                with anyio.move_on_after(WINDOW):
+                    await self._wake.wait()
+                if self._answer is not None:
+                    await self._send_json(self._answer, send)
+                else:
+                    self._open_stream()
+                    self._streaming = True
+                    await self._stream_answer(scope, receive, send)
+                tg.cancel_scope.cancel()
+        finally:
+            entry = self._dispatcher._in_flight.get(in_flight)  # pyright: ignore[reportPrivateUsage]
+            if entry is not None and entry.dctx is self._dctx:
+                del self._dispatcher._in_flight[in_flight]  # pyright: ignore[reportPrivateUsage]
+            if self._stream is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._transport._clean_up_memory_streams(self._key)  # pyright: ignore[reportPrivateUsage]
+
+    async def _run(self) -> None:
+        """Run the request through the session's runner, and answer it (or have it answered) when it is done."""
+        result: dict[str, Any] | None = None
+        error: ErrorData | None = None
+        with self._scope:
+            try:
+                result = await self._runner.on_request(self._dctx, self._method, self._params)
+            except Exception as exc:
+                error = handler_exception_to_error_data(exc)
+                if error is None:
+                    logger.exception("handler for %r raised", self._method)
+                    error = ErrorData(code=0, message=str(exc))  # as the SDK's dispatcher answers it
+            finally:
+                self._dctx.close()
+        if self._dctx.cancel_requested.is_set() or (result is None and error is None):
+            # Cancelled by the client: the handshake era still ends the request, with REQUEST_CANCELLED.
+            error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+        if self._streaming:
+            # Through the session's ordered channel, behind whatever the request sent before.
+            if error is not None:
+                await self._dispatcher._write_error(self._id, error)  # pyright: ignore[reportPrivateUsage]
+            else:
+                assert result is not None
+                await self._dispatcher._write_result(self._id, result)  # pyright: ignore[reportPrivateUsage]
+            return
+        if error is not None:
+            self._answer = (
+                JSONRPCError(jsonrpc="2.0", id=self._id, error=error)
+                .model_dump_json(by_alias=True, exclude_unset=True)
+                .encode()
+            )
+        else:
+            self._answer = pydantic_core.to_json({"jsonrpc": "2.0", "id": self._id, "result": result})
+        self._wake.set()
+
+    async def _watch_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """A client gone before its answer cancels the request (the answer could never reach it)."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self._dctx.cancel_requested.set()
+        scope.cancel()
+
+    async def _send_json(self, body: bytes, send: Send) -> None:
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (_SESSION_HEADER, self._session_id.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def _stream_answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._stream is not None
+        headers = {
+            "Cache-Control": "no-cache, no-transform",
+            "Connection": "keep-alive",
+            "Content-Type": "text/event-stream",
+            "mcp-session-id": self._session_id,
+        }
+        response = EventSourceResponse(content=self._events(self._stream[1]), headers=headers)
+        await response(scope, receive, send)
+
+    async def _events(self, reader: Any) -> AsyncIterator[dict[str, Any]]:
+        """The request's messages as SSE events, up to its response (as the SDK's SSE writer sends them)."""
+        async for event_message in reader:
+            yield dict(self._transport._create_event_data(event_message))  # pyright: ignore[reportPrivateUsage]
+            if isinstance(event_message.message, JSONRPCResponse | JSONRPCError):
+                return
