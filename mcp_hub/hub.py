@@ -21,6 +21,7 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.to_thread
 import uvicorn
+from mcp.server.runner import serve_dual_era_loop
 
 from mcp_hub.audit import AuditLog
 from mcp_hub.catalog import KINDS, Catalog
@@ -257,9 +258,14 @@ class Hub:
         server = self.endpoint.server
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, tg.cancel_scope.cancel)
-            async with stdio_endpoint() as (read_stream, write_stream):
-                # No fixed options: capabilities are worked out when the client initializes.
-                await server.run(read_stream, write_stream, cast(Any, None))
+            async with (
+                server.lifespan(server) as state,
+                stdio_endpoint(server, state) as (read_stream, write_stream),
+            ):
+                # As `Server.run`; no fixed options: capabilities are worked out when the client initializes.
+                await serve_dual_era_loop(
+                    server, read_stream, write_stream, lifespan_state=state, init_options=cast(Any, None)
+                )
             tg.cancel_scope.cancel()
 
     async def _serve_http(self, host: str, port: int) -> None:

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from sse_starlette.event import ServerSentEvent
 
 from mcp_hub.hub import Hub
+from mcp_hub.server import deferred
 from mcp_hub.server.http import _split_sse_lines_fast, build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
@@ -391,6 +392,31 @@ async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_sa
     events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
     assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
     assert events[-1]["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_quiet_call_outlasting_the_window_is_streamed_answer_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that sends nothing for `deferred.WINDOW` starts its SSE stream anyway (a proxy would
+    time out an idle response); the answer is the stream's last event, and the session serves on."""
+    monkeypatch.setattr(deferred, "WINDOW", 0.05)
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
+        url = f"{base}/mcp"
+        session = await legacy_session(http, url)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        call["params"] = {"name": "srv_slow", "arguments": {"seconds": 0.5, "steps": 1}}
+        streamed = await http.post(url, json=call, headers=session)
+        echo = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "srv_echo"}}
+        echo["params"]["arguments"] = {"text": "after"}
+        plain = await http.post(url, json=echo, headers=session)
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert streamed.headers["mcp-session-id"] == session["Mcp-Session-Id"]
+    events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert [(e["id"], e["result"]["content"][0]["text"]) for e in events] == [(7, "done")]
+    assert plain.headers["content-type"] == "application/json"
+    assert plain.json()["result"]["structuredContent"] == {"text": "after", "server": "srv"}
 
 
 async def test_a_list_is_answered_in_each_clients_era_however_often_it_is_asked(tmp_path: Path) -> None:

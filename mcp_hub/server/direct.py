@@ -58,13 +58,13 @@ from mcp.shared.jsonrpc_dispatcher import (
 )
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import ErrorData, JSONRPCError, JSONRPCResponse
+from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCResponse
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_hub.server.deferred import WINDOW
+from mcp_hub.server import deferred
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -84,7 +84,7 @@ class DirectRequests:
         self,
         app: ASGIApp,
         manager: StreamableHTTPSessionManager,
-        connections: Mapping[str, Connection],
+        connections: Mapping[str | None, Connection],
         max_body: int,
     ) -> None:
         self._app = app
@@ -106,7 +106,7 @@ class DirectRequests:
             await self._app(scope, receive, send)
             return
         chunks, complete = await self._read_body(receive)
-        message = _request(b"".join(chunks)) if complete else None
+        message = request_of(b"".join(chunks)) if complete else None
         if message is None or not self._free(transport, connection, message["id"]):
             await self._app(scope, _replaying(chunks, receive), send)
             return
@@ -171,15 +171,12 @@ class DirectRequests:
         dispatcher: JSONRPCDispatcher[Any] = connection.outbound  # type: ignore[assignment]
         return (
             str(request_id) not in transport._request_streams  # pyright: ignore[reportPrivateUsage]
-            and coerce_request_id(request_id) not in dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
+            and not in_flight(dispatcher, request_id)
         )
 
     def _runner(self, connection: Connection) -> ServerRunner[Any]:
-        runner = self._runners.get(connection)
-        if runner is None:
-            lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
-            runner = self._runners[connection] = ServerRunner(self._manager.app, connection, lifespan)
-        return runner
+        lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
+        return runner_for(self._runners, self._manager.app, connection, lifespan)
 
 
 @contextlib.contextmanager
@@ -199,8 +196,8 @@ def _holding(transport: StreamableHTTPServerTransport) -> Iterator[None]:
             idle.deadline = anyio.current_time() + timeout
 
 
-def _request(body: bytes) -> dict[str, Any] | None:
-    """The JSON-RPC request `body` holds, if it is one this module serves (not `initialize`)."""
+def request_of(body: bytes | str) -> dict[str, Any] | None:
+    """The JSON-RPC request `body` holds, if it is one served past the message loop (not `initialize`)."""
     try:
         message = pydantic_core.from_json(body)
     except ValueError:
@@ -236,23 +233,100 @@ def _replaying(chunks: list[bytes], receive: Receive) -> Receive:
     return replay
 
 
+async def run_request(
+    runner: ServerRunner[Any],
+    dctx: _JSONRPCDispatchContext[Any],
+    scope: anyio.CancelScope,
+    method: str,
+    params: dict[str, Any] | None,
+) -> tuple[dict[str, Any] | None, ErrorData | None]:
+    """Run one request through the session's runner, as the session's dispatcher would: its result or error
+    (neither: cancelled, by the client or through `scope`). Errors are shaped as the dispatcher shapes them."""
+    result: dict[str, Any] | None = None
+    error: ErrorData | None = None
+    with scope:
+        try:
+            result = await runner.on_request(dctx, method, params)
+        except Exception as exc:
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                logger.exception("handler for %r raised", method)
+                error = ErrorData(code=0, message=str(exc))  # as the SDK's dispatcher answers it
+        finally:
+            dctx.close()
+    return result, error
+
+
+def runner_for(
+    runners: WeakKeyDictionary[Connection, ServerRunner[Any]], server: Any, connection: Connection, lifespan: Any
+) -> ServerRunner[Any]:
+    """The connection's own `ServerRunner` for requests served past its message loop (made on first use)."""
+    runner = runners.get(connection)
+    if runner is None:
+        runner = runners[connection] = ServerRunner(server, connection, lifespan)
+    return runner
+
+
+def in_flight(dispatcher: JSONRPCDispatcher[Any], request_id: str | int) -> bool:
+    """Whether the client has a request with this id in flight on the dispatcher's connection."""
+    return coerce_request_id(request_id) in dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
+
+
+@contextlib.contextmanager
+def cancellable(
+    dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any], scope: anyio.CancelScope
+) -> Iterator[None]:
+    """While served, the request is in the dispatcher's table: the client's `notifications/cancelled` finds it."""
+    key = coerce_request_id(dctx.request_id)  # type: ignore[arg-type]
+    table = dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
+    table[key] = _InFlight(scope=scope, dctx=dctx)
+    try:
+        yield
+    finally:
+        entry = table.get(key)
+        if entry is not None and entry.dctx is dctx:
+            del table[key]
+
+
+def has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
+    """Whether a request carries the 2026-07-28 per-request envelope (which a handshake-era connection refuses)."""
+    meta = params.get("_meta") if params is not None else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+def encode_answer(request_id: str | int, result: dict[str, Any] | None, error: ErrorData | None) -> bytes:
+    """The JSON-RPC response or error, as the SDK's transports serialize it."""
+    if error is not None:
+        answer = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+        return answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    return pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
 @dataclass(eq=False)
-class _Watched(_JSONRPCDispatchContext[TransportContext]):
-    """The session dispatcher's context for one request, which tells its exchange before sending the client anything."""
+class Watched(_JSONRPCDispatchContext[TransportContext]):
+    """The session dispatcher's context for one request, which notes (and tells `on_send`) before it sends the
+    client anything."""
 
     on_send: Callable[[], None] | None = None
+    sent: bool = False
+    """Whether the request sent the client anything on its way (its answer must then follow it in order)."""
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        if not self._closed and self.on_send is not None:
-            self.on_send()
+        if not self._closed:
+            self._sending()
         await super().notify(method, params, opts)
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> dict[str, Any]:
-        if self.can_send_request and self.on_send is not None:
-            self.on_send()
+        if self.can_send_request:
+            self._sending()
         return await super().send_raw_request(method, params, opts)
+
+    def _sending(self) -> None:
+        self.sent = True
+        if self.on_send is not None:
+            self.on_send()
 
 
 class _Exchange:
@@ -275,7 +349,7 @@ class _Exchange:
         self._id: str | int = message["id"]
         self._key = str(self._id)
         metadata = ServerMessageMetadata(request_context=request)
-        self._dctx = _Watched(
+        self._dctx = Watched(
             transport=self._dispatcher._transport_builder(metadata),  # pyright: ignore[reportPrivateUsage]
             _dispatcher=self._dispatcher,
             _request_id=self._id,
@@ -303,43 +377,31 @@ class _Exchange:
             self._transport._request_streams[self._key] = self._stream  # pyright: ignore[reportPrivateUsage]
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        in_flight = coerce_request_id(self._id)
-        self._dispatcher._in_flight[in_flight] = _InFlight(scope=self._scope, dctx=self._dctx)  # pyright: ignore[reportPrivateUsage]
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._run)
-                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-                with anyio.move_on_after(WINDOW):
-                    await self._wake.wait()
-                if self._answer is not None:
-                    await self._send_json(self._answer, send)
-                else:
-                    self._open_stream()
-                    self._streaming = True
-                    await self._stream_answer(scope, receive, send)
-                tg.cancel_scope.cancel()
+            with cancellable(self._dispatcher, self._dctx, self._scope):
+                await self._exchange(scope, receive, send)
         finally:
-            entry = self._dispatcher._in_flight.get(in_flight)  # pyright: ignore[reportPrivateUsage]
-            if entry is not None and entry.dctx is self._dctx:
-                del self._dispatcher._in_flight[in_flight]  # pyright: ignore[reportPrivateUsage]
             if self._stream is not None:
                 with anyio.CancelScope(shield=True):
                     await self._transport._clean_up_memory_streams(self._key)  # pyright: ignore[reportPrivateUsage]
 
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._run)
+            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+            with anyio.move_on_after(deferred.WINDOW):
+                await self._wake.wait()
+            if self._answer is not None:
+                await self._send_json(self._answer, send)
+            else:
+                self._open_stream()
+                self._streaming = True
+                await self._stream_answer(scope, receive, send)
+            tg.cancel_scope.cancel()
+
     async def _run(self) -> None:
         """Run the request through the session's runner, and answer it (or have it answered) when it is done."""
-        result: dict[str, Any] | None = None
-        error: ErrorData | None = None
-        with self._scope:
-            try:
-                result = await self._runner.on_request(self._dctx, self._method, self._params)
-            except Exception as exc:
-                error = handler_exception_to_error_data(exc)
-                if error is None:
-                    logger.exception("handler for %r raised", self._method)
-                    error = ErrorData(code=0, message=str(exc))  # as the SDK's dispatcher answers it
-            finally:
-                self._dctx.close()
+        result, error = await run_request(self._runner, self._dctx, self._scope, self._method, self._params)
         if self._dctx.cancel_requested.is_set() or (result is None and error is None):
             # Cancelled by the client: the handshake era still ends the request, with REQUEST_CANCELLED.
             error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
@@ -351,14 +413,7 @@ class _Exchange:
                 assert result is not None
                 await self._dispatcher._write_result(self._id, result)  # pyright: ignore[reportPrivateUsage]
             return
-        if error is not None:
-            self._answer = (
-                JSONRPCError(jsonrpc="2.0", id=self._id, error=error)
-                .model_dump_json(by_alias=True, exclude_unset=True)
-                .encode()
-            )
-        else:
-            self._answer = pydantic_core.to_json({"jsonrpc": "2.0", "id": self._id, "result": result})
+        self._answer = encode_answer(self._id, result, error)
         self._wake.set()
 
     async def _watch_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:

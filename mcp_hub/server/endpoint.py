@@ -105,8 +105,9 @@ class _HubServer(Server[Any]):
     def __init__(self, name: str, upstreams: Mapping[str, Upstream], **options: Any) -> None:
         super().__init__(name, **options)
         self._upstreams = upstreams
-        self.connections: dict[str, Connection] = {}
-        """The handshake-era HTTP sessions whose clients have initialized, by session id."""
+        self.connections: dict[str | None, Connection] = {}
+        """The handshake-era connections whose clients have initialized: HTTP sessions by session id,
+        and under None the latest without one (in a hub serving stdio, its one client's)."""
 
     def get_capabilities(
         self,
@@ -516,9 +517,10 @@ class Endpoint:
             client = self._clients[connection] = _Client(session)
             # Forget the client, and what it subscribed to, when its connection closes.
             connection.exit_stack.callback(self._clients.pop, connection, None)
-            if connection.session_id is not None and isinstance(self.server, _HubServer):
-                self.server.connections[connection.session_id] = connection
-                connection.exit_stack.callback(self.server.connections.pop, connection.session_id, None)
+            if isinstance(self.server, _HubServer):
+                connections = self.server.connections
+                connections[connection.session_id] = connection
+                connection.exit_stack.callback(_forget, connections, connection)
             connection.exit_stack.push_async_callback(self._subscriptions.drop, connection)
         return client
 
@@ -697,9 +699,15 @@ def _connection_of(session: ServerSession) -> Connection:
     return session._connection  # pyright: ignore[reportPrivateUsage]
 
 
-def session_connections(server: Server[Any]) -> Mapping[str, Connection]:
-    """The initialized handshake-era HTTP sessions of the hub's `server`, by session id (none for another server)."""
+def session_connections(server: Server[Any]) -> Mapping[str | None, Connection]:
+    """The hub's initialized handshake-era connections, by session id (see `_HubServer.connections`);
+    none for another server."""
     return server.connections if isinstance(server, _HubServer) else {}
+
+
+def _forget(connections: dict[str | None, Connection], connection: Connection) -> None:
+    if connections.get(connection.session_id) is connection:
+        del connections[connection.session_id]
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:

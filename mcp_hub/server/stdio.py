@@ -24,17 +24,40 @@ import stat
 import sys
 from collections.abc import AsyncIterator
 from typing import Any, BinaryIO
+from weakref import WeakKeyDictionary
 
+import anyio
 import mcp.server.stdio
+from anyio.abc import TaskGroup
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
+from mcp.server.runner import ServerRunner
 from mcp.server.stdio import stdio_server
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, progress_token_from_params
+
+from mcp_hub.server.direct import (
+    Watched,
+    cancellable,
+    encode_answer,
+    has_modern_envelope,
+    in_flight,
+    request_of,
+    run_request,
+    runner_for,
+)
+from mcp_hub.server.endpoint import session_connections
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line read from the client (the HTTP endpoint takes request bodies up to half this)."""
 
 
 @contextlib.asynccontextmanager
-async def stdio_endpoint() -> AsyncIterator[tuple[Any, Any]]:
-    """`(read_stream, write_stream)` for `Server.run`, over the process's standard input and output."""
+async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """`(read_stream, write_stream)` for serving `server` over the process's standard input and output.
+
+    On the event loop's pipes, a handshake-era client's requests are served past the
+    SDK's message loop once it has initialized (`_DirectRequests`), with `lifespan_state`.
+    """
     claim = getattr(mcp.server.stdio, "_claim_fd", None)
     if claim is None or not _is_stream(0) or not _is_stream(1) or not _on_asyncio():
         async with stdio_server() as streams:
@@ -43,11 +66,13 @@ async def stdio_endpoint() -> AsyncIterator[tuple[Any, Any]]:
     with contextlib.ExitStack() as claims:
         stdin_file = _claimed(claims, claim, 0, sys.stdin, "rb", mcp.server.stdio._open_stdin_diversion)  # pyright: ignore[reportPrivateUsage]
         stdout_file = _claimed(claims, claim, 1, sys.stdout, "wb", mcp.server.stdio._open_stdout_diversion)  # pyright: ignore[reportPrivateUsage]
-        async with (
-            _pipes(stdin_file, stdout_file) as (lines, output),
-            stdio_server(stdin=lines, stdout=output) as streams,  # pyright: ignore[reportArgumentType]
-        ):
-            yield streams
+        async with _pipes(stdin_file, stdout_file) as (lines, output), anyio.create_task_group() as tg:
+            lines.direct = _DirectRequests(server, lifespan_state, tg, output)
+            try:
+                async with stdio_server(stdin=lines, stdout=output) as streams:  # pyright: ignore[reportArgumentType]
+                    yield streams
+            finally:
+                tg.cancel_scope.cancel()
 
 
 def _claimed(claims: contextlib.ExitStack, claim: Any, fd: int, *args: Any) -> BinaryIO:
@@ -98,22 +123,25 @@ async def _pipes(stdin_file: BinaryIO, stdout_file: BinaryIO) -> AsyncIterator[t
 
 
 class _Lines:
-    """Standard input as the text lines `stdio_server` iterates over."""
+    """Standard input as the text lines `stdio_server` iterates over, less those `direct` takes."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+        self.direct: _DirectRequests | None = None
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        try:
-            line = await self._reader.readline()
-        except ValueError:  # longer than the limit: dropped so far; the rest reads as a line that is not JSON
-            return f"dropped a line longer than {MAX_LINE_BYTES} bytes\n"
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        while True:
+            try:
+                line = await self._reader.readline()
+            except ValueError:  # longer than the limit: dropped so far; the rest reads as a line that is not JSON
+                return f"dropped a line longer than {MAX_LINE_BYTES} bytes\n"
+            if not line:
+                raise StopAsyncIteration
+            if self.direct is None or not self.direct.take(line):
+                return line.decode("utf-8", errors="replace")
 
 
 class _Output:
@@ -127,3 +155,81 @@ class _Output:
 
     async def flush(self) -> None:
         await self._writer.drain()
+
+    async def send_line(self, line: bytes) -> None:
+        """Write one message (a whole line, so it cannot interleave with another) and flush it."""
+        self._writer.write(line + b"\n")
+        await self._writer.drain()
+
+
+class _DirectRequests:
+    """A handshake-era client's requests, served past the SDK's message loop once the client has initialized.
+
+    The SDK's loop takes each message from standard input through three tasks and
+    streams (the reader, the era replay, the dispatcher) before a task of its own
+    runs it. A request (not `initialize`, not a 2026-07-28 one) is taken here
+    instead and run at once by the connection's `ServerRunner` under a dispatch
+    context of the connection's own dispatcher, so progress, log messages,
+    questions and the client's cancellation travel as before. Its answer is written
+    straight to standard output, or, if it sent the client anything on its way,
+    through the connection's ordered channel behind what it sent. A request the
+    client cancelled is not answered, as the SDK does not answer it. Everything
+    else, and every request until the client's `notifications/initialized` has
+    been handled, goes to the SDK.
+    """
+
+    def __init__(self, server: Server[Any], lifespan_state: Any, tg: TaskGroup, output: _Output) -> None:
+        self._server = server
+        self._lifespan = lifespan_state
+        self._tg = tg
+        self._output = output
+        self._connections = session_connections(server)
+        self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
+
+    def take(self, line: bytes) -> bool:
+        """Serve `line` here if it is a request this serves (True); else leave it to the SDK (False)."""
+        connection = self._connections.get(None)
+        if connection is None or not connection.initialize_accepted or b'"method"' not in line:
+            return False
+        dispatcher = connection.outbound
+        message = request_of(line)
+        if (
+            message is None
+            or not isinstance(dispatcher, JSONRPCDispatcher)
+            or has_modern_envelope(message.get("params"))
+            or in_flight(dispatcher, message["id"])
+        ):
+            return False
+        dctx = Watched(
+            transport=dispatcher._transport_builder(None),  # pyright: ignore[reportPrivateUsage]
+            _dispatcher=dispatcher,
+            _request_id=message["id"],
+            _progress_token=progress_token_from_params(message.get("params")),
+        )
+        scope = anyio.CancelScope()
+        held = contextlib.ExitStack()
+        held.enter_context(cancellable(dispatcher, dctx, scope))  # from now on, the client can cancel it
+        runner = runner_for(self._runners, self._server, connection, self._lifespan)
+        self._tg.start_soon(self._serve, runner, dctx, scope, held, message)
+        return True
+
+    async def _serve(
+        self,
+        runner: ServerRunner[Any],
+        dctx: Watched,
+        scope: anyio.CancelScope,
+        held: contextlib.ExitStack,
+        message: dict[str, Any],
+    ) -> None:
+        with held:
+            result, error = await run_request(runner, dctx, scope, message["method"], message.get("params"))
+        if dctx.cancel_requested.is_set() or (result is None and error is None):
+            return
+        request_id = message["id"]
+        if not dctx.sent:
+            await self._output.send_line(encode_answer(request_id, result, error))
+        elif error is not None:
+            await dctx._dispatcher._write_error(request_id, error)  # pyright: ignore[reportPrivateUsage]
+        else:
+            assert result is not None
+            await dctx._dispatcher._write_result(request_id, result)  # pyright: ignore[reportPrivateUsage]

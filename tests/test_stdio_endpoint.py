@@ -1,0 +1,123 @@
+"""The hub's own stdio endpoint, as a process a client launches: what a call sends on its way, questions,
+cancellation, and many calls at once (a handshake-era client's requests are served past the SDK's loop)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from mcp_hub.server.stdio import _is_stream
+from tests.conftest import fixture_server, wait_for, write_config
+from tests.test_relay import EXPECTED, Person
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def stdio_hub(tmp_path: Path, **options: Any) -> AsyncIterator[Client]:
+    """`mcp-hub serve` over stdio with one fixture server, `srv`, once its tools are listed."""
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], cwd=str(tmp_path)
+    )
+    async with Client(params, mode="legacy", cache=None, **options) as client:
+
+        async def listed() -> bool:
+            return "srv_echo" in {tool.name for tool in (await client.list_tools()).tools}
+
+        await wait_for(listed)
+        yield client
+
+
+async def test_what_a_call_sends_arrives_before_its_answer(tmp_path: Path) -> None:
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(f"progress {progress:g}/{total:g}")
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(f"log {params.data}")
+
+    async with stdio_hub(tmp_path, logging_callback=on_log) as client:
+        with anyio.fail_after(20):
+            slow = await client.call_tool("srv_slow", {"seconds": 0.2, "steps": 3}, progress_callback=on_progress)
+            heard.append("answered slow")
+            await client.call_tool("srv_log", {"text": "hi"})
+            heard.append("answered log")
+    assert slow.content[0].text == "done"  # type: ignore[union-attr]
+    assert heard[:4] == ["progress 1/3", "progress 2/3", "progress 3/3", "answered slow"]
+    assert heard[4:] == ["log debug: hi", "log info: hi", "log warning: hi", "answered log"]
+
+
+@pytest.mark.parametrize("what", list(EXPECTED))
+async def test_a_servers_question_mid_call_reaches_the_stdio_client(tmp_path: Path, what: str) -> None:
+    ada = Person("ada")
+    async with stdio_hub(tmp_path, **ada.options()) as client:
+        with anyio.fail_after(20):
+            result = await client.call_tool("srv_ask", {"what": what, "text": "hello"})
+    assert result.content[0].text == EXPECTED[what]  # type: ignore[union-attr]
+    assert ada.asked == [what]
+
+
+async def test_a_stdio_client_cancelling_a_call_cancels_it_on_the_server(tmp_path: Path) -> None:
+    marker = tmp_path / "call"
+
+    async def exists(path: Path) -> bool:
+        return path.exists()
+
+    async with stdio_hub(tmp_path) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "srv_wait", {"marker": str(marker)})
+            await wait_for(lambda: exists(Path(f"{marker}.started")))
+            tg.cancel_scope.cancel()
+        await wait_for(lambda: exists(Path(f"{marker}.cancelled")), timeout=10)
+        echo = await client.call_tool("srv_echo", {"text": "after"})
+    assert echo.structured_content == {"text": "after", "server": "srv"}
+
+
+async def test_many_calls_at_once_each_get_their_own_answer(tmp_path: Path) -> None:
+    answers: dict[int, Any] = {}
+
+    async def call(i: int) -> None:
+        if i % 10 == 9:
+            try:
+                await client.call_tool("srv_nope", {})
+            except MCPError as exc:
+                answers[i] = exc.error.message
+            return
+        answers[i] = (await client.call_tool("srv_echo", {"text": f"call {i}"})).structured_content
+
+    async with stdio_hub(tmp_path) as client:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for i in range(100):
+                    tg.start_soon(call, i)
+    for i in range(100):
+        if i % 10 == 9:
+            assert answers[i] == "Unknown tool: srv_nope"
+        else:
+            assert answers[i] == {"text": f"call {i}", "server": "srv"}
+
+
+def test_only_pipes_and_sockets_are_read_on_the_event_loop(tmp_path: Path) -> None:
+    """A terminal or a file on standard input is left to the SDK's own reader."""
+    read, write = os.pipe()
+    path = tmp_path / "requests.jsonl"
+    path.write_text("{}\n")
+    try:
+        with path.open("rb") as file:
+            assert _is_stream(read) and _is_stream(write)
+            assert not _is_stream(file.fileno())
+    finally:
+        os.close(read)
+        os.close(write)
