@@ -1,14 +1,17 @@
-"""Requests to a stdio server, with their answers taken off the wire before the SDK session sees them.
+"""Requests to a stdio server, written to its stdin and answered off its stdout past the SDK's transport.
 
 The SDK client's session keeps a waiter per request, spawns a task per
-progress notification and validates each result into a model. The hub
-forwards results it does not inspect, so once a session is negotiated,
-`DirectLines` writes each of the hub's requests, stamped as the session stamps
-its own, on the transport's write stream (the SDK's writer task is the only
-writer of the child's stdin, so lines never interleave), and the read stream
-it wraps hands the request's answer, and its progress, to the waiting call
-straight away; every other message reaches the session as before. The child's
-process, its stderr and its shutdown stay the SDK's.
+progress notification and validates each result into a model; its transport
+writes each message through a writer task and parses each line into a model
+in a reader task. The hub forwards results it does not inspect, so once a
+session is negotiated, `DirectLines` writes each of the hub's requests straight
+to the child's stdin (`transports.Pipes`; one write per line, so lines never
+interleave with the SDK writer's), and each line the child writes that names
+one of its ids is offered to it before the SDK's reader parses it: the
+request's answer, and its progress, go to the waiting call at once; every
+other message reaches the session as before. Where the pipes are not at hand,
+the transport's streams serve instead (the write stream, and the read stream
+it wraps). The child's process, its stderr and its shutdown stay the SDK's.
 
 Request ids sent here are strings (`hub-1`, ...), so they never meet the SDK
 session's integer ids. A request abandoned before its answer is followed by
@@ -22,9 +25,11 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import pydantic_core
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client._transport import ReadStream, WriteStream
 from mcp.shared.dispatcher import ProgressFnT
@@ -33,13 +38,18 @@ from mcp.shared.message import SessionMessage
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    ErrorData,
     JSONRPCError,
     JSONRPCNotification,
-    JSONRPCRequest,
     JSONRPCResponse,
+    jsonrpc_message_adapter,
 )
+from pydantic import ValidationError
 
 from mcp_hub.upstream.streams import ReadStreamBase, deliver_progress
+
+if TYPE_CHECKING:
+    from mcp_hub.upstream.transports import Pipes
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -48,17 +58,32 @@ _CANCEL_SECONDS = 2.0
 _PROGRESS_BUFFER = 256
 """Progress notifications one request may have waiting for its caller; more are dropped."""
 
-_Item = JSONRPCResponse | JSONRPCError | Mapping[str, Any]
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A request's answer: its result, or its error."""
+
+    result: Any = None
+    error: ErrorData | None = None
+
+
+_Item = _Answer | Mapping[str, Any]
 """What a waiting request receives: its answer, or the params of a progress notification."""
 
 
 class DirectLines:
     """Sends requests to one stdio server and takes their answers directly (see the module docstring)."""
 
-    def __init__(self, write: WriteStream[SessionMessage]) -> None:
+    def __init__(self, write: WriteStream[SessionMessage], pipes: Pipes | None = None) -> None:
         self._write = write
+        self._stdin = pipes.stdin if pipes is not None else None
+        if pipes is not None:
+            pipes.take, pipes.handing_on = self.take_line, self._handing_on
         self._ids = itertools.count(1)
         self._waiting: dict[str, MemoryObjectSendStream[_Item]] = {}
+        self._behind: set[str] = set()
+        """Requests that were waiting when a line went to the SDK's reader: their answers, and progress,
+        follow it there (`take`), behind what the server sent first."""
         self._closed = False
 
     async def request(
@@ -84,31 +109,27 @@ class DirectLines:
             out["_meta"] = {**(out.get("_meta") or {}), "progressToken": request_id}
         send, receive = anyio.create_memory_object_stream[_Item](_PROGRESS_BUFFER)
         self._waiting[request_id] = send
-        # `params` stays unset when empty: the writer leaves unset fields out, and JSON-RPC forbids `null`.
-        message = (
-            JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=out)
-            if out
-            else JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method)
-        )
+        # `params` stays unset when empty: JSON-RPC forbids `null`.
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, **({"params": out} if out else {})}
         answered = False
         try:
             with send, receive:
                 try:
-                    await self._write.send(SessionMessage(message))
+                    await self._send(message)
                     async for item in receive:
-                        if isinstance(item, JSONRPCResponse):
+                        if isinstance(item, _Answer):
                             answered = True
+                            if item.error is not None:
+                                raise MCPError.from_error_data(item.error)
                             return _result(item.result)
-                        if isinstance(item, JSONRPCError):
-                            answered = True
-                            raise MCPError.from_error_data(item.error)
                         if on_progress is not None:
                             await deliver_progress(on_progress, item)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                     pass
                 raise MCPError(CONNECTION_CLOSED, f"the connection closed before the answer to {method}")
         finally:
             self._waiting.pop(request_id, None)
+            self._behind.discard(request_id)
             if not answered and not self._closed:
                 await self._cancel(request_id)
 
@@ -121,14 +142,45 @@ class DirectLines:
         if not isinstance(message, SessionMessage):
             return False
         inner = message.message
-        if isinstance(inner, JSONRPCResponse | JSONRPCError):
-            key = inner.id
-            item: _Item = inner
-        elif isinstance(inner, JSONRPCNotification) and inner.method == "notifications/progress":
-            key = (inner.params or {}).get("progressToken")
-            item = inner.params or {}
-        else:
+        if isinstance(inner, JSONRPCResponse):
+            return self._hand(inner.id, _Answer(result=inner.result))
+        if isinstance(inner, JSONRPCError):
+            return self._hand(inner.id, _Answer(error=inner.error))
+        if isinstance(inner, JSONRPCNotification) and inner.method == "notifications/progress":
+            return self._hand((inner.params or {}).get("progressToken"), inner.params or {})
+        return False
+
+    def take_line(self, line: bytes) -> bool:
+        """`take` for a line from the child's stdout, before the SDK's reader parses it into a model."""
+        try:
+            message = pydantic_core.from_json(line)
+        except ValueError:
             return False
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return False
+        if "method" in message:
+            params = message.get("params")
+            if message["method"] != "notifications/progress" or not isinstance(params, dict):
+                return False
+            token = params.get("progressToken")
+            return isinstance(token, str) and token not in self._behind and self._hand(token, params)
+        key = message.get("id")
+        if not isinstance(key, str) or key in self._behind:
+            return False
+        if "result" in message and "error" not in message:
+            return self._hand(key, _Answer(result=message["result"]))
+        if "error" in message and "result" not in message:
+            try:
+                error = ErrorData.model_validate(message["error"])
+            except ValidationError:
+                return False  # the SDK's reader reports it
+            return self._hand(key, _Answer(error=error))
+        return False
+
+    def _handing_on(self) -> None:
+        self._behind.update(self._waiting)
+
+    def _hand(self, key: Any, item: _Item) -> bool:
         waiting = self._waiting.get(key) if isinstance(key, str) else None
         if waiting is None:
             return False
@@ -146,18 +198,25 @@ class DirectLines:
         for waiting in list(self._waiting.values()):
             waiting.close()
 
+    async def _send(self, message: dict[str, Any]) -> None:
+        """Write one message to the child: straight to its stdin (one write), else through the SDK's writer."""
+        if self._stdin is not None:
+            await self._stdin.send(pydantic_core.to_json(message) + b"\n")
+        else:
+            await self._write.send(SessionMessage(jsonrpc_message_adapter.validate_python(message)))
+
     async def _cancel(self, request_id: str) -> None:
-        notice = JSONRPCNotification(
-            jsonrpc="2.0",
-            method="notifications/cancelled",
-            params={"requestId": request_id, "reason": "the hub's caller abandoned the request"},
-        )
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "the hub's caller abandoned the request"},
+        }
         with (
             anyio.CancelScope(shield=True),
             anyio.move_on_after(_CANCEL_SECONDS),
-            contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError),
+            contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError),
         ):
-            await self._write.send(SessionMessage(notice))
+            await self._send(notice)
 
 
 def _result(result: Any) -> dict[str, Any]:

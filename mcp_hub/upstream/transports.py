@@ -25,8 +25,9 @@ import codecs
 import datetime
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
+from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ import anyio
 import httpx2
 import mcp.client.sse
 import mcp.client.stdio
-from anyio.abc import AnyByteReceiveStream, ObjectReceiveStream
+from anyio.abc import AnyByteReceiveStream, ByteSendStream, ObjectReceiveStream
 from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -96,6 +97,22 @@ def _read_stdio_in_lines() -> None:
     """
     if mcp.client.stdio.TextReceiveStream is not _LineReceiveStream:  # pyright: ignore[reportPrivateImportUsage]
         mcp.client.stdio.TextReceiveStream = _LineReceiveStream  # pyright: ignore[reportPrivateImportUsage]
+    spawn = mcp.client.stdio._create_platform_compatible_process  # pyright: ignore[reportPrivateUsage]
+    if not getattr(spawn, "_noted", False):
+
+        async def noted(*args: Any, **kwargs: Any) -> Any:
+            process = await spawn(*args, **kwargs)
+            pipes = _PIPES.get()
+            if pipes is not None:
+                pipes.stdin = process.stdin
+            return process
+
+        noted._noted = True  # type: ignore[attr-defined]
+        mcp.client.stdio._create_platform_compatible_process = noted  # pyright: ignore[reportPrivateUsage]
+
+
+_PIPES: ContextVar[Pipes | None] = ContextVar("mcp_hub_stdio_pipes", default=None)
+"""The pipes of the stdio child the SDK is starting in this context (see `_Stdio`)."""
 
 
 class _LineReceiveStream(ObjectReceiveStream[str]):
@@ -110,6 +127,8 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
 
     def __init__(self, transport_stream: AnyByteReceiveStream, encoding: str = "utf-8", errors: str = "strict") -> None:
         self._stream = transport_stream
+        self._pipes = _PIPES.get()
+        """The child's pipes, whose `take` is offered each line first (None: a stdio client not the hub's)."""
         self._decoder = codecs.getincrementaldecoder(encoding)(errors=errors)
         self._parts: list[bytes] = []
         self._size = 0
@@ -128,10 +147,36 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
                 notice = f"dropped a {self._dropped + self._size + first}-byte line (limit {MAX_LINE_BYTES})\n"
                 text = notice.encode() + chunk[first + 1 : last + 1]
             else:
-                text = b"".join([*self._parts, chunk[: last + 1]])
+                text = self._untaken(b"".join([*self._parts, chunk[: last + 1]]))
             tail = chunk[last + 1 :]
             self._parts, self._size, self._dropped = ([tail] if tail else []), len(tail), 0
+            # Even with every line taken (""), the SDK's reader takes its turn, and lets go of the last
+            # text it read: it would hold it until a line it does read arrives.
             return self._decoder.decode(text)
+
+    def _untaken(self, text: bytes) -> bytes:
+        """`text` (whole lines), less its leading lines that the child's pipes take (answers to the hub's own
+        requests, and their progress).
+
+        Taking stops at the first line left to the SDK (`Pipes.handing_on`), and the answers of the
+        hub's requests waiting then follow the SDK's reader, which hands on in order
+        (`lines._TakingReadStream`): an answer never overtakes a message the server sent before it (a log
+        message about the same request, say).
+        """
+        take = self._pipes.take if self._pipes is not None else None
+        if take is None:
+            return text
+        start = 0
+        while start < len(text):  # a line is copied only to be offered, and only if it names a hub- id
+            end = text.index(b"\n", start) + 1
+            line = text if end - start == len(text) else text[start:end]
+            if text.find(b'"hub-', start, end) < 0 or not take(line):
+                assert self._pipes is not None
+                if self._pipes.handing_on is not None:
+                    self._pipes.handing_on()
+                break
+            start = end
+        return text[start:] if start else text
 
     def _extend(self, chunk: bytes) -> None:
         if self._dropped:
@@ -184,6 +229,26 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
     return WatchedTransport(_StreamableHttp(config.url, dict(config.headers)))
 
 
+class Pipes:
+    """A stdio child's pipes as the hub reaches them past the SDK's transport.
+
+    The SDK's stdio client writes each message through a writer task and reads
+    each line through a reader task that parses it into a model and hands it on
+    through a stream. The hub's own requests skip both (`lines.DirectLines`):
+    they are written to the child's `stdin` at once (one write per line, so they
+    never interleave with the SDK's), and each line the child writes is offered
+    to `take` before the SDK's reader sees it.
+    """
+
+    def __init__(self) -> None:
+        self.stdin: ByteSendStream | None = None
+        """Set when the SDK has started the child (None: it has not, or not through the usual spawn)."""
+        self.take: Callable[[bytes], bool] | None = None
+        """Set by `DirectLines`: takes a line that answers (or reports progress on) one of its requests."""
+        self.handing_on: Callable[[], None] | None = None
+        """Set by `DirectLines`: told before a line goes to the SDK's reader."""
+
+
 class _Stdio:
     """The SDK's stdio client, with the hub's requests answered past its session (`direct`, see lines.py)."""
 
@@ -192,8 +257,13 @@ class _Stdio:
         self.direct: DirectLines | None = None
 
     async def __aenter__(self) -> TransportStreams:
-        read_stream, write_stream = await self._inner.__aenter__()
-        self.direct = DirectLines(write_stream)
+        pipes = Pipes()
+        token = _PIPES.set(pipes)  # the child's spawn and its stdout reader are started in this context
+        try:
+            read_stream, write_stream = await self._inner.__aenter__()
+        finally:
+            _PIPES.reset(token)
+        self.direct = DirectLines(write_stream, pipes)
         return self.direct.wrap(read_stream), write_stream
 
     async def __aexit__(
