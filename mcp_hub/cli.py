@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from mcp_hub import __version__
+from mcp_hub.allocator import keep_freed_memory
 from mcp_hub.catalog import KINDS, Kind
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
@@ -110,6 +111,7 @@ def _setup_logging(level: str) -> None:
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _setup_logging(config.hub.log_level)
+    keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
     anyio.run(Hub(config).serve, args.transport, args.host, args.port, backend_options=_loop_options())
     return 0

@@ -25,9 +25,10 @@ import codecs
 import datetime
 import shutil
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -36,7 +37,7 @@ import anyio
 import httpx2
 import mcp.client.sse
 import mcp.client.stdio
-from anyio.abc import AnyByteReceiveStream, ByteSendStream, ObjectReceiveStream
+from anyio.abc import AnyByteReceiveStream, ByteReceiveStream, ByteSendStream, ObjectReceiveStream
 from mcp.client._transport import ReadStream, Transport, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -61,6 +62,11 @@ _DRAIN_BYTES = 64 * 1024
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line a stdio server may write to stdout (one JSON-RPC message); longer ones are discarded."""
+
+_READ_BYTES = 1024 * 1024
+"""The most read off a child's stdout at once. Reading all that asyncio has buffered (up to 256 KiB
+per pipe read) copies it once; reading it 64 KiB at a time, as the SDK does, moves the rest of the
+buffer down after each read."""
 
 
 def _lift_sse_event_cap() -> None:
@@ -127,6 +133,11 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
 
     def __init__(self, transport_stream: AnyByteReceiveStream, encoding: str = "utf-8", errors: str = "strict") -> None:
         self._stream = transport_stream
+        self._receive: Callable[[], Awaitable[bytes]] = (
+            partial(transport_stream.receive, _READ_BYTES)
+            if isinstance(transport_stream, ByteReceiveStream)
+            else transport_stream.receive
+        )
         self._pipes = _PIPES.get()
         """The child's pipes, whose `take` is offered each line first (None: a stdio client not the hub's)."""
         self._decoder = codecs.getincrementaldecoder(encoding)(errors=errors)
@@ -137,7 +148,7 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
 
     async def receive(self) -> str:
         while True:
-            chunk = await self._stream.receive()
+            chunk = await self._receive()
             first = chunk.find(b"\n")
             if first < 0:
                 self._extend(chunk)
