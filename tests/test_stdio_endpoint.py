@@ -1,5 +1,6 @@
 """The hub's own stdio endpoint, as a process a client launches: what a call sends on its way, questions,
-cancellation, and many calls at once (a handshake-era client's requests are served past the SDK's loop)."""
+cancellation, and many calls at once, in both protocol eras (a client's requests are served past the SDK's
+loop: a handshake-era client's once it has initialized, a 2026-07-28 client's after its first)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,17 @@ from tests.test_relay import EXPECTED, Person
 
 pytestmark = pytest.mark.anyio
 
+ERAS = ["legacy", "2026-07-28"]
+
 
 @asynccontextmanager
-async def stdio_hub(tmp_path: Path, **options: Any) -> AsyncIterator[Client]:
+async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     """`mcp-hub serve` over stdio with one fixture server, `srv`, once its tools are listed."""
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], cwd=str(tmp_path)
     )
-    async with Client(params, mode="legacy", cache=None, **options) as client:
+    async with Client(params, mode=mode, cache=None, **options) as client:
 
         async def listed() -> bool:
             return "srv_echo" in {tool.name for tool in (await client.list_tools()).tools}
@@ -39,7 +42,8 @@ async def stdio_hub(tmp_path: Path, **options: Any) -> AsyncIterator[Client]:
         yield client
 
 
-async def test_what_a_call_sends_arrives_before_its_answer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_what_a_call_sends_arrives_before_its_answer(tmp_path: Path, mode: str) -> None:
     heard: list[str] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -48,7 +52,10 @@ async def test_what_a_call_sends_arrives_before_its_answer(tmp_path: Path) -> No
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         heard.append(f"log {params.data}")
 
-    async with stdio_hub(tmp_path, logging_callback=on_log) as client:
+    options: dict[str, Any] = {"logging_callback": on_log}
+    if mode != "legacy":
+        options["log_level"] = "debug"  # the 2026-07-28 opt-in, with each request
+    async with stdio_hub(tmp_path, mode, **options) as client:
         with anyio.fail_after(20):
             slow = await client.call_tool("srv_slow", {"seconds": 0.2, "steps": 3}, progress_callback=on_progress)
             heard.append("answered slow")
@@ -69,13 +76,14 @@ async def test_a_servers_question_mid_call_reaches_the_stdio_client(tmp_path: Pa
     assert ada.asked == [what]
 
 
-async def test_a_stdio_client_cancelling_a_call_cancels_it_on_the_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_stdio_client_cancelling_a_call_cancels_it_on_the_server(tmp_path: Path, mode: str) -> None:
     marker = tmp_path / "call"
 
     async def exists(path: Path) -> bool:
         return path.exists()
 
-    async with stdio_hub(tmp_path) as client:
+    async with stdio_hub(tmp_path, mode) as client:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.call_tool, "srv_wait", {"marker": str(marker)})
             await wait_for(lambda: exists(Path(f"{marker}.started")))
@@ -85,7 +93,8 @@ async def test_a_stdio_client_cancelling_a_call_cancels_it_on_the_server(tmp_pat
     assert echo.structured_content == {"text": "after", "server": "srv"}
 
 
-async def test_many_calls_at_once_each_get_their_own_answer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ERAS)
+async def test_many_calls_at_once_each_get_their_own_answer(tmp_path: Path, mode: str) -> None:
     answers: dict[int, Any] = {}
 
     async def call(i: int) -> None:
@@ -97,7 +106,7 @@ async def test_many_calls_at_once_each_get_their_own_answer(tmp_path: Path) -> N
             return
         answers[i] = (await client.call_tool("srv_echo", {"text": f"call {i}"})).structured_content
 
-    async with stdio_hub(tmp_path) as client:
+    async with stdio_hub(tmp_path, mode) as client:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 for i in range(100):

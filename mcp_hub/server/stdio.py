@@ -22,18 +22,29 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
 import anyio
 import mcp.server.stdio
+import pydantic_core
 from anyio.abc import TaskGroup
-from mcp.server.connection import Connection
+from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.lowlevel.server import Server
-from mcp.server.runner import ServerRunner
+from mcp.server.runner import ServerRunner, modern_error_data, serve_one
 from mcp.server.stdio import stdio_server
-from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, progress_token_from_params
+from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+from mcp.shared.jsonrpc_dispatcher import (
+    JSONRPCDispatcher,
+    cancelled_request_id_from_params,
+    progress_token_from_params,
+)
+from mcp.shared.message import MessageMetadata, SessionMessage
+from mcp.shared.transport_context import TransportContext
+from mcp_types import ErrorData, JSONRPCRequest, ProgressToken, RequestId
 
 from mcp_hub.server.direct import (
     Watched,
@@ -55,8 +66,9 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncIterator[tuple[Any, Any]]:
     """`(read_stream, write_stream)` for serving `server` over the process's standard input and output.
 
-    On the event loop's pipes, a handshake-era client's requests are served past the
-    SDK's message loop once it has initialized (`_DirectRequests`), with `lifespan_state`.
+    On the event loop's pipes, a client's requests are served past the SDK's message
+    loop (`_DirectRequests`), with `lifespan_state`: a handshake-era client's once it
+    has initialized, a 2026-07-28 client's after its first.
     """
     claim = getattr(mcp.server.stdio, "_claim_fd", None)
     if claim is None or not _is_stream(0) or not _is_stream(1) or not _on_asyncio():
@@ -67,10 +79,10 @@ async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncItera
         stdin_file = _claimed(claims, claim, 0, sys.stdin, "rb", mcp.server.stdio._open_stdin_diversion)  # pyright: ignore[reportPrivateUsage]
         stdout_file = _claimed(claims, claim, 1, sys.stdout, "wb", mcp.server.stdio._open_stdout_diversion)  # pyright: ignore[reportPrivateUsage]
         async with _pipes(stdin_file, stdout_file) as (lines, output), anyio.create_task_group() as tg:
-            lines.direct = _DirectRequests(server, lifespan_state, tg, output)
+            lines.direct = direct = _DirectRequests(server, lifespan_state, tg, output)
             try:
-                async with stdio_server(stdin=lines, stdout=output) as streams:  # pyright: ignore[reportArgumentType]
-                    yield streams
+                async with stdio_server(stdin=lines, stdout=output) as (read_stream, write_stream):  # pyright: ignore[reportArgumentType]
+                    yield _EraWatch(read_stream, direct.opened), write_stream
             finally:
                 tg.cancel_scope.cancel()
 
@@ -163,19 +175,27 @@ class _Output:
 
 
 class _DirectRequests:
-    """A handshake-era client's requests, served past the SDK's message loop once the client has initialized.
+    """A client's requests, served past the SDK's message loop.
 
     The SDK's loop takes each message from standard input through three tasks and
     streams (the reader, the era replay, the dispatcher) before a task of its own
-    runs it. A request (not `initialize`, not a 2026-07-28 one) is taken here
-    instead and run at once by the connection's `ServerRunner` under a dispatch
-    context of the connection's own dispatcher, so progress, log messages,
-    questions and the client's cancellation travel as before. Its answer is written
-    straight to standard output, or, if it sent the client anything on its way,
-    through the connection's ordered channel behind what it sent. A request the
-    client cancelled is not answered, as the SDK does not answer it. Everything
-    else, and every request until the client's `notifications/initialized` has
-    been handled, goes to the SDK.
+    runs it. Requests are taken here instead, in the era the client's first request
+    opened (`opened`, told by `_EraWatch` as the SDK's loop decides it):
+
+    - Handshake era, once the client's `notifications/initialized` has been handled:
+      a request (not `initialize`, not an enveloped one) runs at once in the
+      connection's `ServerRunner` under a dispatch context of the connection's own
+      dispatcher, so progress, log messages, questions and the client's cancellation
+      travel as before. Its answer is written straight to standard output, or, if it
+      sent the client anything on its way, through the connection's ordered channel
+      behind what it sent.
+    - 2026-07-28, after the first request: a request runs as the SDK's modern loop
+      runs it (`_take_modern`), its messages and answer written straight to standard
+      output; the client's `notifications/cancelled` for it is taken here too.
+
+    A request the client cancelled is not answered, as the SDK does not answer it.
+    Everything else (notifications, responses, the first request, requests the SDK
+    would refuse, a reused in-flight id) goes to the SDK.
     """
 
     def __init__(self, server: Server[Any], lifespan_state: Any, tg: TaskGroup, output: _Output) -> None:
@@ -185,9 +205,22 @@ class _DirectRequests:
         self._output = output
         self._connections = session_connections(server)
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
+        self._modern: bool | None = None
+        """The era the client's first request opened (None: none yet, and every line goes to the SDK)."""
+        self._outbound = NotifyOnlyOutbound(_LineOutbound(output))
+        self._modern_flight: dict[RequestId, _LineContext] = {}
+
+    def opened(self, modern: bool) -> None:
+        """The SDK's loop took the client's first request, which opened the connection in one era for good."""
+        self._modern = modern
 
     def take(self, line: bytes) -> bool:
         """Serve `line` here if it is a request this serves (True); else leave it to the SDK (False)."""
+        if self._modern is not None:
+            return self._take_modern(line) if self._modern else self._take_legacy(line)
+        return False
+
+    def _take_legacy(self, line: bytes) -> bool:
         connection = self._connections.get(None)
         if connection is None or not connection.initialize_accepted or b'"method"' not in line:
             return False
@@ -233,3 +266,160 @@ class _DirectRequests:
         else:
             assert result is not None
             await dctx._dispatcher._write_result(request_id, result)  # pyright: ignore[reportPrivateUsage]
+
+    def _take_modern(self, line: bytes) -> bool:
+        """A 2026-07-28 request, run as the SDK's modern loop runs it: `serve_one` with a connection of its own
+        envelope, a context that refuses server requests, and errors shaped by `modern_error_data`. Its
+        progress and log messages and its answer are written straight to standard output."""
+        if b'"notifications/cancelled"' in line:
+            return self._cancelled(line)
+        if b'"method"' not in line:
+            return False
+        message = request_of(line)
+        if message is None:
+            return False
+        key = coerce_request_id(message["id"])
+        params = message.get("params")
+        if key in self._modern_flight:
+            return False
+        route = classify_inbound_request({"method": message["method"], "params": params})
+        if isinstance(route, InboundLadderRejection):
+            return False  # the SDK refuses it
+        connection = Connection.from_envelope(
+            route.protocol_version, route.client_info, route.client_capabilities, outbound=self._outbound
+        )
+        dctx = self._modern_flight[key] = _LineContext(self._output, message["id"], progress_token_from_params(params))
+        self._tg.start_soon(self._serve_modern, connection, dctx, key, message["method"], params)
+        return True
+
+    def _cancelled(self, line: bytes) -> bool:
+        """The client's `notifications/cancelled` for a request served here (True): it stops, unanswered."""
+        try:
+            message = pydantic_core.from_json(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        request_id = cancelled_request_id_from_params(message.get("params"))
+        dctx = self._modern_flight.get(coerce_request_id(request_id)) if request_id is not None else None
+        if dctx is None:
+            return False
+        dctx.cancel_requested.set()
+        dctx.scope.cancel()
+        return True
+
+    async def _serve_modern(
+        self, connection: Connection, dctx: _LineContext, key: RequestId, method: str, params: dict[str, Any] | None
+    ) -> None:
+        result: dict[str, Any] | None = None
+        error: ErrorData | None = None
+        with dctx.scope:
+            try:
+                result = await serve_one(
+                    self._server, dctx, method, params, connection=connection, lifespan_state=self._lifespan
+                )
+            except Exception as exc:
+                error = modern_error_data(exc)
+            finally:
+                dctx.close()
+                if self._modern_flight.get(key) is dctx:
+                    del self._modern_flight[key]
+        if dctx.cancel_requested.is_set() or (result is None and error is None):
+            return
+        await self._output.send_line(encode_answer(dctx.request_id, result, error))
+
+
+class _LineOutbound:
+    """The connection-scoped channel of a 2026-07-28 client over stdio: notifications, written as lines."""
+
+    def __init__(self, output: _Output) -> None:
+        self._output = output
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        await self._output.send_line(_notification(method, params))
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+
+def _notification(method: str, params: Mapping[str, Any] | None) -> bytes:
+    """A notification as the SDK's dispatcher writes it (no `params` when there are none)."""
+    if params is None:
+        return pydantic_core.to_json({"jsonrpc": "2.0", "method": method})
+    return pydantic_core.to_json({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+class _LineContext:
+    """The dispatch context of a 2026-07-28 request served past the loop: no server requests (the era has
+    none), its notifications written straight to standard output until it ends, and its own cancel scope."""
+
+    transport = TransportContext(kind="jsonrpc", can_send_request=False)
+    message_metadata: MessageMetadata = None
+    can_send_request = False
+
+    def __init__(self, output: _Output, request_id: RequestId, progress_token: ProgressToken | None) -> None:
+        self._output = output
+        self.request_id = request_id
+        self._progress_token = progress_token
+        self._closed = False
+        self.cancel_requested = anyio.Event()
+        self.scope = anyio.CancelScope()
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
+        if not self._closed:
+            await self._output.send_line(_notification(method, params))
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
+
+    def close(self) -> None:
+        self._closed = True
+
+
+class _EraWatch:
+    """The SDK transport's read stream, telling `opened` the era of the client's first request as
+    `serve_dual_era_loop` decides it: 2026-07-28 when it carries the envelope and is not `initialize`."""
+
+    def __init__(self, stream: Any, opened: Callable[[bool], None]) -> None:
+        self._stream = stream
+        self._opened: Callable[[bool], None] | None = opened
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> Any:
+        item = await self._stream.receive()
+        if self._opened is not None and isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
+            opened, self._opened = self._opened, None
+            opened(item.message.method != "initialize" and has_modern_envelope(item.message.params))
+        return item
+
+    def __aiter__(self) -> _EraWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
