@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import math
 import os
 import re
 import tomllib
@@ -93,6 +94,26 @@ class HttpSettings(BaseModel):
     """Seconds an idle client connection is kept open. uvicorn's own default, 5, closes it between
     most of an agent's calls (and races a client reusing it); 75 outlasts the common 60 s idle
     timeout of load balancers in front of the hub."""
+    session_idle_timeout: float = Field(default=1800.0, allow_inf_nan=False)
+    """Seconds a client's session may go without an HTTP request in flight (no call being served, no
+    open GET stream) before the hub closes it; its session id is then answered 404, and the client
+    starts a new session. 0: sessions never expire (they last until their client ends them or the hub
+    stops). 1800 (30 minutes) is the MCP SDK's default."""
+
+    @field_validator("session_idle_timeout", mode="before")
+    @classmethod
+    def _seconds_or_never(cls, seconds: Any) -> Any:
+        if isinstance(seconds, int | float) and not isinstance(seconds, bool) and not 0 <= seconds < math.inf:
+            raise rule_error(
+                f"session_idle_timeout must be a positive number of seconds or 0 (never), got {seconds:g}; "
+                "write seconds like 1800, or 0 to keep sessions until their client ends them"
+            )
+        return seconds
+
+    @property
+    def session_idle_seconds(self) -> float | None:
+        """`session_idle_timeout` as the SDK takes it: None (0 in hub.toml) for never."""
+        return self.session_idle_timeout or None
 
     @field_validator("path")
     @classmethod

@@ -87,6 +87,7 @@ def test_full_example_loads() -> None:
         "path": "/gateway/mcp",
         "max_request_mb": 32,
         "keep_alive": 75,
+        "session_idle_timeout": 1800.0,
     }
     assert config.path == "hub.toml"
     everything = config.servers["everything"]
@@ -115,6 +116,7 @@ def test_defaults() -> None:
         "path": "/mcp",
         "max_request_mb": 32,
         "keep_alive": 75,
+        "session_idle_timeout": 1800.0,
     }
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})
@@ -128,6 +130,14 @@ def test_no_servers_is_allowed(text: str) -> None:
 
 def test_port_zero_means_any_free_port() -> None:
     assert parse("[http]\nport = 0").http.port == 0
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("1800", 1800.0), ("2.5", 2.5), ("0", None), ("0.0", None)])
+def test_session_idle_timeout_is_seconds_and_zero_means_never(value: str, seconds: float | None) -> None:
+    """The SDK session manager takes None for sessions that never expire; hub.toml says 0."""
+    http = parse(f"[http]\nsession_idle_timeout = {value}").http
+    assert http.session_idle_seconds == seconds
+    assert parse("").http.session_idle_seconds == 1800.0  # the SDK's own default
 
 
 def test_secrets_stay_out_of_repr() -> None:
@@ -195,6 +205,11 @@ ERRORS = [
     ("[http]\nport = 70000", "http.port", ["less than or equal to 65535", "got 70000"]),
     ("[http]\nport = -1", "http.port", ["greater than or equal to 0"]),
     ("[http]\npath = 'mcp'", "http.path", ['must start with "/"', 'write "/mcp"']),
+    ("[http]\nsession_idle_timeout = -1", "http.session_idle_timeout", ["got -1", "or 0 to keep sessions"]),
+    ("[http]\nsession_idle_timeout = inf", "http.session_idle_timeout", ["got inf", "or 0 to keep sessions"]),
+    ("[http]\nsession_idle_timeout = nan", "http.session_idle_timeout", ["got nan", "or 0 to keep sessions"]),
+    ("[http]\nsession_idle_timeout = '60'", "http.session_idle_timeout", ["valid number", "remove the quotes"]),
+    ("[http]\nsession_idle_timeot = 60", "http.session_idle_timeot", ["did you mean 'session_idle_timeout'?"]),
     ("hub = 3", "hub", ["must be a table", "[section]"]),
     ("[servers]\ngh = 'npx'", "servers.gh", ["must be a table"]),
     (server("command = 'x'\ntimeout = 0"), "servers.s.timeout", ["greater than 0"]),

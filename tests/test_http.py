@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from anyio.abc import TaskStatus
 from mcp import Client
@@ -20,10 +21,11 @@ from sse_starlette.event import ServerSentEvent
 
 from mcp_hub.hub import Hub
 from mcp_hub.server import deferred
+from mcp_hub.server.endpoint import session_connections
 from mcp_hub.server.http import _split_sse_lines_fast, build_app
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
-from tests.test_resilience import JSON_HEADERS, MODERN_META, legacy_session
+from tests.test_resilience import JSON_HEADERS, MODERN_META, _true, legacy_session
 
 pytestmark = pytest.mark.anyio
 
@@ -442,3 +444,107 @@ async def test_a_list_is_answered_in_each_clients_era_however_often_it_is_asked(
             assert "resultType" not in result and "ttlMs" not in result
         else:
             assert result["resultType"] == "complete" and result["ttlMs"] == 0 and result["cacheScope"] == "private"
+
+
+def _events(response: httpx2.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a POST's answer, whether plain JSON or an SSE stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    return [response.json()]
+
+
+async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_path: Path) -> None:
+    """A handshake-era session's only activity is a call (served past the SDK's message loop) that takes
+    longer than `session_idle_timeout`: the call holds the session, which serves the next request; once
+    nothing is in flight the countdown starts again, and the session, left idle, is closed (404)."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, session_idle_timeout=1)
+        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            session = await legacy_session(http, url)
+            session_id = session["Mcp-Session-Id"]
+            connections = session_connections(hub.endpoint.server)
+            slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+            slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 3, "steps": 1}}  # 3x the timeout
+            echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+            echo["params"] = {"name": "srv_echo", "arguments": {"text": "still here"}}
+            with anyio.fail_after(20):
+                held = await http.post(url, json=slow, headers=session)
+                after = await http.post(url, json=echo, headers=session)
+            await wait_for(lambda: _true(session_id not in connections), timeout=20)
+            gone = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
+    assert held.status_code == 200, held.text
+    assert _events(held) == [{"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "done"}]}}]
+    assert after.status_code == 200, after.text
+    assert _events(after)[-1]["result"]["structuredContent"] == {"text": "still here", "server": "srv"}
+    assert gone.status_code == 404  # the SDK's answer for a session it no longer has
+    assert gone.json()["error"]["code"] == -32600
+
+
+async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_session(tmp_path: Path) -> None:
+    """A session is held from the moment a request for it arrives, as the SDK holds it: a body that takes
+    longer than `session_idle_timeout` to arrive is served on the session, which serves on (both for a
+    request served past the message loop, and for one handed to the SDK: here, for a key it ignores)."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, session_idle_timeout=1)
+        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            session = await legacy_session(http, url)
+            answers = []
+            for request_id, extra in [(2, {}), (3, {"x-note": "handed to the SDK"})]:
+                call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", **extra}
+                call["params"] = {"name": "srv_echo", "arguments": {"text": "slow body"}}
+                body = json.dumps(call).encode()
+
+                async def trickle(body: bytes = body) -> AsyncIterator[bytes]:
+                    yield body[:10]
+                    await anyio.sleep(2.5)  # past the idle timeout, mid-body
+                    yield body[10:]
+
+                with anyio.fail_after(20):
+                    answers.append(await http.post(url, content=trickle(), headers=session))
+            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        assert _events(answer)[-1]["result"]["structuredContent"] == {"text": "slow body", "server": "srv"}
+    assert ping.status_code == 200 and ping.json() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+
+
+async def test_a_request_reusing_the_id_of_a_streaming_call_in_flight_is_refused_and_that_call_keeps_its_answer(
+    tmp_path: Path,
+) -> None:
+    """A client that reuses the id of a call still in flight (the spec forbids it; the SDK would let the
+    newer request take the id over) gets INVALID_REQUEST on the second POST; the first call still gets its
+    progress and its answer, and the session serves on."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            session = await legacy_session(http, url)
+            first = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+            first["params"] = {
+                "name": "srv_slow",
+                "arguments": {"seconds": 1.5, "steps": 3},
+                "_meta": {"progressToken": "first"},
+            }
+            second = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+            second["params"] = {"name": "srv_echo", "arguments": {"text": "second"}}
+            events: list[dict[str, Any]] = []
+            with anyio.fail_after(20):
+                # Its headers come with its first progress report: from then on the call streams.
+                async with http.stream("POST", url, json=first, headers=session) as streaming:
+                    reused = await http.post(url, json=second, headers=session)
+                    with anyio.move_on_after(10):  # its answer, or the POST given up (closed, not left open)
+                        async for line in streaming.aiter_lines():
+                            if line.startswith("data:"):
+                                events.append(json.loads(line[5:]))
+                ping = await http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=session)
+    assert reused.status_code == 400
+    assert reused.json()["id"] == 7 and reused.json()["error"]["code"] == types.INVALID_REQUEST
+    done = {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "done"}]}}
+    assert events and events[-1] == done, f"the first call's POST ended without its answer: {events}"
+    assert [e["params"]["progressToken"] for e in events[:-1]] == ["first"] * 3
+    assert ping.json() == {"jsonrpc": "2.0", "id": 8, "result": {}}

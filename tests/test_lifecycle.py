@@ -19,6 +19,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotific
 
 from mcp_hub.hub import Hub
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for, write_config
+from tests.test_resilience import legacy_session
 
 pytestmark = pytest.mark.anyio
 
@@ -255,6 +256,39 @@ async def test_http_hub_keeps_an_idle_client_connection_open(tmp_path: Path) -> 
             await anyio.sleep(6)
             second = await exchange(stream)
         assert first.startswith(b"HTTP/1.1 ") and second.startswith(b"HTTP/1.1 ")
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+async def test_http_hub_closes_a_session_idle_past_its_session_idle_timeout(tmp_path: Path) -> None:
+    """`[http] session_idle_timeout` reaches the SDK's session manager: a handshake-era session left
+    idle past it is closed, and its id is answered 404."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write("\n[http]\nsession_idle_timeout = 1\n")
+    process = subprocess.Popen(_hub_command(config, "--transport", "http", "--port", str(port)), cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}/mcp"
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    try:
+        async with httpx2.AsyncClient(timeout=10) as http:
+
+            async def listening() -> bool:
+                try:
+                    return (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+                except httpx2.HTTPError:
+                    return False
+
+            await wait_for(listening, timeout=20)
+            session = await legacy_session(http, url)
+            served = await http.post(url, json=ping, headers=session)
+            await anyio.sleep(3)  # idle: no request in flight for three times the timeout
+            gone = await http.post(url, json={**ping, "id": 3}, headers=session)
+        assert served.status_code == 200, served.text
+        assert gone.status_code == 404, gone.text
     finally:
         process.terminate()
         process.wait(timeout=15)

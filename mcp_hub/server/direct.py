@@ -58,7 +58,7 @@ from mcp.shared.jsonrpc_dispatcher import (
 )
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCResponse
+from mcp_types import INVALID_REQUEST, PROTOCOL_VERSION_META_KEY, ErrorData, JSONRPCError, JSONRPCResponse
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from sse_starlette import EventSourceResponse
 from starlette.requests import Request
@@ -99,6 +99,19 @@ class DirectRequests:
             await self._app(scope, receive, send)
             return
         transport, connection = session
+        # Held from here, as the SDK holds a session from the moment a request reaches its transport: the
+        # session was found live just now, and its idle countdown must not run out while the body arrives.
+        with _holding(transport):
+            await self._serve(transport, connection, scope, receive, send)
+
+    async def _serve(
+        self,
+        transport: StreamableHTTPServerTransport,
+        connection: Connection,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
         request = Request(scope, receive)
         if not self._acceptable(transport, request) or await transport._security.validate_request(  # pyright: ignore[reportPrivateUsage]
             request, is_post=True
@@ -107,12 +120,14 @@ class DirectRequests:
             return
         chunks, complete = await self._read_body(receive)
         message = request_of(b"".join(chunks)) if complete else None
-        if message is None or not self._free(transport, connection, message["id"]):
+        if message is None:
             await self._app(scope, _replaying(chunks, receive), send)
             return
+        if not self._free(transport, connection, message["id"]):
+            await _refuse_reused_id(message["id"], transport, send)
+            return
         exchange = _Exchange(transport, connection, self._runner(connection), request, message)
-        with _holding(transport):
-            await exchange.serve(scope, receive, send)
+        await exchange.serve(scope, receive, send)
 
     def _session(self, scope: Scope) -> tuple[StreamableHTTPServerTransport, Connection] | None:
         """The transport and connection of the initialized session a POST is for; None: not for one."""
@@ -167,7 +182,12 @@ class DirectRequests:
 
     @staticmethod
     def _free(transport: StreamableHTTPServerTransport, connection: Connection, request_id: str | int) -> bool:
-        """Whether no request with this id is in flight on the session."""
+        """Whether no request with this id is in flight on the session.
+
+        One that reuses an id in flight is refused (`_refuse_reused_id`). The SDK would let the newer
+        request take the id over: its transport routes the id's messages to the newer POST, so an earlier
+        request that streams would lose the rest of its messages and its answer, and its POST would never
+        be answered."""
         dispatcher: JSONRPCDispatcher[Any] = connection.outbound  # type: ignore[assignment]
         return (
             str(request_id) not in transport._request_streams  # pyright: ignore[reportPrivateUsage]
@@ -179,9 +199,27 @@ class DirectRequests:
         return runner_for(self._runners, self._manager.app, connection, lifespan)
 
 
+async def _refuse_reused_id(request_id: str | int, transport: StreamableHTTPServerTransport, send: Send) -> None:
+    """Answer a request that reuses the id of one in flight on its session (which MCP forbids) on its own
+    POST, 400 with INVALID_REQUEST, and leave the request in flight as it is."""
+    error = ErrorData(
+        code=INVALID_REQUEST,
+        message=f"request id {request_id!r} is in use by a request in flight on this session; ids must not be reused",
+    )
+    body = encode_answer(request_id, None, error)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if transport.mcp_session_id is not None:
+        headers.append((_SESSION_HEADER, transport.mcp_session_id.encode()))
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 @contextlib.contextmanager
 def _holding(transport: StreamableHTTPServerTransport) -> Iterator[None]:
-    """Hold the session open while a request is served: its idle countdown restarts when the last one ends."""
+    """Hold the session open while a request is served: its idle countdown restarts when the last one ends.
+
+    The SDK's transport keeps the same count (`_requests_in_flight`) for the requests it serves, so a
+    request held here and then handed to the SDK is counted twice, and released when both let go."""
     idle, timeout = transport.idle_scope, transport._idle_timeout  # pyright: ignore[reportPrivateUsage]
     if idle is None or timeout is None:
         yield

@@ -21,7 +21,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.lowlevel.server import Server
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import (
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    StreamableHTTPASGIApp,
+    StreamableHTTPSessionManager,
+)
 from mcp.server.transport_security import TransportSecuritySettings
 from sse_starlette.event import ServerSentEvent
 from starlette.applications import Starlette
@@ -135,6 +139,7 @@ def build_app(
     ready: Callable[[], bool] | None = None,
     api_keys: Mapping[str, str] | None = None,
     max_request_body: int = MAX_REQUEST_BODY,
+    session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
 ) -> Starlette:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
@@ -143,6 +148,9 @@ def build_app(
 
     Bound to a loopback address, the endpoint refuses other Host and Origin
     headers (DNS rebinding protection), as the SDK does for its own servers.
+
+    A handshake-era session with no HTTP request in flight for `session_idle_timeout`
+    seconds is closed (its id is then answered 404); None: sessions never expire.
     """
     _split_sse_lines_fast()
     defer_sse_for_posts()
@@ -154,7 +162,10 @@ def build_app(
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
     manager = StreamableHTTPSessionManager(
-        app=server, security_settings=security, max_request_body_size=max_request_body
+        app=server,
+        security_settings=security,
+        max_request_body_size=max_request_body,
+        session_idle_timeout=session_idle_timeout,
     )
 
     async def healthz(request: Request) -> JSONResponse:
