@@ -540,20 +540,9 @@ async def test_tool_errors_pass_through(client: Client, direct: Client, mount: s
     assert "Invalid resourceId: 0" in through_hub.content[0].text  # type: ignore[union-attr]
 
 
-_PROGRESS_DROPPED = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "hub bug: Endpoint relays progress only when the request's _meta carries a progressToken "
-        "(mcp_hub/server/endpoint.py, _progress_relay); the SDK's in-process 2026-07-28 path passes the "
-        "client's progress callback to the dispatcher instead, with no token, so the hub never asks the "
-        "server for progress and the client gets none"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     "via",
-    [pytest.param(c, marks=_PROGRESS_DROPPED if c == ("in-process", "2026-07-28") else ()) for c in CLIENTS],
+    CLIENTS,
     ids=["-".join(c) for c in CLIENTS],
 )
 async def test_progress_is_relayed(hub: Hub, hub_url: str, via: tuple[str, str], direct: Client, mount: str) -> None:

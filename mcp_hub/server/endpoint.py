@@ -730,9 +730,11 @@ def _complete_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
-    """Relay a server's progress to the client, if the client asked for progress."""
+    """Relay a server's progress to the client, if the client asked for progress: with a `progressToken` in
+    the request's `_meta`, or, in process (the SDK's direct dispatcher, which sends no token), with a
+    progress callback on the request."""
     meta = (ctx.params or {}).get("_meta")
-    if not isinstance(meta, dict) or meta.get("progressToken") is None:
+    if (not isinstance(meta, dict) or meta.get("progressToken") is None) and not _has_progress_callback(ctx):
         return None
     session = ctx.session
 
@@ -740,3 +742,11 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
         await session.report_progress(progress, total, message)
 
     return relay
+
+
+def _has_progress_callback(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request came from an in-process client with a progress callback (which `report_progress`
+    calls directly)."""
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    outbound = getattr(outbound, "_inner", outbound)  # under the 2026-07-28 era's no-server-requests wrapper
+    return getattr(outbound, "_on_progress", None) is not None
