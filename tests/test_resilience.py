@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import anyio
 import httpx2
@@ -844,13 +845,6 @@ async def test_malformed_json_rpc_over_http_is_answered_and_the_hub_serves_on(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "the hub logged errors for client mistakes"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Handshake-era HTTP: the SDK reads a request whose id is neither string nor integer (1.5, null, "
-    "true, an object) as a notification, because its notification model ignores extra keys; the hub answers "
-    "202 and never responds. MCP requires string or integer ids; such a body should be refused (400, -32600), "
-    "as the 2026-07-28 path does.",
-)
 async def test_a_request_whose_id_is_no_string_or_integer_is_refused(tmp_path: Path) -> None:
     async with hub_serving(tmp_path, {"a": fixture_server("a")}) as (_hub, url, _), httpx2.AsyncClient() as http:
         session = await legacy_session(http, url)
@@ -860,7 +854,11 @@ async def test_a_request_whose_id_is_no_string_or_integer_is_refused(tmp_path: P
                 url, json={"jsonrpc": "2.0", "id": request_id, "method": "ping"}, headers=session
             )
             statuses[json.dumps(request_id)] = response.status_code
-    assert statuses == dict.fromkeys(statuses, 400)  # once the hub is down, as above
+            assert response.json() == {"jsonrpc": "2.0", "id": None, "error": ANY}
+            assert response.json()["error"]["code"] == INVALID_REQUEST
+        ping = await http.post(url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"}, headers=session)
+    assert statuses == dict.fromkeys(statuses, 400)
+    assert ping.json() == {"jsonrpc": "2.0", "id": 9, "result": {}}
 
 
 # -- malformed JSON-RPC from a client, over stdio ------------------------------------------------------------

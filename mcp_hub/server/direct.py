@@ -121,10 +121,14 @@ class DirectRequests:
         chunks, complete = await self._read_body(receive)
         message = request_of(b"".join(chunks)) if complete else None
         if message is None:
+            if complete and _has_unusable_id(b"".join(chunks)):
+                await _refuse(None, "a request id must be a string or an integer", transport, send)
+                return
             await self._app(scope, _replaying(chunks, receive), send)
             return
         if not self._free(transport, connection, message["id"]):
-            await _refuse_reused_id(message["id"], transport, send)
+            reused = f"request id {message['id']!r} is in use by a request in flight on this session"
+            await _refuse(message["id"], f"{reused}; ids must not be reused", transport, send)
             return
         exchange = _Exchange(transport, connection, self._runner(connection), request, message)
         await exchange.serve(scope, receive, send)
@@ -184,7 +188,7 @@ class DirectRequests:
     def _free(transport: StreamableHTTPServerTransport, connection: Connection, request_id: str | int) -> bool:
         """Whether no request with this id is in flight on the session.
 
-        One that reuses an id in flight is refused (`_refuse_reused_id`). The SDK would let the newer
+        One that reuses an id in flight is refused (`_refuse`). The SDK would let the newer
         request take the id over: its transport routes the id's messages to the newer POST, so an earlier
         request that streams would lose the rest of its messages and its answer, and its POST would never
         be answered."""
@@ -199,19 +203,34 @@ class DirectRequests:
         return runner_for(self._runners, self._manager.app, connection, lifespan)
 
 
-async def _refuse_reused_id(request_id: str | int, transport: StreamableHTTPServerTransport, send: Send) -> None:
-    """Answer a request that reuses the id of one in flight on its session (which MCP forbids) on its own
-    POST, 400 with INVALID_REQUEST, and leave the request in flight as it is."""
-    error = ErrorData(
-        code=INVALID_REQUEST,
-        message=f"request id {request_id!r} is in use by a request in flight on this session; ids must not be reused",
-    )
-    body = encode_answer(request_id, None, error)
+async def _refuse(
+    request_id: str | int | None, message: str, transport: StreamableHTTPServerTransport, send: Send
+) -> None:
+    """Answer a POST that is no request the session may take with INVALID_REQUEST, 400, on that POST alone.
+
+    Two are refused here rather than handed to the SDK: a request that reuses the id of one in flight on
+    its session (MCP forbids it; the SDK would give the newer request the id's stream, and a streaming
+    call in flight would lose its answer), and one whose id is neither a string nor an integer (which
+    the SDK reads as a notification and never answers)."""
+    error = {"code": INVALID_REQUEST, "message": message}
+    body = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "error": error})
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if transport.mcp_session_id is not None:
         headers.append((_SESSION_HEADER, transport.mcp_session_id.encode()))
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _has_unusable_id(body: bytes) -> bool:
+    """Whether `body` is a request but for its id: one that is neither a string nor an integer."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str):
+        return False
+    request_id = message.get("id", "")
+    return "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, str | int))
 
 
 @contextlib.contextmanager
