@@ -27,6 +27,7 @@ refuses them itself).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -445,16 +446,21 @@ class _Exchange:
     async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._run)
-            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-            with anyio.move_on_after(deferred.WINDOW):
-                await self._wake.wait()
-            if self._answer is not None:
-                await self._send_json(self._answer, send)
-            else:
+            # A bare asyncio task (uvicorn serves on asyncio): stopping it is one `Task.cancel()`, where
+            # cancelling an anyio scope formats the current task's repr for its reason, on every call.
+            watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, tg.cancel_scope))
+            try:
+                with anyio.move_on_after(deferred.WINDOW):
+                    await self._wake.wait()
+                if self._answer is not None:
+                    await self._send_json(self._answer, send)  # the request is done: nothing left to cancel
+                    return
                 self._open_stream()
                 self._streaming = True
                 await self._stream_answer(scope, receive, send)
-            tg.cancel_scope.cancel()
+                tg.cancel_scope.cancel()
+            finally:
+                watcher.cancel()
 
     async def _run(self) -> None:
         """Run the request through the session's runner, and answer it (or have it answered) when it is done."""
@@ -475,8 +481,12 @@ class _Exchange:
 
     async def _watch_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
         """A client gone before its answer cancels the request (the answer could never reach it)."""
-        while (await receive())["type"] != "http.disconnect":
-            pass
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # the server's receive failed: the request goes on, and its answer fails
+            logger.debug("watching for a disconnect failed", exc_info=True)
+            return
         self._dctx.cancel_requested.set()
         scope.cancel()
 
