@@ -144,8 +144,11 @@ class Connection:
         name = self.config.name
         timeout = self.config.timeout
         _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
+        # A bare scope with a deadline (which the relay may move, see InFlight.track) rather than
+        # `fail_after`, whose two nested generators cost more on every call.
+        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
         try:
-            with anyio.fail_after(timeout) as scope, self.inflight.track(origin, scope):
+            with scope, self.inflight.track(origin, scope):
                 if self._direct is not None:
                     return await self._post(method, params, on_progress)
                 request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
@@ -153,6 +156,7 @@ class Connection:
                     request, _RAW_RESULT, progress_callback=on_progress
                 )
                 return result
+            raise TimeoutError  # only its deadline cancels the scope
         except TimeoutError:
             raise UpstreamTimeout(name, f"did not answer {method} within {timeout:g}s") from None
         except MCPError as exc:

@@ -39,8 +39,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -147,6 +146,26 @@ stream, which runs in the context the stream was read in (see the module's doc).
 """
 
 
+class _Tracked:
+    """`InFlight.track`: a plain class, entered on every request (a generator-based one costs more)."""
+
+    __slots__ = ("_entry", "_in_flight", "_token")
+
+    def __init__(self, in_flight: InFlight, entry: _Entry | None) -> None:
+        self._in_flight = in_flight
+        self._entry = entry
+
+    def __enter__(self) -> None:
+        self._token = _SENDING.set((self._in_flight, self._entry))
+        if self._entry is not None:
+            self._in_flight._entries.add(self._entry)  # pyright: ignore[reportPrivateUsage]
+
+    def __exit__(self, *exc_info: object) -> None:
+        _SENDING.reset(self._token)
+        if self._entry is not None:
+            self._in_flight._entries.discard(self._entry)  # pyright: ignore[reportPrivateUsage]
+
+
 @dataclass
 class InFlight:
     """Requests in flight on one upstream connection, and the clients they came from.
@@ -165,22 +184,13 @@ class InFlight:
     )
     """Accepted URL-mode elicitations: elicitationId -> (the client asked, when it was asked)."""
 
-    @contextmanager
-    def track(self, origin: Origin | None, scope: anyio.CancelScope) -> Iterator[None]:
-        """Count a request sent for `origin` (None: the hub's own) in flight while it is being sent.
+    def track(self, origin: Origin | None, scope: anyio.CancelScope) -> _Tracked:
+        """Count a request sent for `origin` (None: the hub's own) in flight while it is being sent (a context
+        manager).
 
         `scope` holds the request's deadline, paused while its client answers a question.
         """
-        entry = _Entry(origin, scope) if origin is not None else None
-        token = _SENDING.set((self, entry))
-        if entry is not None:
-            self._entries.add(entry)
-        try:
-            yield
-        finally:
-            _SENDING.reset(token)
-            if entry is not None:
-                self._entries.discard(entry)
+        return _Tracked(self, _Entry(origin, scope) if origin is not None else None)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Relay a handshake-era server's question to the one client it can be for (see the module's doc).
