@@ -20,8 +20,9 @@ import sys
 
 logger = logging.getLogger(__name__)
 
-MMAP_THRESHOLD = 4 * 1024 * 1024
-"""Blocks from this size up get pages of their own, returned to the kernel when freed."""
+MMAP_THRESHOLD = 8 * 1024 * 1024
+"""Blocks from this size up get pages of their own, returned to the kernel when freed. orjson reserves
+about seven times a string's length to write it (`wire`): 8 MiB keeps a 1 MB result's buffer in the heap."""
 TRIM_THRESHOLD = 16 * 1024 * 1024
 """Free memory at the heap's top kept for reuse before the rest goes back to the kernel."""
 

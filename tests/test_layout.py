@@ -1,5 +1,5 @@
 """Dependencies point one way: errors <- config <- naming, policy, audit, telemetry <- upstream <- catalog
-<- router <- chain <- server <- hub <- cli."""
+<- router <- chain <- server <- hub <- cli; `wire` (JSON writing) and `allocator` import nothing of the hub."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
 # module -> the mcp_hub modules it may import (its own subpackage is always allowed)
 ALLOWED = {
     "errors": set(),
+    "wire": set(),
+    "allocator": set(),
     "naming": {"errors"},
     "config": {"errors"},
     "importer": {"errors", "config"},
     "telemetry": {"errors", "config", "__init__"},
-    "upstream": {"errors", "config", "telemetry", "__init__"},
+    "upstream": {"errors", "config", "telemetry", "wire", "__init__"},
     "catalog": {"naming"},
     "policy": {"config", "errors"},
     "router": {"catalog", "errors", "upstream"},
@@ -26,7 +28,7 @@ ALLOWED = {
     "pins": {"errors"},
     "snapshot": {"config"},
     "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
-    "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "__init__"},
+    "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "wire", "__init__"},
     "hub": {
         "audit",
         "catalog",

@@ -65,6 +65,7 @@ from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_hub import wire
 from mcp_hub.server import deferred
 
 logger = logging.getLogger("mcp_hub.server")
@@ -214,7 +215,7 @@ async def _refuse(
     call in flight would lose its answer), and one whose id is neither a string nor an integer (which
     the SDK reads as a notification and never answers)."""
     error = {"code": INVALID_REQUEST, "message": message}
-    body = pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "error": error})
+    body = wire.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if transport.mcp_session_id is not None:
         headers.append((_SESSION_HEADER, transport.mcp_session_id.encode()))
@@ -352,12 +353,16 @@ def has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
-def encode_answer(request_id: str | int, result: dict[str, Any] | None, error: ErrorData | None) -> bytes:
-    """The JSON-RPC response or error, as the SDK's transports serialize it."""
+def encode_answer(
+    request_id: str | int, result: dict[str, Any] | None, error: ErrorData | None, *, line: bool = False
+) -> bytes:
+    """The JSON-RPC response or error, as the SDK's transports serialize it (`line`: with its newline)."""
     if error is not None:
         answer = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-        return answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    return pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+        text = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        return text + b"\n" if line else text
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return wire.dumps_line(message) if line else wire.dumps(message)
 
 
 @dataclass(eq=False)

@@ -46,6 +46,7 @@ from mcp.shared.message import MessageMetadata, SessionMessage
 from mcp.shared.transport_context import TransportContext
 from mcp_types import ErrorData, JSONRPCRequest, ProgressToken, RequestId
 
+from mcp_hub import wire
 from mcp_hub.server.direct import (
     Watched,
     cancellable,
@@ -169,8 +170,9 @@ class _Output:
         await self._writer.drain()
 
     async def send_line(self, line: bytes) -> None:
-        """Write one message (a whole line, so it cannot interleave with another) and flush it."""
-        self._writer.write(line + b"\n")
+        """Write one message (a whole line, its newline included, so it cannot interleave with another) and
+        flush it."""
+        self._writer.write(line)
         await self._writer.drain()
 
 
@@ -260,7 +262,7 @@ class _DirectRequests:
             return
         request_id = message["id"]
         if not dctx.sent:
-            await self._output.send_line(encode_answer(request_id, result, error))
+            await self._output.send_line(encode_answer(request_id, result, error, line=True))
         elif error is not None:
             await dctx._dispatcher._write_error(request_id, error)  # pyright: ignore[reportPrivateUsage]
         else:
@@ -326,7 +328,7 @@ class _DirectRequests:
                     del self._modern_flight[key]
         if dctx.cancel_requested.is_set() or (result is None and error is None):
             return
-        await self._output.send_line(encode_answer(dctx.request_id, result, error))
+        await self._output.send_line(encode_answer(dctx.request_id, result, error, line=True))
 
 
 class _LineOutbound:
@@ -347,8 +349,8 @@ class _LineOutbound:
 def _notification(method: str, params: Mapping[str, Any] | None) -> bytes:
     """A notification as the SDK's dispatcher writes it (no `params` when there are none)."""
     if params is None:
-        return pydantic_core.to_json({"jsonrpc": "2.0", "method": method})
-    return pydantic_core.to_json({"jsonrpc": "2.0", "method": method, "params": params})
+        return wire.dumps_line({"jsonrpc": "2.0", "method": method})
+    return wire.dumps_line({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 class _LineContext:

@@ -46,6 +46,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from mcp_hub import wire
 from mcp_hub.upstream.streams import ReadStreamBase, deliver_progress
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class DirectLines:
     async def _send(self, message: dict[str, Any]) -> None:
         """Write one message to the child: straight to its stdin (one write), else through the SDK's writer."""
         if self._stdin is not None:
-            await self._stdin.send(pydantic_core.to_json(message) + b"\n")
+            await self._stdin.send(wire.dumps_line(message))
         else:
             await self._write.send(SessionMessage(jsonrpc_message_adapter.validate_python(message)))
 

@@ -67,6 +67,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from mcp_hub import wire
 from mcp_hub.upstream.streams import Incoming, ReadStreamBase, deliver_progress
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -382,7 +383,7 @@ def _body(message: Mapping[str, Any]) -> aiohttp.BytesPayload:
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
-        return aiohttp.BytesPayload(json.dumps(message).encode(), content_type="application/json")
+        return aiohttp.BytesPayload(wire.dumps(message), content_type="application/json")
 
 
 def _env_proxy(url: str) -> str | None:
