@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.server.stdio import _is_stream
@@ -130,3 +131,24 @@ def test_only_pipes_and_sockets_are_read_on_the_event_loop(tmp_path: Path) -> No
     finally:
         os.close(read)
         os.close(write)
+
+
+async def test_a_2026_stdio_client_listens_and_closes_its_subscription(tmp_path: Path) -> None:
+    """A `subscriptions/listen` request stays open past the SDK's loop: its events arrive on it, and closing
+    it (the client's cancel) ends it while the connection serves on."""
+    note = "srv+fixture://notes/1"
+    async with stdio_hub(tmp_path, "2026-07-28") as client:
+        await client.call_tool("srv_echo", {"text": "first"})  # the first request opens the era; the rest are ours
+        for _ in range(2):
+            async with client.listen(resource_subscriptions=[note], tools_list_changed=True) as subscription:
+                assert subscription.honored.resource_subscriptions == [note]
+                event = None
+                with anyio.fail_after(10):
+                    while event is None:  # the hub subscribes upstream as the stream opens
+                        await client.call_tool("srv_touch", {"key": "1"})
+                        with anyio.move_on_after(0.5):
+                            event = await subscription.__anext__()
+                assert event == ResourceUpdated(uri=note)
+        with anyio.fail_after(10):
+            echo = await client.call_tool("srv_echo", {"text": "after"})
+    assert echo.structured_content == {"text": "after", "server": "srv"}
