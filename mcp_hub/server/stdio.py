@@ -58,6 +58,7 @@ from mcp_hub.server.direct import (
     runner_for,
 )
 from mcp_hub.server.endpoint import session_connections
+from mcp_hub.upstream.streams import Incoming, ReadStreamBase
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line read from the client (the HTTP endpoint takes request bodies up to half this)."""
@@ -392,7 +393,7 @@ class _LineContext:
         self._closed = True
 
 
-class _EraWatch:
+class _EraWatch(ReadStreamBase):
     """The SDK transport's read stream, telling `opened` the era of the client's first request as
     `serve_dual_era_loop` decides it: 2026-07-28 when it carries the envelope and is not `initialize`."""
 
@@ -404,21 +405,12 @@ class _EraWatch:
     def last_context(self) -> Any:
         return getattr(self._stream, "last_context", None)
 
-    async def receive(self) -> Any:
+    async def receive(self) -> Incoming:
         item = await self._stream.receive()
         if self._opened is not None and isinstance(item, SessionMessage) and isinstance(item.message, JSONRPCRequest):
             opened, self._opened = self._opened, None
             opened(item.message.method != "initialize" and has_modern_envelope(item.message.params))
         return item
-
-    def __aiter__(self) -> _EraWatch:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
 
     def close(self) -> None:
         self._stream.close()
