@@ -368,22 +368,20 @@ def test_the_hubs_sse_events_are_encoded_as_sse_starlette_encodes_them(data: str
 async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_say(tmp_path: Path) -> None:
     """The answer alone comes as application/json; a call that reports progress streams it, answer last."""
     config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub:
-        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
-        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
-            url = f"{base}/mcp"
-            session = await legacy_session(http, url)
-            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
-            call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
-            plain = await http.post(url, json=call, headers=session)
-            unknown = await http.post(url, json={**call, "id": 3, "params": {"name": "nope"}}, headers=session)
-            call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call"}
-            call["params"] = {
-                "name": "srv_slow",
-                "arguments": {"seconds": 0.1, "steps": 2},
-                "_meta": {"progressToken": "p"},
-            }
-            streamed = await http.post(url, json=call, headers=session)
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
+        url = f"{base}/mcp"
+        session = await legacy_session(http, url)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
+        plain = await http.post(url, json=call, headers=session)
+        unknown = await http.post(url, json={**call, "id": 3, "params": {"name": "nope"}}, headers=session)
+        call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call"}
+        call["params"] = {
+            "name": "srv_slow",
+            "arguments": {"seconds": 0.1, "steps": 2},
+            "_meta": {"progressToken": "p"},
+        }
+        streamed = await http.post(url, json=call, headers=session)
     assert plain.status_code == 200
     assert plain.headers["content-type"] == "application/json"
     assert plain.headers["mcp-session-id"] == session["Mcp-Session-Id"]
@@ -519,29 +517,27 @@ async def test_a_request_reusing_the_id_of_a_streaming_call_in_flight_is_refused
     newer request take the id over) gets INVALID_REQUEST on the second POST; the first call still gets its
     progress and its answer, and the session serves on."""
     config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub:
-        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
-        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
-            url = f"{base}/mcp"
-            session = await legacy_session(http, url)
-            first = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-            first["params"] = {
-                "name": "srv_slow",
-                "arguments": {"seconds": 1.5, "steps": 3},
-                "_meta": {"progressToken": "first"},
-            }
-            second = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
-            second["params"] = {"name": "srv_echo", "arguments": {"text": "second"}}
-            events: list[dict[str, Any]] = []
-            with anyio.fail_after(20):
-                # Its headers come with its first progress report: from then on the call streams.
-                async with http.stream("POST", url, json=first, headers=session) as streaming:
-                    reused = await http.post(url, json=second, headers=session)
-                    with anyio.move_on_after(10):  # its answer, or the POST given up (closed, not left open)
-                        async for line in streaming.aiter_lines():
-                            if line.startswith("data:"):
-                                events.append(json.loads(line[5:]))
-                ping = await http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=session)
+    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
+        url = f"{base}/mcp"
+        session = await legacy_session(http, url)
+        first = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        first["params"] = {
+            "name": "srv_slow",
+            "arguments": {"seconds": 1.5, "steps": 3},
+            "_meta": {"progressToken": "first"},
+        }
+        second = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+        second["params"] = {"name": "srv_echo", "arguments": {"text": "second"}}
+        events: list[dict[str, Any]] = []
+        with anyio.fail_after(20):
+            # Its headers come with its first progress report: from then on the call streams.
+            async with http.stream("POST", url, json=first, headers=session) as streaming:
+                reused = await http.post(url, json=second, headers=session)
+                with anyio.move_on_after(10):  # its answer, or the POST given up (closed, not left open)
+                    async for line in streaming.aiter_lines():
+                        if line.startswith("data:"):
+                            events.append(json.loads(line[5:]))
+            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=session)
     assert reused.status_code == 400
     assert reused.json()["id"] == 7 and reused.json()["error"]["code"] == types.INVALID_REQUEST
     done = {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "done"}]}}
