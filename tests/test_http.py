@@ -34,10 +34,22 @@ TWO_MIB = 2 * 1024 * 1024
 
 
 @asynccontextmanager
-async def hub_over_http(hub: Hub) -> AsyncIterator[str]:
-    app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+async def hub_over_http(hub: Hub, **options: Any) -> AsyncIterator[str]:
+    app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, **options)
     async with serve_app(app) as base:
         yield base
+
+
+@asynccontextmanager
+async def raw_legacy_session(
+    tmp_path: Path, **options: Any
+) -> AsyncIterator[tuple[Hub, httpx2.AsyncClient, str, dict[str, str]]]:
+    """A hub with one fixture server, `srv`, over HTTP (`options` for `build_app`), and a handshake-era
+    session opened on it by hand: the hub, the HTTP client, the endpoint's URL and the session's headers."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub, hub_over_http(hub, **options) as base, httpx2.AsyncClient(timeout=30) as web:
+        url = f"{base}/mcp"
+        yield hub, web, url, await legacy_session(web, url)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -367,10 +379,7 @@ def test_the_hubs_sse_events_are_encoded_as_sse_starlette_encodes_them(data: str
 
 async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_say(tmp_path: Path) -> None:
     """The answer alone comes as application/json; a call that reports progress streams it, answer last."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
-        url = f"{base}/mcp"
-        session = await legacy_session(http, url)
+    async with raw_legacy_session(tmp_path) as (_hub, http, url, session):
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
         call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
         plain = await http.post(url, json=call, headers=session)
@@ -400,10 +409,7 @@ async def test_a_quiet_call_outlasting_the_window_is_streamed_answer_last(
     """A call that sends nothing for `deferred.WINDOW` starts its SSE stream anyway (a proxy would
     time out an idle response); the answer is the stream's last event, and the session serves on."""
     monkeypatch.setattr(deferred, "WINDOW", 0.05)
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
-        url = f"{base}/mcp"
-        session = await legacy_session(http, url)
+    async with raw_legacy_session(tmp_path) as (_hub, http, url, session):
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
         call["params"] = {"name": "srv_slow", "arguments": {"seconds": 0.5, "steps": 1}}
         streamed = await http.post(url, json=call, headers=session)
@@ -421,10 +427,7 @@ async def test_a_quiet_call_outlasting_the_window_is_streamed_answer_last(
 
 async def test_a_list_is_answered_in_each_clients_era_however_often_it_is_asked(tmp_path: Path) -> None:
     """The hub keeps a page's answer to send again; it keeps one per protocol era, as the SDK shapes it."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
-        url = f"{base}/mcp"
-        session = await legacy_session(http, url)
+    async with raw_legacy_session(tmp_path) as (_hub, http, url, session):
         modern = {**JSON_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
         answers: list[tuple[str, dict[str, Any]]] = []
         for request_id, (era, headers, params) in enumerate(
@@ -455,23 +458,18 @@ async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_
     """A handshake-era session's only activity is a call (served past the SDK's message loop) that takes
     longer than `session_idle_timeout`: the call holds the session, which serves the next request; once
     nothing is in flight the countdown starts again, and the session, left idle, is closed (404)."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub:
-        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, session_idle_timeout=1)
-        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
-            url = f"{base}/mcp"
-            session = await legacy_session(http, url)
-            session_id = session["Mcp-Session-Id"]
-            connections = session_connections(hub.endpoint.server)
-            slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
-            slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 3, "steps": 1}}  # 3x the timeout
-            echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
-            echo["params"] = {"name": "srv_echo", "arguments": {"text": "still here"}}
-            with anyio.fail_after(20):
-                held = await http.post(url, json=slow, headers=session)
-                after = await http.post(url, json=echo, headers=session)
-            await wait_for(lambda: _true(session_id not in connections), timeout=20)
-            gone = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
+    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (hub, http, url, session):
+        session_id = session["Mcp-Session-Id"]
+        connections = session_connections(hub.endpoint.server)
+        slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 3, "steps": 1}}  # 3x the timeout
+        echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+        echo["params"] = {"name": "srv_echo", "arguments": {"text": "still here"}}
+        with anyio.fail_after(20):
+            held = await http.post(url, json=slow, headers=session)
+            after = await http.post(url, json=echo, headers=session)
+        await wait_for(lambda: _true(session_id not in connections), timeout=20)
+        gone = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
     assert held.status_code == 200, held.text
     assert _events(held) == [{"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "done"}]}}]
     assert after.status_code == 200, after.text
@@ -484,26 +482,21 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
     """A session is held from the moment a request for it arrives, as the SDK holds it: a body that takes
     longer than `session_idle_timeout` to arrive is served on the session, which serves on (both for a
     request served past the message loop, and for one handed to the SDK: here, for a key it ignores)."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub:
-        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, session_idle_timeout=1)
-        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
-            url = f"{base}/mcp"
-            session = await legacy_session(http, url)
-            answers = []
-            for request_id, extra in [(2, {}), (3, {"x-note": "handed to the SDK"})]:
-                call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", **extra}
-                call["params"] = {"name": "srv_echo", "arguments": {"text": "slow body"}}
-                body = json.dumps(call).encode()
+    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (_hub, http, url, session):
+        answers = []
+        for request_id, extra in [(2, {}), (3, {"x-note": "handed to the SDK"})]:
+            call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", **extra}
+            call["params"] = {"name": "srv_echo", "arguments": {"text": "slow body"}}
+            body = json.dumps(call).encode()
 
-                async def trickle(body: bytes = body) -> AsyncIterator[bytes]:
-                    yield body[:10]
-                    await anyio.sleep(2.5)  # past the idle timeout, mid-body
-                    yield body[10:]
+            async def trickle(body: bytes = body) -> AsyncIterator[bytes]:
+                yield body[:10]
+                await anyio.sleep(2.5)  # past the idle timeout, mid-body
+                yield body[10:]
 
-                with anyio.fail_after(20):
-                    answers.append(await http.post(url, content=trickle(), headers=session))
-            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
+            with anyio.fail_after(20):
+                answers.append(await http.post(url, content=trickle(), headers=session))
+        ping = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert _events(answer)[-1]["result"]["structuredContent"] == {"text": "slow body", "server": "srv"}
@@ -516,10 +509,7 @@ async def test_a_request_reusing_the_id_of_a_streaming_call_in_flight_is_refused
     """A client that reuses the id of a call still in flight (the spec forbids it; the SDK would let the
     newer request take the id over) gets INVALID_REQUEST on the second POST; the first call still gets its
     progress and its answer, and the session serves on."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv")})
-    async with running_hub(config) as hub, hub_over_http(hub) as base, httpx2.AsyncClient(timeout=30) as http:
-        url = f"{base}/mcp"
-        session = await legacy_session(http, url)
+    async with raw_legacy_session(tmp_path) as (_hub, http, url, session):
         first = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
         first["params"] = {
             "name": "srv_slow",
