@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import platform
 import resource
-import sys
 
 import pytest
 
 from mcp_hub.allocator import keep_freed_memory
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 
 
 def _page_faults_relaying(messages: int, size: int) -> int:
