@@ -140,7 +140,7 @@ def build_app(
     api_keys: Mapping[str, str] | None = None,
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
-) -> Starlette:
+) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
     `/healthz` answers 503 when the hub is down; `/readyz` answers the same report,
@@ -186,7 +186,7 @@ def build_app(
     endpoint = DirectRequests(endpoint, manager, session_connections(server), max_request_body)
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
-    return Starlette(
+    app = Starlette(
         routes=[
             Route(path, endpoint=endpoint),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
@@ -194,3 +194,23 @@ def build_app(
         ],
         lifespan=lifespan,
     )
+    return _Front(app, path, endpoint)
+
+
+class _Front:
+    """The ASGI app: requests for the MCP endpoint's path go straight to it; everything else (the health
+    routes, other paths, the lifespan) to the Starlette app, which routes the endpoint's path the same way.
+
+    Starlette's error and exception middleware and its router cost each MCP request about as much as the
+    hub's own routing of a call; the endpoint's middleware handles its own errors."""
+
+    def __init__(self, app: Starlette, path: str, endpoint: ASGIApp) -> None:
+        self.app = app
+        self._path = path
+        self._endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == self._path and not scope.get("root_path"):
+            await self._endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
