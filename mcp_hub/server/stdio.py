@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
 import anyio
 import mcp.server.stdio
 import pydantic_core
-from anyio.abc import TaskGroup
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner, modern_error_data, serve_one
@@ -60,6 +60,8 @@ from mcp_hub.server.direct import (
 from mcp_hub.server.endpoint import session_connections
 from mcp_hub.upstream.streams import Incoming, ReadStreamBase
 
+logger = logging.getLogger("mcp_hub.server")
+
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """The longest line read from the client (the HTTP endpoint takes request bodies up to half this)."""
 
@@ -80,13 +82,14 @@ async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncItera
     with contextlib.ExitStack() as claims:
         stdin_file = _claimed(claims, claim, 0, sys.stdin, "rb", mcp.server.stdio._open_stdin_diversion)  # pyright: ignore[reportPrivateUsage]
         stdout_file = _claimed(claims, claim, 1, sys.stdout, "wb", mcp.server.stdio._open_stdout_diversion)  # pyright: ignore[reportPrivateUsage]
-        async with _pipes(stdin_file, stdout_file) as (lines, output), anyio.create_task_group() as tg:
-            lines.direct = direct = _DirectRequests(server, lifespan_state, tg, output)
+        async with _pipes(stdin_file, stdout_file) as (lines, output):
+            tasks = _Tasks()
+            lines.direct = direct = _DirectRequests(server, lifespan_state, tasks, output)
             try:
                 async with stdio_server(stdin=lines, stdout=output) as (read_stream, write_stream):  # pyright: ignore[reportArgumentType]
                     yield _EraWatch(read_stream, direct.opened), write_stream
             finally:
-                tg.cancel_scope.cancel()
+                await tasks.aclose()
 
 
 def _claimed(claims: contextlib.ExitStack, claim: Any, fd: int, *args: Any) -> BinaryIO:
@@ -177,6 +180,33 @@ class _Output:
         await self._writer.drain()
 
 
+class _Tasks:
+    """Bare asyncio tasks for the requests served past the SDK's loop: starting one costs a fraction of an
+    anyio task group's `start_soon`, which wraps and tracks every task. A request's failure is logged (each
+    handles its own errors; this is a last resort); on exit all are cancelled, and awaited."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[None]] = set()
+
+    def start(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._running.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("serving a request failed", exc_info=exc)
+
+    async def aclose(self) -> None:
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        if running:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(running)
+
+
 class _DirectRequests:
     """A client's requests, served past the SDK's message loop.
 
@@ -201,10 +231,10 @@ class _DirectRequests:
     would refuse, a reused in-flight id) goes to the SDK.
     """
 
-    def __init__(self, server: Server[Any], lifespan_state: Any, tg: TaskGroup, output: _Output) -> None:
+    def __init__(self, server: Server[Any], lifespan_state: Any, tasks: _Tasks, output: _Output) -> None:
         self._server = server
         self._lifespan = lifespan_state
-        self._tg = tg
+        self._tasks = tasks
         self._output = output
         self._connections = session_connections(server)
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
@@ -246,7 +276,7 @@ class _DirectRequests:
         held = contextlib.ExitStack()
         held.enter_context(cancellable(dispatcher, dctx, scope))  # from now on, the client can cancel it
         runner = runner_for(self._runners, self._server, connection, self._lifespan)
-        self._tg.start_soon(self._serve, runner, dctx, scope, held, message)
+        self._tasks.start(self._serve(runner, dctx, scope, held, message))
         return True
 
     async def _serve(
@@ -292,7 +322,7 @@ class _DirectRequests:
             route.protocol_version, route.client_info, route.client_capabilities, outbound=self._outbound
         )
         dctx = self._modern_flight[key] = _LineContext(self._output, message["id"], progress_token_from_params(params))
-        self._tg.start_soon(self._serve_modern, connection, dctx, key, message["method"], params)
+        self._tasks.start(self._serve_modern(connection, dctx, key, message["method"], params))
         return True
 
     def _cancelled(self, line: bytes) -> bool:
