@@ -21,6 +21,7 @@ read stream ends, every waiting call fails at once with `CONNECTION_CLOSED`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -30,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic_core
-from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client._transport import ReadStream, WriteStream
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -81,7 +81,8 @@ class DirectLines:
         if pipes is not None:
             pipes.take, pipes.handing_on = self.take_line, self._handing_on
         self._ids = itertools.count(1)
-        self._waiting: dict[str, MemoryObjectSendStream[_Item]] = {}
+        self._waiting: dict[str, asyncio.Queue[_Item | None]] = {}
+        """The inbox of each request waiting for its answer (None in it: the connection closed)."""
         self._behind: set[str] = set()
         """Requests that were waiting when a line went to the SDK's reader: their answers, and progress,
         follow it there (`take`), behind what the server sent first."""
@@ -108,26 +109,27 @@ class DirectLines:
         out = dict(params or {})
         if on_progress is not None:
             out["_meta"] = {**(out.get("_meta") or {}), "progressToken": request_id}
-        send, receive = anyio.create_memory_object_stream[_Item](_PROGRESS_BUFFER)
-        self._waiting[request_id] = send
+        # An asyncio queue, not an anyio memory stream: a call waits on it once or twice, and the stream's
+        # machinery (events, task records) cost more than the rest of taking the answer.
+        inbox: asyncio.Queue[_Item | None] = asyncio.Queue()
+        self._waiting[request_id] = inbox
         # `params` stays unset when empty: JSON-RPC forbids `null`.
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, **({"params": out} if out else {})}
         answered = False
         try:
-            with send, receive:
-                try:
-                    await self._send(message)
-                    async for item in receive:
-                        if isinstance(item, _Answer):
-                            answered = True
-                            if item.error is not None:
-                                raise MCPError.from_error_data(item.error)
-                            return _result(item.result)
-                        if on_progress is not None:
-                            await deliver_progress(on_progress, item)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    pass
-                raise MCPError(CONNECTION_CLOSED, f"the connection closed before the answer to {method}")
+            try:
+                await self._send(message)
+                while (item := await inbox.get()) is not None:
+                    if isinstance(item, _Answer):
+                        answered = True
+                        if item.error is not None:
+                            raise MCPError.from_error_data(item.error)
+                        return _result(item.result)
+                    if on_progress is not None:
+                        await deliver_progress(on_progress, item)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass
+            raise MCPError(CONNECTION_CLOSED, f"the connection closed before the answer to {method}")
         finally:
             self._waiting.pop(request_id, None)
             self._behind.discard(request_id)
@@ -185,19 +187,17 @@ class DirectLines:
         waiting = self._waiting.get(key) if isinstance(key, str) else None
         if waiting is None:
             return False
-        try:
-            waiting.send_nowait(item)
-        except anyio.WouldBlock:
+        if isinstance(item, _Answer) or waiting.qsize() < _PROGRESS_BUFFER:
+            waiting.put_nowait(item)
+        else:
             logger.debug("dropped a progress notification for %s: its caller is %d behind", key, _PROGRESS_BUFFER)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the request was abandoned a moment ago
         return True
 
     def close(self) -> None:
         """The connection ended: every waiting request fails at once."""
         self._closed = True
         for waiting in list(self._waiting.values()):
-            waiting.close()
+            waiting.put_nowait(None)
 
     async def _send(self, message: dict[str, Any]) -> None:
         """Write one message to the child: straight to its stdin (one write), else through the SDK's writer."""
