@@ -19,8 +19,9 @@ prints hub / direct ratios next to the project's targets:
 plus the CPU time each process spends per call, which says where latency goes.
 
 Latency and throughput are the median of 3 interleaved rounds (direct, hub,
-direct, hub, ...). Every loop is bounded in count and time, and every process
-started here is stopped in a `finally`. `--out FILE` also writes the report.
+direct, hub, ...); within a latency round the two sides take turns 10 times.
+Every loop is bounded in count and time, and every process started here is
+stopped in a `finally`. `--out FILE` also writes the report.
 Needs only what `pip install -e '.[test]'` installs.
 """
 
@@ -90,6 +91,8 @@ class Plan:
     startups: int = 3
     round_seconds: float = 30.0
     """Cap on one latency round."""
+    slices: int = 10
+    """Within a latency round, the two sides take turns this many times (a slice of the round's calls each)."""
 
 
 FULL = Plan()
@@ -354,6 +357,36 @@ async def list_latencies(client: Client, calls: int, expected: int) -> list[floa
     return samples
 
 
+def sliced(calls: int, slices: int) -> tuple[int, int]:
+    """(turns, calls per turn) for `calls` calls a side in about `slices` turns."""
+    per_turn = max(1, calls // max(1, slices))
+    return max(1, calls // per_turn), per_turn
+
+
+async def alternating(
+    plan: Plan, calls: int, direct: Side, hub: Side, block: Callable[[Side, int], Awaitable[list[float]]]
+) -> tuple[list[list[float]], list[list[float]], dict[str, list[tuple[dict[str, float], float]]]]:
+    """Latency rounds in which the two sides take turns (`Plan.slices` per round), so that a change in the
+    machine's speed, which on a shared VM comes and goes within seconds, falls on both alike. Returns each
+    side's samples per round, and each side's CPU per call (and wall time per call) per round."""
+    turns, per_turn = sliced(calls, plan.slices)
+    samples: tuple[list[list[float]], list[list[float]]] = ([], [])
+    cpu: dict[str, list[tuple[dict[str, float], float]]] = {direct.label: [], hub.label: []}
+    for _ in range(plan.rounds):
+        tallies = (CpuTally(direct), CpuTally(hub))
+        taken: tuple[list[float], list[float]] = ([], [])
+        deadline = time.perf_counter() + plan.round_seconds
+        for _ in range(turns):
+            for i, side in enumerate((direct, hub)):
+                taken[i].extend(await tallies[i].measure(block(side, per_turn)))
+            if time.perf_counter() > deadline:
+                break
+        for i, side in enumerate((direct, hub)):
+            samples[i].append(taken[i])
+            cpu[side.label].append(tallies[i].per_call_us())
+    return samples[0], samples[1], cpu
+
+
 async def interleaved(
     rounds: int, direct: Callable[[], Awaitable[Any]], hub: Callable[[], Awaitable[Any]]
 ) -> tuple[list[Any], list[Any]]:
@@ -388,13 +421,14 @@ class Side:
         return self.prefix + name
 
 
-class CpuMeter:
-    """CPU time the client (this process) and the path's processes spend over a block of calls."""
+class CpuTally:
+    """CPU time the client (this process) and the path's processes spend over blocks of calls, summed."""
 
     def __init__(self, side: Side) -> None:
         self.side = side
-        self.start = self.snapshot()
-        self.wall = time.perf_counter()
+        self.used: dict[str, float] = dict.fromkeys(["client", *side.pids], 0.0)
+        self.calls = 0
+        self.wall = 0.0
 
     def snapshot(self) -> dict[str, float]:
         usage = {"client": time.process_time()}
@@ -402,30 +436,33 @@ class CpuMeter:
             usage[role] = cpu_seconds(pid)
         return usage
 
-    def per_call_us(self, calls: int) -> tuple[dict[str, float], float]:
+    async def measure(self, block: Awaitable[list[float]]) -> list[float]:
+        """Run one block of calls (its samples: one per call) and add what it used."""
+        start, wall = self.snapshot(), time.perf_counter()
+        samples = await block
         end = self.snapshot()
-        wall = (time.perf_counter() - self.wall) / calls * 1e6
-        return {role: (end[role] - self.start[role]) / calls * 1e6 for role in end}, wall
+        self.wall += time.perf_counter() - wall
+        self.calls += len(samples)
+        for role in self.used:
+            self.used[role] += end[role] - start[role]
+        return samples
+
+    def per_call_us(self) -> tuple[dict[str, float], float]:
+        calls = max(1, self.calls)
+        return {role: used / calls * 1e6 for role, used in self.used.items()}, self.wall / calls * 1e6
 
 
 async def measure_call_latency(
     plan: Plan, report: Report, label: str, direct: Side, hub: Side, *, p99_rows: bool = True
 ) -> None:
     """tools/call echo at concurrency 1: p50 and p99 rows, and CPU per call of every process."""
-    cpu: dict[str, list[tuple[dict[str, float], float]]] = {direct.label: [], hub.label: []}
 
-    def run(side: Side) -> Callable[[], Awaitable[list[float]]]:
-        async def once() -> list[float]:
-            meter = CpuMeter(side)
-            samples = await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.calls, plan.round_seconds)
-            cpu[side.label].append(meter.per_call_us(len(samples)))
-            return samples
-
-        return once
+    def block(side: Side, calls: int) -> Awaitable[list[float]]:
+        return latencies(side.client, side.tool("echo"), ECHO_ARGS, calls, plan.round_seconds)
 
     for side in (direct, hub):
         await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.warmup, plan.round_seconds)
-    d, h = await interleaved(plan.rounds, run(direct), run(hub))
+    d, h, cpu = await alternating(plan, plan.calls, direct, hub, block)
     report.rows.append(
         Row(f"tools/call p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.25))
     )
@@ -470,8 +507,8 @@ async def measure_throughput(
 async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub: Side) -> None:
     args = {"size": BIG_SIZE}
 
-    def run(side: Side) -> Callable[[], Awaitable[list[float]]]:
-        return lambda: latencies(side.client, side.tool("big"), args, plan.big_calls, plan.round_seconds)
+    def block(side: Side, calls: int) -> Awaitable[list[float]]:
+        return latencies(side.client, side.tool("big"), args, calls, plan.round_seconds)
 
     for side in (direct, hub):
         result = await side.client.call_tool(side.tool("big"), args)
@@ -479,7 +516,7 @@ async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub:
         if len(text) != BIG_SIZE:
             raise RuntimeError(f"{side.label}: big returned {len(text)} characters, expected {BIG_SIZE}")
         await latencies(side.client, side.tool("big"), args, 2, plan.round_seconds)
-    d, h = await interleaved(plan.rounds, run(direct), run(hub))
+    d, h, _ = await alternating(plan, plan.big_calls, direct, hub, block)
     report.rows.append(
         Row(f"1 MB result p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.2))
     )
