@@ -120,13 +120,13 @@ class DirectRequests:
         ):
             await self._app(scope, receive, send)
             return
-        chunks, complete = await self._read_body(receive)
+        chunks, complete = await read_body(receive, self._max_body)
         message = request_of(b"".join(chunks)) if complete else None
         if message is None:
             if complete and _has_unusable_id(b"".join(chunks)):
                 await _refuse(None, "a request id must be a string or an integer", transport, send)
                 return
-            await self._app(scope, _replaying(chunks, receive), send)
+            await self._app(scope, replaying(chunks, receive), send)
             return
         if not self._free(transport, connection, message["id"]):
             reused = f"request id {message['id']!r} is in use by a request in flight on this session"
@@ -169,22 +169,6 @@ class DirectRequests:
     def _acceptable(transport: StreamableHTTPServerTransport, request: Request) -> bool:
         has_json, has_sse = check_accept_headers(request)
         return has_json and has_sse and transport._check_content_type(request)  # pyright: ignore[reportPrivateUsage]
-
-    async def _read_body(self, receive: Receive) -> tuple[list[bytes], bool]:
-        """The body's chunks, and whether that is all of it (False: it ended early or is over `max_body`)."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return chunks, False
-            chunk = message.get("body", b"")
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > self._max_body:
-                return chunks, False
-            if not message.get("more_body", False):
-                return chunks, True
 
     @staticmethod
     def _free(transport: StreamableHTTPServerTransport, connection: Connection, request_id: str | int) -> bool:
@@ -276,7 +260,24 @@ def request_of(body: bytes | str) -> dict[str, Any] | None:
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
 
 
-def _replaying(chunks: list[bytes], receive: Receive) -> Receive:
+async def read_body(receive: Receive, max_body: int) -> tuple[list[bytes], bool]:
+    """A request's body chunks, and whether that is all of it (False: it ended early or is over `max_body`)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return chunks, False
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_body:
+            return chunks, False
+        if not message.get("more_body", False):
+            return chunks, True
+
+
+def replaying(chunks: list[bytes], receive: Receive) -> Receive:
     """`receive`, first giving back the body chunks already read from it."""
     pending = list(chunks)
 
@@ -421,23 +422,21 @@ class _Exchange:
             on_send=self._opening,
         )
         self._scope = anyio.CancelScope()
-        self._wake = anyio.Event()
         self._stream: tuple[Any, Any] | None = None
-        self._streaming = False
-        """Set once the answer is an SSE stream: the response then goes through the session's channel."""
-        self._answer: bytes | None = None
-        """The JSON answer, once the request is done without having sent anything."""
+        self._streamer: asyncio.Task[None] | None = None
+        """Set once the answer is an SSE stream (sent by this task): the response then goes through the
+        session's channel."""
+        self._start_streamer: Callable[[], asyncio.Task[None]] | None = None
+        self._gone = False
 
     def _opening(self) -> None:
-        """The request is about to send the client something: its answer becomes a stream."""
-        self._open_stream()
-        self._streaming = True
-        self._wake.set()
-
-    def _open_stream(self) -> None:
-        if self._stream is None:
-            self._stream = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
-            self._transport._request_streams[self._key] = self._stream  # pyright: ignore[reportPrivateUsage]
+        """The request is about to send the client something, or the window passed: its answer becomes a
+        stream, which a task of its own sends while the request runs on."""
+        if self._streamer is None and self._start_streamer is not None:
+            if self._stream is None:
+                self._stream = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+                self._transport._request_streams[self._key] = self._stream  # pyright: ignore[reportPrivateUsage]
+            self._streamer = self._start_streamer()
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -449,42 +448,51 @@ class _Exchange:
                     await self._transport._clean_up_memory_streams(self._key)  # pyright: ignore[reportPrivateUsage]
 
     async def _exchange(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._run)
-            # A bare asyncio task (uvicorn serves on asyncio): stopping it is one `Task.cancel()`, where
-            # cancelling an anyio scope formats the current task's repr for its reason, on every call.
-            watcher = asyncio.get_running_loop().create_task(self._watch_disconnect(receive, tg.cancel_scope))
-            try:
-                with anyio.move_on_after(deferred.WINDOW):
-                    await self._wake.wait()
-                if self._answer is not None:
-                    await self._send_json(self._answer, send)  # the request is done: nothing left to cancel
-                    return
-                self._open_stream()
-                self._streaming = True
-                await self._stream_answer(scope, receive, send)
-                tg.cancel_scope.cancel()
-            finally:
-                watcher.cancel()
+        """Run the request in this task; answer it as JSON, or wait for its stream to send its answer.
 
-    async def _run(self) -> None:
-        """Run the request through the session's runner, and answer it (or have it answered) when it is done."""
+        The disconnect watcher and the stream are bare asyncio tasks (uvicorn serves on asyncio): a task
+        group would cost each request a task for the handler, and cancelling an anyio scope formats the
+        current task's repr for its reason."""
+        loop = asyncio.get_running_loop()
+        self._start_streamer = lambda: loop.create_task(self._stream_answer(scope, receive, send))
+        watcher = loop.create_task(self._watch_disconnect(receive))
+        timer = loop.call_later(deferred.WINDOW, self._opening)
+        try:
+            answer = await self._run()
+            timer.cancel()
+            if self._streamer is None:
+                if answer is not None:
+                    await self._send_json(answer, send)
+                return
+            await asyncio.wait((self._streamer,))  # its stream ends with the answer, or the client left
+            if not self._streamer.cancelled() and (failure := self._streamer.exception()) is not None:
+                raise failure
+        finally:
+            timer.cancel()
+            watcher.cancel()
+            if self._streamer is not None:
+                self._streamer.cancel()
+
+    async def _run(self) -> bytes | None:
+        """Run the request through the session's runner. Its JSON answer; None: it was answered on its stream,
+        or its client is gone."""
         result, error = await run_request(self._runner, self._dctx, self._scope, self._method, self._params)
+        if self._gone:
+            return None
         if self._dctx.cancel_requested.is_set() or (result is None and error is None):
             # Cancelled by the client: the handshake era still ends the request, with REQUEST_CANCELLED.
             error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
-        if self._streaming:
+        if self._streamer is not None:
             # Through the session's ordered channel, behind whatever the request sent before.
             if error is not None:
                 await self._dispatcher._write_error(self._id, error)  # pyright: ignore[reportPrivateUsage]
             else:
                 assert result is not None
                 await self._dispatcher._write_result(self._id, result)  # pyright: ignore[reportPrivateUsage]
-            return
-        self._answer = encode_answer(self._id, result, error)
-        self._wake.set()
+            return None
+        return encode_answer(self._id, result, error)
 
-    async def _watch_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
+    async def _watch_disconnect(self, receive: Receive) -> None:
         """A client gone before its answer cancels the request (the answer could never reach it)."""
         try:
             while (await receive())["type"] != "http.disconnect":
@@ -492,8 +500,11 @@ class _Exchange:
         except Exception:  # the server's receive failed: the request goes on, and its answer fails
             logger.debug("watching for a disconnect failed", exc_info=True)
             return
+        self._gone = True
         self._dctx.cancel_requested.set()
-        scope.cancel()
+        self._scope.cancel()
+        if self._streamer is not None:
+            self._streamer.cancel()
 
     async def _send_json(self, body: bytes, send: Send) -> None:
         headers = [

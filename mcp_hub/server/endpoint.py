@@ -17,6 +17,7 @@ from typing import Any, cast, get_args
 
 import anyio
 import mcp_types as types
+import pydantic_core
 from cachetools import LRUCache
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.server.connection import Connection, allowed_log_levels
@@ -39,7 +40,7 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, RootModel
 
-from mcp_hub import __version__, naming
+from mcp_hub import __version__, naming, wire
 from mcp_hub.catalog import Catalog, View, page
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import HubError, InvalidCursor, UnknownName
@@ -108,6 +109,15 @@ class _HubServer(Server[Any]):
         self.connections: dict[str | None, Connection] = {}
         """The handshake-era connections whose clients have initialized: HTTP sessions by session id,
         and under None the latest without one (in a hub serving stdio, its one client's)."""
+
+    @property
+    def server_info_stamp(self) -> dict[str, Any]:
+        """A fresh copy of the hub's `serverInfo` stamp for each 2026-07-28 result, as the SDK's; parsed from
+        its JSON, which takes a fraction of the SDK's `deepcopy`."""
+        stamp = self.__dict__.get("_stamp_json")
+        if stamp is None:
+            stamp = self.__dict__["_stamp_json"] = wire.dumps(super().server_info_stamp)
+        return pydantic_core.from_json(stamp)
 
     def get_capabilities(
         self,

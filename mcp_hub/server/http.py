@@ -39,6 +39,7 @@ from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.direct import DirectRequests
 from mcp_hub.server.disconnect import CancelOnDisconnect
 from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
+from mcp_hub.server.modern import ModernRequests
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -184,6 +185,7 @@ def build_app(
 
     endpoint: ASGIApp = CancelOnDisconnect(StreamableHTTPASGIApp(manager))
     endpoint = DirectRequests(endpoint, manager, session_connections(server), max_request_body)
+    endpoint = ModernRequests(endpoint, manager, max_request_body)
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
     app = Starlette(

@@ -32,7 +32,7 @@ import mcp.server.stdio
 import pydantic_core
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.lowlevel.server import Server
-from mcp.server.runner import ServerRunner, modern_error_data, serve_one
+from mcp.server.runner import ServerRunner
 from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import CallOptions, coerce_request_id
 from mcp.shared.exceptions import NoBackChannelError
@@ -42,9 +42,9 @@ from mcp.shared.jsonrpc_dispatcher import (
     cancelled_request_id_from_params,
     progress_token_from_params,
 )
-from mcp.shared.message import MessageMetadata, SessionMessage
+from mcp.shared.message import SessionMessage
 from mcp.shared.transport_context import TransportContext
-from mcp_types import ErrorData, JSONRPCRequest, ProgressToken, RequestId
+from mcp_types import JSONRPCRequest, RequestId
 
 from mcp_hub import wire
 from mcp_hub.server.direct import (
@@ -58,6 +58,7 @@ from mcp_hub.server.direct import (
     runner_for,
 )
 from mcp_hub.server.endpoint import session_connections
+from mcp_hub.server.modern import ModernContext, notification, serve_modern
 from mcp_hub.upstream.streams import Incoming, ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.server")
@@ -241,7 +242,7 @@ class _DirectRequests:
         self._modern: bool | None = None
         """The era the client's first request opened (None: none yet, and every line goes to the SDK)."""
         self._outbound = NotifyOnlyOutbound(_LineOutbound(output))
-        self._modern_flight: dict[RequestId, _LineContext] = {}
+        self._modern_flight: dict[RequestId, ModernContext] = {}
 
     def opened(self, modern: bool) -> None:
         """The SDK's loop took the client's first request, which opened the connection in one era for good."""
@@ -321,7 +322,9 @@ class _DirectRequests:
         connection = Connection.from_envelope(
             route.protocol_version, route.client_info, route.client_capabilities, outbound=self._outbound
         )
-        dctx = self._modern_flight[key] = _LineContext(self._output, message["id"], progress_token_from_params(params))
+        dctx = self._modern_flight[key] = ModernContext(
+            _LINE_TRANSPORT, message["id"], progress_token_from_params(params), self._emit
+        )
         self._tasks.start(self._serve_modern(connection, dctx, key, message["method"], params))
         return True
 
@@ -342,24 +345,22 @@ class _DirectRequests:
         return True
 
     async def _serve_modern(
-        self, connection: Connection, dctx: _LineContext, key: RequestId, method: str, params: dict[str, Any] | None
+        self, connection: Connection, dctx: ModernContext, key: RequestId, method: str, params: dict[str, Any] | None
     ) -> None:
-        result: dict[str, Any] | None = None
-        error: ErrorData | None = None
-        with dctx.scope:
-            try:
-                result = await serve_one(
-                    self._server, dctx, method, params, connection=connection, lifespan_state=self._lifespan
-                )
-            except Exception as exc:
-                error = modern_error_data(exc)
-            finally:
-                dctx.close()
-                if self._modern_flight.get(key) is dctx:
-                    del self._modern_flight[key]
+        try:
+            result, error = await serve_modern(self._server, dctx, method, params, connection, self._lifespan)
+        finally:
+            if self._modern_flight.get(key) is dctx:
+                del self._modern_flight[key]
         if dctx.cancel_requested.is_set() or (result is None and error is None):
             return
         await self._output.send_line(encode_answer(dctx.request_id, result, error, line=True))
+
+    async def _emit(self, message: dict[str, Any]) -> None:
+        await self._output.send_line(wire.dumps_line(message))
+
+
+_LINE_TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
 
 
 class _LineOutbound:
@@ -369,58 +370,12 @@ class _LineOutbound:
         self._output = output
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        await self._output.send_line(_notification(method, params))
+        await self._output.send_line(wire.dumps_line(notification(method, params)))
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> dict[str, Any]:
         raise NoBackChannelError(method)
-
-
-def _notification(method: str, params: Mapping[str, Any] | None) -> bytes:
-    """A notification as the SDK's dispatcher writes it (no `params` when there are none)."""
-    if params is None:
-        return wire.dumps_line({"jsonrpc": "2.0", "method": method})
-    return wire.dumps_line({"jsonrpc": "2.0", "method": method, "params": params})
-
-
-class _LineContext:
-    """The dispatch context of a 2026-07-28 request served past the loop: no server requests (the era has
-    none), its notifications written straight to standard output until it ends, and its own cancel scope."""
-
-    transport = TransportContext(kind="jsonrpc", can_send_request=False)
-    message_metadata: MessageMetadata = None
-    can_send_request = False
-
-    def __init__(self, output: _Output, request_id: RequestId, progress_token: ProgressToken | None) -> None:
-        self._output = output
-        self.request_id = request_id
-        self._progress_token = progress_token
-        self._closed = False
-        self.cancel_requested = anyio.Event()
-        self.scope = anyio.CancelScope()
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
-        if not self._closed:
-            await self._output.send_line(_notification(method, params))
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
-    ) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        if self._progress_token is None:
-            return
-        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await self.notify("notifications/progress", params)
-
-    def close(self) -> None:
-        self._closed = True
 
 
 class _EraWatch(ReadStreamBase):

@@ -1,0 +1,151 @@
+"""2026-07-28 requests over the hub's HTTP endpoint, served past the SDK's entry (`server/modern.py`).
+
+The SDK's own entry (`handle_modern_request`) is the reference: every request here is also sent to the
+same hub with the hub's entry taken out, and must be answered alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.server.lowlevel.server import Server
+
+import mcp_hub.server.http
+from mcp_hub.hub import Hub
+from mcp_hub.server import deferred
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, make_config, running_hub, serve_app
+from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def two_entries(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient, str, str]]:
+    """One hub with a fixture server, `srv`, served twice over HTTP: through the hub's 2026-07-28 entry and
+    through the SDK's alone. The HTTP client and the two endpoints' URLs."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        hub_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mcp_hub.server.http, "ModernRequests", lambda app, *_: app)
+            sdk_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(hub_app) as hub_base, serve_app(sdk_app) as sdk_base:
+            async with httpx2.AsyncClient(timeout=30) as http:
+                yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"
+
+
+def _answer(response: httpx2.Response) -> tuple[int, str, Any]:
+    """Status, content type and what a client reads: the JSON body, or the SSE stream's events."""
+    kind = response.headers.get("content-type", "").split(";")[0]
+    if kind == "text/event-stream":
+        body: Any = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    else:
+        body = response.json() if kind == "application/json" else response.text
+    return response.status_code, kind, body
+
+
+def _request(method: str, params: dict[str, Any] | None = None, **headers: str) -> tuple[dict[str, str], Any]:
+    sent = {**JSON_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": method, **headers}
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 5, "method": method}
+    if params is not None:
+        body["params"] = params
+    return sent, body
+
+
+def _cases() -> dict[str, tuple[dict[str, str], Any]]:
+    call, body = modern_call("srv_echo", {"text": "hi"})
+    cases: dict[str, tuple[dict[str, str], Any]] = {
+        "call": (call, body),
+        "tool error": modern_call("srv_fail", {"message": "no"}),
+        "unknown tool": modern_call("nope", {}),
+        "progress": (
+            modern_call("srv_slow", {})[0] | {"Mcp-Name": "srv_slow"},
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {
+                    "name": "srv_slow",
+                    "arguments": {"seconds": 0.1, "steps": 2},
+                    "_meta": {**MODERN_META, "progressToken": "p"},
+                },
+            },
+        ),
+        "list": _request("tools/list", {"_meta": MODERN_META}),
+        "read": _request("resources/read", {"uri": "fixture://notes/a", "_meta": MODERN_META}, **{"Mcp-Name": "x"}),
+        "unknown method": _request("nothing/here", {"_meta": MODERN_META}),
+        "no envelope": _request("tools/list", {}),
+        "name header disagrees": (call | {"Mcp-Name": "srv_other"}, body),
+        "method header disagrees": (call | {"Mcp-Method": "tools/list"}, body),
+        "params not an object": (call, {**body, "params": [1]}),
+        "unknown version": (call | {"MCP-Protocol-Version": "2099-01-01"}, body),
+        "notification": (call, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}}),
+        "batch": (call, [body]),
+        "not json": (call, "{"),
+        "float id": (call, {**body, "id": 1.5}),
+        "no sse accepted": (call | {"Accept": "application/json"}, body),
+        "wrong content type": (call | {"Content-Type": "text/plain"}, body),
+    }
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str) -> None:
+    headers, body = CASES[case]
+    content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+    async with two_entries(tmp_path) as (http, hub_url, sdk_url):
+        through_hub = await http.post(hub_url, content=content, headers=headers)
+        through_sdk = await http.post(sdk_url, content=content, headers=headers)
+    assert _answer(through_hub) == _answer(through_sdk)
+    if case == "call":
+        assert _answer(through_hub)[:2] == (200, "application/json")
+        result = through_hub.json()["result"]
+        assert result["structuredContent"] == {"text": "hi", "server": "srv"}
+        assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-hub"
+    if case == "progress":
+        status, kind, events = _answer(through_hub)
+        assert (status, kind) == (200, "text/event-stream")
+        assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
+
+
+async def test_a_quiet_2026_call_outlasting_the_window_is_pinged_and_answered_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that sends nothing for `deferred.WINDOW` starts its SSE stream with a ping (a proxy would time
+    out an idle response) and pings it every window; the answer is the stream's last event."""
+    monkeypatch.setattr(deferred, "WINDOW", 0.1)
+    config = make_config(tmp_path, {"srv": fixture_server("srv")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, httpx2.AsyncClient(timeout=30) as http:
+            headers, body = modern_call("srv_slow", {"seconds": 0.5, "steps": 1})
+            streamed = await http.post(f"{base}/mcp", json=body, headers=headers)
+            headers, body = modern_call("srv_echo", {"text": "after"}, request_id=2)
+            plain = await http.post(f"{base}/mcp", json=body, headers=headers)
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"] == "text/event-stream"
+    assert streamed.text.startswith(": ping\r\n\r\n")
+    assert streamed.text.count(": ping") >= 2
+    events = [json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert [(e["id"], e["result"]["content"][0]["text"]) for e in events] == [(1, "done")]
+    assert plain.headers["content-type"] == "application/json"
+    assert plain.json()["result"]["structuredContent"] == {"text": "after", "server": "srv"}
+
+
+async def test_each_result_gets_its_own_copy_of_the_server_info_stamp(tmp_path: Path) -> None:
+    hub = Hub(make_config(tmp_path, {"srv": fixture_server("srv")}))
+    server = hub.endpoint.server
+    first, second = server.server_info_stamp, server.server_info_stamp
+    assert first == second == Server.server_info_stamp.fget(server)  # type: ignore[attr-defined]
+    first["name"] = "changed"
+    assert server.server_info_stamp["name"] == "mcp-hub"
