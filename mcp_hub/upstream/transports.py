@@ -121,6 +121,10 @@ _PIPES: ContextVar[Pipes | None] = ContextVar("mcp_hub_stdio_pipes", default=Non
 """The pipes of the stdio child the SDK is starting in this context (see `_Stdio`)."""
 
 
+_HELD_BYTES = 64 * 1024
+"""Up to this much of the last text it read, the SDK's reader may hold while every line is taken."""
+
+
 class _LineReceiveStream(ObjectReceiveStream[str]):
     """A byte stream decoded to text that ends only at line ends.
 
@@ -145,6 +149,8 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
         self._size = 0
         self._dropped = 0
         """Bytes of an over-long line dropped so far (0: not dropping)."""
+        self._held = 0
+        """The length of the last text the SDK's reader read, which it holds until it reads another."""
 
     async def receive(self) -> str:
         while True:
@@ -161,8 +167,11 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
                 text = self._untaken(b"".join([*self._parts, chunk[: last + 1]]))
             tail = chunk[last + 1 :]
             self._parts, self._size, self._dropped = ([tail] if tail else []), len(tail), 0
-            # Even with every line taken (""), the SDK's reader takes its turn, and lets go of the last
-            # text it read: it would hold it until a line it does read arrives.
+            if not text and self._held <= _HELD_BYTES:
+                continue  # every line taken: the SDK's reader has nothing to read, and holds little
+            # With every line taken (""), the SDK's reader takes a turn only to let go of the last text it
+            # read, which it would hold until a line it does read arrives.
+            self._held = len(text)
             return self._decoder.decode(text)
 
     def _untaken(self, text: bytes) -> bytes:
