@@ -36,9 +36,8 @@ async def two_entries(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient,
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(mcp_hub.server.http, "ModernRequests", lambda app, *_: app)
             sdk_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
-        async with serve_app(hub_app) as hub_base, serve_app(sdk_app) as sdk_base:
-            async with httpx2.AsyncClient(timeout=30) as http:
-                yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"
+        async with serve_app(hub_app) as hub_base, serve_app(sdk_app) as sdk_base, httpx2.AsyncClient() as http:
+            yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"
 
 
 def _answer(response: httpx2.Response) -> tuple[int, str, Any]:
@@ -92,6 +91,8 @@ def _cases() -> dict[str, tuple[dict[str, str], Any]]:
         "float id": (call, {**body, "id": 1.5}),
         "no sse accepted": (call | {"Accept": "application/json"}, body),
         "wrong content type": (call | {"Content-Type": "text/plain"}, body),
+        "foreign host": (call | {"Host": "evil.example:80"}, body),
+        "foreign origin": (call | {"Origin": "http://evil.example"}, body),
     }
     return cases
 
@@ -107,6 +108,8 @@ async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str
         through_hub = await http.post(hub_url, content=content, headers=headers)
         through_sdk = await http.post(sdk_url, content=content, headers=headers)
     assert _answer(through_hub) == _answer(through_sdk)
+    if case.startswith("foreign"):
+        assert through_hub.status_code in (403, 421)
     if case == "call":
         assert _answer(through_hub)[:2] == (200, "application/json")
         result = through_hub.json()["result"]

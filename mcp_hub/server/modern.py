@@ -165,6 +165,7 @@ class ModernRequests:
         self._server = manager.app
         self._security = TransportSecurityMiddleware(manager.security_settings)
         self._max_body = max_body
+        self._accepted: dict[tuple[str | None, ...], bool] = {}
         self._marked: dict[int, tuple[Any, bool]] = {}
         """Whether an input schema declares `x-mcp-header` properties, by the schema's id (the schema is
         kept with its answer, so its id is not reused while the answer stands)."""
@@ -174,11 +175,10 @@ class ModernRequests:
         if headers is None:
             await self._app(scope, receive, send)
             return
-        request = Request(scope, receive)
-        has_json, has_sse = check_accept_headers(request)
-        if not (has_json and has_sse) or await self._security.validate_request(request, is_post=True) is not None:
+        if not await self._acceptable(headers):
             await self._app(scope, receive, send)
             return
+        request = Request(scope, receive)
         chunks, complete = await read_body(receive, self._max_body)
         message = request_of(b"".join(chunks)) if complete else None
         if message is None or message["method"] == "subscriptions/listen" or not self._served(message):
@@ -211,6 +211,22 @@ class ModernRequests:
                 self._manager._lifespan_state,  # pyright: ignore[reportPrivateUsage]
             ),
         )
+
+    async def _acceptable(self, headers: Mapping[str, str]) -> bool:
+        """Whether the SDK takes a POST with these headers: it accepts JSON and SSE, and passes the transport's
+        security check (content type, and with DNS rebinding protection, host and origin). The SDK's checks,
+        remembered for the few header values a server sees."""
+        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
+        known = self._accepted.get(key)
+        if known is None:
+            shim = _HeadersOnly(headers)
+            has_json, has_sse = check_accept_headers(shim)  # type: ignore[arg-type]
+            refused = await self._security.validate_request(shim, is_post=True)  # type: ignore[arg-type]
+            known = has_json and has_sse and refused is None
+            if len(self._accepted) >= 1024:
+                self._accepted.clear()
+            self._accepted[key] = known
+        return known
 
     def _served(self, message: dict[str, Any]) -> bool:
         """Whether the SDK checks nothing for this request that is not checked here: a `tools/call` of a
@@ -248,6 +264,16 @@ class ModernRequests:
         marked = _SCHEMA_MARK in wire.dumps(schema)
         self._marked[id(schema)] = (schema, marked)
         return marked
+
+
+_CHECKED_HEADERS = ("accept", "content-type", "host", "origin")
+
+
+class _HeadersOnly:
+    """What the SDK's accept and security checks read of a request: its headers."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self.headers = headers
 
 
 def _modern_post_headers(scope: Scope) -> dict[str, str] | None:
