@@ -317,6 +317,18 @@ async def run_request(
     return result, error
 
 
+async def until_disconnect(receive: Receive) -> bool:
+    """Wait for the client to go away (True), reading past the rest of its request; False: the server's
+    `receive` failed, and the request goes on (its answer will fail)."""
+    try:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+    except Exception:
+        logger.debug("watching for a disconnect failed", exc_info=True)
+        return False
+    return True
+
+
 def runner_for(
     runners: WeakKeyDictionary[Connection, ServerRunner[Any]], server: Any, connection: Connection, lifespan: Any
 ) -> ServerRunner[Any]:
@@ -494,11 +506,7 @@ class _Exchange:
 
     async def _watch_disconnect(self, receive: Receive) -> None:
         """A client gone before its answer cancels the request (the answer could never reach it)."""
-        try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-        except Exception:  # the server's receive failed: the request goes on, and its answer fails
-            logger.debug("watching for a disconnect failed", exc_info=True)
+        if not await until_disconnect(receive):
             return
         self._gone = True
         self._dctx.cancel_requested.set()

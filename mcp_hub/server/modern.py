@@ -55,7 +55,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub import wire
 from mcp_hub.server import deferred
-from mcp_hub.server.direct import read_body, replaying, request_of
+from mcp_hub.server.direct import read_body, replaying, request_of, until_disconnect
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -360,11 +360,7 @@ class _Exchange:
 
     async def _watch(self, receive: Receive, dctx: ModernContext) -> None:
         """A client gone before its answer cancels the request (the 2026-07-28 era's cancellation)."""
-        try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-        except Exception:  # the server's receive failed: the request goes on, and its answer fails
-            logger.debug("watching for a disconnect failed", exc_info=True)
+        if not await until_disconnect(receive):
             return
         self._gone = True
         dctx.cancel_requested.set()
