@@ -155,8 +155,9 @@ def error_body(request_id: RequestId, error: ErrorData) -> bytes:
 class ModernRequests:
     """Pure ASGI middleware: a 2026-07-28 request POSTed to the MCP endpoint, served in the POST's task.
 
-    `server` is the MCP server the SDK's `manager` serves; `max_body` is the
-    largest body served here (a larger one goes to the SDK, which refuses it).
+    `manager` is the SDK's session manager behind it (its server, security
+    settings and lifespan state are used here); `max_body` is the largest body
+    served here (a larger one goes to the SDK, which refuses it).
     """
 
     def __init__(self, app: ASGIApp, manager: StreamableHTTPSessionManager, max_body: int) -> None:
