@@ -91,6 +91,7 @@ def _cases() -> dict[str, tuple[dict[str, str], Any]]:
         "float id": (call, {**body, "id": 1.5}),
         "no sse accepted": (call | {"Accept": "application/json"}, body),
         "wrong content type": (call | {"Content-Type": "text/plain"}, body),
+        "a 40 MiB body": (call, " " * (40 * 1024 * 1024)),
         "foreign host": (call | {"Host": "evil.example:80"}, body),
         "foreign origin": (call | {"Origin": "http://evil.example"}, body),
     }
@@ -110,6 +111,8 @@ async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str
     assert _answer(through_hub) == _answer(through_sdk)
     if case.startswith("foreign"):
         assert through_hub.status_code in (403, 421)
+    if case == "a 40 MiB body":
+        assert through_hub.status_code == 413
     if case == "call":
         assert _answer(through_hub)[:2] == (200, "application/json")
         result = through_hub.json()["result"]
