@@ -66,6 +66,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_hub import wire
+from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 
 logger = logging.getLogger("mcp_hub.server")
@@ -344,20 +345,27 @@ def in_flight(dispatcher: JSONRPCDispatcher[Any], request_id: str | int) -> bool
     return coerce_request_id(request_id) in dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
 
 
-@contextlib.contextmanager
-def cancellable(
-    dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any], scope: anyio.CancelScope
-) -> Iterator[None]:
-    """While served, the request is in the dispatcher's table: the client's `notifications/cancelled` finds it."""
-    key = coerce_request_id(dctx.request_id)  # type: ignore[arg-type]
-    table = dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
-    table[key] = _InFlight(scope=scope, dctx=dctx)
-    try:
-        yield
-    finally:
-        entry = table.get(key)
-        if entry is not None and entry.dctx is dctx:
-            del table[key]
+class Cancellable:
+    """The request is in the dispatcher's table from now until this exits: the client's
+    `notifications/cancelled` finds it there."""
+
+    __slots__ = ("_dctx", "_key", "_table")
+
+    def __init__(
+        self, dispatcher: JSONRPCDispatcher[Any], dctx: _JSONRPCDispatchContext[Any], scope: anyio.CancelScope
+    ) -> None:
+        self._key = coerce_request_id(dctx.request_id)  # type: ignore[arg-type]
+        self._table = dispatcher._in_flight  # pyright: ignore[reportPrivateUsage]
+        self._dctx = dctx
+        self._table[self._key] = _InFlight(scope=scope, dctx=dctx)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        entry = self._table.get(self._key)
+        if entry is not None and entry.dctx is self._dctx:
+            del self._table[self._key]
 
 
 def has_modern_envelope(params: Mapping[str, Any] | None) -> bool:
@@ -433,7 +441,7 @@ class _Exchange:
             _progress_token=progress_token_from_params(self._params),
             on_send=self._opening,
         )
-        self._scope = anyio.CancelScope()
+        self._scope = cancel_scope()
         self._stream: tuple[Any, Any] | None = None
         self._streamer: asyncio.Task[None] | None = None
         """Set once the answer is an SSE stream (sent by this task): the response then goes through the
@@ -452,7 +460,7 @@ class _Exchange:
 
     async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            with cancellable(self._dispatcher, self._dctx, self._scope):
+            with Cancellable(self._dispatcher, self._dctx, self._scope):
                 await self._exchange(scope, receive, send)
         finally:
             if self._stream is not None:

@@ -54,6 +54,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub import wire
+from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 from mcp_hub.server.direct import read_body, replaying, request_of, until_disconnect
 
@@ -99,7 +100,7 @@ class ModernContext:
         self._emit = emit
         self._closed = False
         self.cancel_requested = anyio.Event()
-        self.scope = anyio.CancelScope()
+        self.scope = cancel_scope()
 
     async def notify(self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None) -> None:
         if not self._closed:

@@ -47,9 +47,10 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import JSONRPCRequest, RequestId
 
 from mcp_hub import wire
+from mcp_hub.scopes import cancel_scope
 from mcp_hub.server.direct import (
+    Cancellable,
     Watched,
-    cancellable,
     encode_answer,
     has_modern_envelope,
     in_flight,
@@ -273,9 +274,8 @@ class _DirectRequests:
             _request_id=message["id"],
             _progress_token=progress_token_from_params(message.get("params")),
         )
-        scope = anyio.CancelScope()
-        held = contextlib.ExitStack()
-        held.enter_context(cancellable(dispatcher, dctx, scope))  # from now on, the client can cancel it
+        scope = cancel_scope()
+        held = Cancellable(dispatcher, dctx, scope)  # from now on, the client can cancel it
         runner = runner_for(self._runners, self._server, connection, self._lifespan)
         self._tasks.start(self._serve(runner, dctx, scope, held, message))
         return True
@@ -285,7 +285,7 @@ class _DirectRequests:
         runner: ServerRunner[Any],
         dctx: Watched,
         scope: anyio.CancelScope,
-        held: contextlib.ExitStack,
+        held: Cancellable,
         message: dict[str, Any],
     ) -> None:
         with held:

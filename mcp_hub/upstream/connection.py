@@ -28,6 +28,7 @@ from pydantic import TypeAdapter
 from mcp_hub import __version__
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.scopes import cancel_scope, deadline_after
 from mcp_hub.telemetry import CURRENT
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
@@ -77,11 +78,12 @@ class Connection:
         asks the client and calls again itself.
         """
 
-        async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
-            return await self.send(method, params, on_progress=on_progress, origin=origin)
-
-        result = await send(params)
+        result = await self.send(method, params, on_progress=on_progress, origin=origin)
         if result.get("resultType") == "input_required" and origin is not None and not origin.modern:
+
+            async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
+                return await self.send(method, params, on_progress=on_progress, origin=origin)
+
             result = await drive_input_required(send, params or {}, result, origin)
         return result
 
@@ -146,7 +148,7 @@ class Connection:
         _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
         # A bare scope with a deadline (which the relay may move, see InFlight.track) rather than
         # `fail_after`, whose two nested generators cost more on every call.
-        scope = anyio.CancelScope(deadline=anyio.current_time() + timeout)
+        scope = cancel_scope(deadline=deadline_after(timeout))
         try:
             with scope, self.inflight.track(origin, scope):
                 if self._direct is not None:

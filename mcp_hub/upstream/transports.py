@@ -21,6 +21,7 @@ SDK gives it a client of its own, whose POSTs are read whole.
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import datetime
 import shutil
@@ -109,8 +110,8 @@ def _read_stdio_in_lines() -> None:
         async def noted(*args: Any, **kwargs: Any) -> Any:
             process = await spawn(*args, **kwargs)
             pipes = _PIPES.get()
-            if pipes is not None:
-                pipes.stdin = process.stdin
+            if pipes is not None and process.stdin is not None:
+                pipes.stdin = StdinLines(process.stdin)
             return process
 
         noted._noted = True  # type: ignore[attr-defined]
@@ -249,6 +250,34 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
     return WatchedTransport(_StreamableHttp(config.url, dict(config.headers)))
 
 
+class StdinLines:
+    """A child's stdin as the hub writes its own lines to it: straight to the event loop's pipe.
+
+    anyio's stream over the pipe (what the SDK writes through) checks for cancellation
+    before each write and, after it, yields to the event loop once more in a shielded
+    cancel scope: a loop turn and two scopes per request written, on the path of every
+    call. A whole line is one write, so lines written here and by the SDK never
+    interleave. A pipe the child closed fails as anyio's stream fails (`OSError` or
+    `BrokenResourceError`). A stream that is not anyio's wrapper of an asyncio
+    writer is written as it is.
+    """
+
+    def __init__(self, stream: ByteSendStream) -> None:
+        self._stream = stream
+        writer = getattr(stream, "_stream", None)
+        self._writer = writer if isinstance(writer, asyncio.StreamWriter) else None
+
+    async def send(self, line: bytes) -> None:
+        if self._writer is None:
+            await self._stream.send(line)
+            return
+        try:
+            self._writer.write(line)
+            await self._writer.drain()  # returns at once unless the pipe is full
+        except RuntimeError as exc:  # uvloop's write to a closed pipe
+            raise anyio.BrokenResourceError from exc
+
+
 class Pipes:
     """A stdio child's pipes as the hub reaches them past the SDK's transport.
 
@@ -261,7 +290,7 @@ class Pipes:
     """
 
     def __init__(self) -> None:
-        self.stdin: ByteSendStream | None = None
+        self.stdin: StdinLines | None = None
         """Set when the SDK has started the child (None: it has not, or not through the usual spawn)."""
         self.take: Callable[[bytes], bool] | None = None
         """Set by `DirectLines`: takes a line that answers (or reports progress on) one of its requests."""
