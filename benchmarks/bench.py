@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from tests.conftest import FIXTURE, fixture_server, free_port, write_config  # noqa: E402
 
 FIXTURE_HTTP = str(ROOT / "benchmarks" / "fixture_http.py")
+RELAY = str(ROOT / "benchmarks" / "relay.py")
 LEGACY, MODERN = "legacy", "2026-07-28"
 ECHO_ARGS = {"text": "hello"}
 BIG_SIZE = 1_000_000
@@ -237,6 +238,11 @@ def hub_config(
     return write_config(path, servers, log_level="warning", **options)
 
 
+def relay_command(*args: str) -> list[str]:
+    """relay.py: a byte relay, the floor of one Python hop."""
+    return [sys.executable, RELAY, *args]
+
+
 def fixture_command(name: str, tools: int = 0) -> list[str]:
     return [sys.executable, FIXTURE, "--name", name] + (["--tools", str(tools)] if tools else [])
 
@@ -364,27 +370,27 @@ def sliced(calls: int, slices: int) -> tuple[int, int]:
 
 
 async def alternating(
-    plan: Plan, calls: int, direct: Side, hub: Side, block: Callable[[Side, int], Awaitable[list[float]]]
-) -> tuple[list[list[float]], list[list[float]], dict[str, list[tuple[dict[str, float], float]]]]:
-    """Latency rounds in which the two sides take turns (`Plan.slices` per round), so that a change in the
-    machine's speed, which on a shared VM comes and goes within seconds, falls on both alike. Returns each
+    plan: Plan, calls: int, sides: Sequence[Side], block: Callable[[Side, int], Awaitable[list[float]]]
+) -> tuple[list[list[list[float]]], dict[str, list[tuple[dict[str, float], float]]]]:
+    """Latency rounds in which the sides take turns (`Plan.slices` per round), so that a change in the
+    machine's speed, which on a shared VM comes and goes within seconds, falls on all alike. Returns each
     side's samples per round, and each side's CPU per call (and wall time per call) per round."""
     turns, per_turn = sliced(calls, plan.slices)
-    samples: tuple[list[list[float]], list[list[float]]] = ([], [])
-    cpu: dict[str, list[tuple[dict[str, float], float]]] = {direct.label: [], hub.label: []}
+    samples: list[list[list[float]]] = [[] for _ in sides]
+    cpu: dict[str, list[tuple[dict[str, float], float]]] = {side.label: [] for side in sides}
     for _ in range(plan.rounds):
-        tallies = (CpuTally(direct), CpuTally(hub))
-        taken: tuple[list[float], list[float]] = ([], [])
+        tallies = [CpuTally(side) for side in sides]
+        taken: list[list[float]] = [[] for _ in sides]
         deadline = time.perf_counter() + plan.round_seconds
         for _ in range(turns):
-            for i, side in enumerate((direct, hub)):
+            for i, side in enumerate(sides):
                 taken[i].extend(await tallies[i].measure(block(side, per_turn)))
             if time.perf_counter() > deadline:
                 break
-        for i, side in enumerate((direct, hub)):
+        for i, side in enumerate(sides):
             samples[i].append(taken[i])
             cpu[side.label].append(tallies[i].per_call_us())
-    return samples[0], samples[1], cpu
+    return samples, cpu
 
 
 async def interleaved(
@@ -453,22 +459,39 @@ class CpuTally:
 
 
 async def measure_call_latency(
-    plan: Plan, report: Report, label: str, direct: Side, hub: Side, *, p99_rows: bool = True
+    plan: Plan,
+    report: Report,
+    label: str,
+    direct: Side,
+    hub: Side,
+    *,
+    p99_rows: bool = True,
+    floor: Side | None = None,
 ) -> None:
-    """tools/call echo at concurrency 1: p50 and p99 rows, and CPU per call of every process."""
+    """tools/call echo at concurrency 1: p50 and p99 rows, and CPU per call of every process.
+
+    With `floor` (a byte relay in the hub's place, see relay.py), it takes its turns too,
+    and its p50 gets a row of its own: the share of the hub's ratio that any Python hop costs."""
 
     def block(side: Side, calls: int) -> Awaitable[list[float]]:
         return latencies(side.client, side.tool("echo"), ECHO_ARGS, calls, plan.round_seconds)
 
-    for side in (direct, hub):
+    sides = [direct, hub] + ([floor] if floor is not None else [])
+    for side in sides:
         await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.warmup, plan.round_seconds)
-    d, h, cpu = await alternating(plan, plan.calls, direct, hub, block)
+    samples, cpu = await alternating(plan, plan.calls, sides, block)
+    d, h = samples[0], samples[1]
     report.rows.append(
         Row(f"tools/call p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.25))
     )
+    if floor is not None:
+        f = samples[2]
+        report.rows.append(
+            Row(f"tools/call p50, {label}, byte relay (floor)", "ms", median_of(d, 0.5) * 1e3, median_of(f, 0.5) * 1e3)
+        )
     if p99_rows:
         report.rows.append(Row(f"tools/call p99, {label}", "ms", median_of(d, 0.99) * 1e3, median_of(h, 0.99) * 1e3))
-    for side in (direct, hub):
+    for side in sides:
         per_round = cpu[side.label]
         roles = per_round[0][0]
         report.cpu.append(
@@ -516,7 +539,7 @@ async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub:
         if len(text) != BIG_SIZE:
             raise RuntimeError(f"{side.label}: big returned {len(text)} characters, expected {BIG_SIZE}")
         await latencies(side.client, side.tool("big"), args, 2, plan.round_seconds)
-    d, h, _ = await alternating(plan, plan.big_calls, direct, hub, block)
+    (d, h), _ = await alternating(plan, plan.big_calls, [direct, hub], block)
     report.rows.append(
         Row(f"1 MB result p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.2))
     )
@@ -538,8 +561,11 @@ async def http_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes]
         for mode, hub_protocol in HTTP_CASES:
             servers = {"up": {"url": upstream_url, "protocol": hub_protocol}}
             config = hub_config(work / f"http-{hub_protocol}.toml", servers)
-            hub_port = free_port()
-            with running(hub_command(config, "http", hub_port), log) as hub_process:
+            hub_port, relay_port = free_port(), free_port()
+            with (
+                running(hub_command(config, "http", hub_port), log) as hub_process,
+                running(relay_command("http", str(relay_port), upstream_url), log) as relay_process,
+            ):
                 async with AsyncExitStack() as stack:
                     direct = Side("direct", [], "", {"upstream": upstream.pid})
                     hub = Side("hub", [], "up_", {"hub": hub_process.pid, "upstream": upstream.pid})
@@ -547,19 +573,31 @@ async def http_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes]
                     for _ in range(SESSIONS if full else 1):
                         direct.clients.append(await enter_http(stack, upstream_url, mode))
                         hub.clients.append(await enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode))
+                    floor: Side | None = None
+                    if hub_protocol == mode:
+                        pids = {"hub": relay_process.pid, "upstream": upstream.pid}
+                        relay_url = f"http://127.0.0.1:{relay_port}/mcp"
+                        floor = Side("byte relay", [await enter_http(stack, relay_url, mode)], "", pids)
                     await wait_for_tool(hub.client, "up_echo")
-                    await http_case(plan, report, direct, hub, mode, hub_protocol, full)
+                    await http_case(plan, report, direct, hub, mode, hub_protocol, full, floor)
 
 
 async def http_case(
-    plan: Plan, report: Report, direct: Side, hub: Side, mode: str, hub_protocol: str, full: bool
+    plan: Plan,
+    report: Report,
+    direct: Side,
+    hub: Side,
+    mode: str,
+    hub_protocol: str,
+    full: bool,
+    floor: Side | None = None,
 ) -> None:
     label = f"HTTP upstream, {mode}"
     if hub_protocol != mode:
         label = f"HTTP upstream, {mode} client, hub->upstream {hub_protocol} (default)"
     step(f"{label}: tools/call latency")
     with anyio.fail_after(PHASE_TIMEOUT):
-        await measure_call_latency(plan, report, label, direct, hub, p99_rows=hub_protocol == mode)
+        await measure_call_latency(plan, report, label, direct, hub, p99_rows=hub_protocol == mode, floor=floor)
     if full:
         step(f"{label}: throughput")
         with anyio.fail_after(PHASE_TIMEOUT):
@@ -574,9 +612,12 @@ async def http_case(
 
 @asynccontextmanager
 async def stdio_side(
-    label: str, args: Sequence[str], mode: str, count: int, prefix: str, errlog: TextIO
+    label: str, args: Sequence[str], mode: str, count: int, prefix: str, errlog: TextIO, *, hop: bool | None = None
 ) -> AsyncIterator[Side]:
-    """`count` stdio sessions, each its own process; pids of the first session's process tree."""
+    """`count` stdio sessions, each its own process; pids of the first session's process tree.
+
+    `hop`: the process is a hop in front of the upstream (its child); by default, when tools are `prefix`ed."""
+    hop = bool(prefix) if hop is None else hop
     me = os.getpid()
     async with AsyncExitStack() as stack:
         side = Side(label, [], prefix, {})
@@ -586,8 +627,8 @@ async def stdio_side(
             side.clients.append(client)
             if i == 0:
                 (pid,) = children_of(me) - before
-                side.pids = {"hub": pid} if prefix else {"upstream": pid}
-        if prefix:
+                side.pids = {"hub": pid} if hop else {"upstream": pid}
+        if hop:  # once its tools are listed, the hop has started the upstream
             for client in side.clients:
                 await wait_for_tool(client, prefix + "echo")
             (side.pids["upstream"],) = children_of(side.pids["hub"])
@@ -602,11 +643,14 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
         async with (
             stdio_side("direct", fixture_command("up"), mode, sessions, "", errlog) as direct,
             stdio_side("hub", hub_command(config), mode, sessions, "up_", errlog) as hub,
+            stdio_side(
+                "byte relay", relay_command("stdio", *fixture_command("up")), mode, 1, "", errlog, hop=True
+            ) as floor,
         ):
             label = f"stdio upstream, {mode}"
             step(f"{label}: tools/call latency")
             with anyio.fail_after(PHASE_TIMEOUT):
-                await measure_call_latency(plan, report, label, direct, hub)
+                await measure_call_latency(plan, report, label, direct, hub, floor=floor)
             if mode == LEGACY:
                 step(f"{label}: throughput")
                 with anyio.fail_after(PHASE_TIMEOUT):
