@@ -660,6 +660,39 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
                     await measure_big(plan, report, "stdio upstream, legacy", direct, hub)
 
 
+# -- scenario: a stdio server behind the hub's HTTP, against its own HTTP --------
+
+
+async def bridge_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes]) -> None:
+    """client -HTTP-> the server's own streamable HTTP  vs  client -HTTP-> hub -stdio-> the same server.
+
+    The hub's everyday use: HTTP clients in front of servers it runs as stdio children. The
+    direct side serves the same fixture server through the SDK's `streamable_http_app()`, as
+    its author would publish it over HTTP; the hub reaches it over stdio instead."""
+    upstream_port, hub_port = free_port(), free_port()
+    upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
+    config = hub_config(work / "bridge.toml", {"up": fixture_server("up", protocol=LEGACY)})
+    with (
+        running([sys.executable, FIXTURE_HTTP, "--port", str(upstream_port)], log) as upstream,
+        running(hub_command(config, "http", hub_port), log) as hub_process,
+    ):
+        async with AsyncExitStack() as stack:
+            direct = Side("direct", [], "", {"upstream": upstream.pid})
+            hub = Side("hub", [], "up_", {"hub": hub_process.pid})
+            for _ in range(SESSIONS):
+                direct.clients.append(await enter_http(stack, upstream_url, LEGACY))
+                hub.clients.append(await enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", LEGACY))
+            await wait_for_tool(hub.client, "up_echo")
+            (hub.pids["upstream"],) = children_of(hub_process.pid)
+            label = "HTTP client, stdio upstream behind the hub vs its own HTTP, legacy"
+            step(f"{label}: tools/call latency")
+            with anyio.fail_after(PHASE_TIMEOUT):
+                await measure_call_latency(plan, report, label, direct, hub, p99_rows=False)
+            step(f"{label}: throughput")
+            with anyio.fail_after(PHASE_TIMEOUT):
+                await measure_throughput(plan, report, label, direct, hub, {16: at_least(1.05)})
+
+
 # -- scenario: a 20 x 50 catalog -------------------------------------------------
 
 
@@ -965,6 +998,7 @@ async def run(plan: Plan, work: Path) -> Report:
     with open(work / "processes.log", "wb") as log, open(work / "stdio-stderr.log", "w") as errlog:
         await http_comparison(plan, report, work, log)
         await stdio_comparison(plan, report, work, errlog)
+        await bridge_comparison(plan, report, work, log)
         await catalog_comparison(plan, report, work, log, errlog)
     return report
 
