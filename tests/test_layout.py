@@ -1,5 +1,6 @@
 """Dependencies point one way: errors <- config <- naming, policy, audit, telemetry <- upstream <- catalog
-<- router <- chain <- server <- hub <- cli; `wire` (JSON writing) and `allocator` import nothing of the hub."""
+<- router <- chain <- server <- hub <- cli; `wire` (JSON writing), `scopes` (cancel scopes) and `allocator`
+import nothing of the hub."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
 ALLOWED = {
     "errors": set(),
     "wire": set(),
+    "scopes": set(),
     "allocator": set(),
     "naming": {"errors"},
     "config": {"errors"},
     "importer": {"errors", "config"},
     "telemetry": {"errors", "config", "__init__"},
-    "upstream": {"errors", "config", "telemetry", "wire", "__init__"},
+    "upstream": {"errors", "config", "telemetry", "wire", "scopes", "__init__"},
     "catalog": {"naming"},
     "policy": {"config", "errors"},
     "router": {"catalog", "errors", "upstream"},
@@ -28,7 +30,7 @@ ALLOWED = {
     "pins": {"errors"},
     "snapshot": {"config"},
     "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
-    "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "wire", "__init__"},
+    "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "wire", "scopes", "__init__"},
     "hub": {
         "audit",
         "catalog",
