@@ -20,9 +20,9 @@ _asyncio_scope: type[anyio.CancelScope] | None = None
 def cancel_scope(*, deadline: float = math.inf) -> anyio.CancelScope:
     """`anyio.CancelScope(deadline=deadline)`."""
     global _asyncio_scope
-    if _asyncio_scope is None or not _on_asyncio():
+    if _asyncio_scope is None or not on_asyncio():
         scope = anyio.CancelScope(deadline=deadline)
-        if _asyncio_scope is None and _on_asyncio():
+        if _asyncio_scope is None and on_asyncio():
             _asyncio_scope = type(scope)
         return scope
     return _asyncio_scope(deadline=deadline)
@@ -36,7 +36,8 @@ def deadline_after(seconds: float) -> float:
         return anyio.current_time() + seconds
 
 
-def _on_asyncio() -> bool:
+def on_asyncio() -> bool:
+    """Whether an asyncio event loop runs the current thread."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

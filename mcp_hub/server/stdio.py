@@ -47,7 +47,7 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import JSONRPCRequest, RequestId
 
 from mcp_hub import wire
-from mcp_hub.scopes import cancel_scope
+from mcp_hub.scopes import cancel_scope, on_asyncio
 from mcp_hub.server.direct import (
     Cancellable,
     Watched,
@@ -77,7 +77,7 @@ async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncItera
     has initialized, a 2026-07-28 client's after its first.
     """
     claim = getattr(mcp.server.stdio, "_claim_fd", None)
-    if claim is None or not _is_stream(0) or not _is_stream(1) or not _on_asyncio():
+    if claim is None or not _is_stream(0) or not _is_stream(1) or not on_asyncio():
         async with stdio_server() as streams:
             yield streams
         return
@@ -100,14 +100,6 @@ def _claimed(claims: contextlib.ExitStack, claim: Any, fd: int, *args: Any) -> B
     if release is not None:
         claims.callback(release)
     return file
-
-
-def _on_asyncio() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _is_stream(fd: int) -> bool:
