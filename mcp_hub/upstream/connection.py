@@ -40,8 +40,8 @@ _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), 
 
 _MAX_TOOL_PAGES = 1000
 
-_CALLER_CAPABILITIES: ContextVar[Mapping[str, Any] | None] = ContextVar("mcp_hub_caller_capabilities", default=None)
-"""The capabilities of the client a request is sent for, while it is being sent."""
+_CALLER: ContextVar[Origin | None] = ContextVar("mcp_hub_caller", default=None)
+"""The client a request is sent for, while it is being sent (its capabilities are read only if stamped)."""
 
 
 class Connection:
@@ -145,7 +145,7 @@ class Connection:
     ) -> dict[str, Any]:
         name = self.config.name
         timeout = self.config.timeout
-        _CALLER_CAPABILITIES.set(origin.capabilities if origin is not None else None)
+        _CALLER.set(origin)
         # A bare scope with a deadline (which the relay may move, see InFlight.track) rather than
         # `fail_after`, whose two nested generators cost more on every call.
         scope = cancel_scope(deadline=deadline_after(timeout))
@@ -248,10 +248,13 @@ def _declare_callers_capabilities(session: ClientSession) -> None:
 
     def stamp_for_caller(data: dict[str, Any], opts: Any) -> None:
         stamp(data, opts)
-        caller = _CALLER_CAPABILITIES.get()
+        caller = _CALLER.get()
         meta = (data.get("params") or {}).get("_meta")
-        if caller is not None and isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
-            meta[CLIENT_CAPABILITIES_META_KEY] = dict(caller)
+        if caller is None or not isinstance(meta, dict) or CLIENT_CAPABILITIES_META_KEY not in meta:
+            return
+        capabilities = caller.capabilities
+        if capabilities is not None:
+            meta[CLIENT_CAPABILITIES_META_KEY] = dict(capabilities)
 
     session._stamp = stamp_for_caller  # pyright: ignore[reportPrivateUsage]
 
