@@ -393,16 +393,13 @@ async def alternating(
     return samples, cpu
 
 
-async def interleaved(
-    rounds: int, direct: Callable[[], Awaitable[Any]], hub: Callable[[], Awaitable[Any]]
-) -> tuple[list[Any], list[Any]]:
-    """Run direct, hub, direct, hub, ... and return each side's per-round results."""
-    direct_results: list[Any] = []
-    hub_results: list[Any] = []
+async def interleaved(rounds: int, *sides: Callable[[], Awaitable[Any]]) -> tuple[list[Any], ...]:
+    """Run each side in turn (direct, hub, ...), `rounds` times, and return each side's per-round results."""
+    results: tuple[list[Any], ...] = tuple([] for _ in sides)
     for _ in range(rounds):
-        direct_results.append(await direct())
-        hub_results.append(await hub())
-    return direct_results, hub_results
+        for side, taken in zip(sides, results, strict=True):
+            taken.append(await side())
+    return results
 
 
 def median_of(rounds: list[list[float]], q: float) -> float:
@@ -504,8 +501,18 @@ async def measure_call_latency(
 
 
 async def measure_throughput(
-    plan: Plan, report: Report, label: str, direct: Side, hub: Side, targets: dict[int, Target]
+    plan: Plan,
+    report: Report,
+    label: str,
+    direct: Side,
+    hub: Side,
+    targets: dict[int, Target],
+    *,
+    floor: Side | None = None,
 ) -> None:
+    """Calls per second over every session at concurrency 16 and 64; with `floor` (a byte relay in the
+    hub's place), its rounds interleaved with the others' and a row of its own per concurrency."""
+    sides = [direct, hub] + ([floor] if floor is not None else [])
     for concurrency in (16, 64):
 
         def run(side: Side, c: int = concurrency) -> Callable[[], Awaitable[float]]:
@@ -513,18 +520,15 @@ async def measure_throughput(
                 side.clients, side.tool("echo"), c, plan.throughput_calls, plan.throughput_seconds
             )
 
-        for side in (direct, hub):  # warm every session
+        for side in sides:  # warm every session
             await throughput(side.clients, side.tool("echo"), concurrency, plan.warmup * 2, plan.throughput_seconds)
-        d, h = await interleaved(plan.rounds, run(direct), run(hub))
-        report.rows.append(
-            Row(
-                f"throughput c={concurrency} ({SESSIONS} sessions), {label}",
-                "calls/s",
-                statistics.median(d),
-                statistics.median(h),
-                targets.get(concurrency),
+        d, h, *f = await interleaved(plan.rounds, *(run(side) for side in sides))
+        name = f"throughput c={concurrency} ({SESSIONS} sessions), {label}"
+        report.rows.append(Row(name, "calls/s", statistics.median(d), statistics.median(h), targets.get(concurrency)))
+        if f:
+            report.rows.append(
+                Row(f"{name}, byte relay (floor)", "calls/s", statistics.median(d), statistics.median(f[0]))
             )
-        )
 
 
 async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub: Side) -> None:
@@ -644,7 +648,7 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
             stdio_side("direct", fixture_command("up"), mode, sessions, "", errlog) as direct,
             stdio_side("hub", hub_command(config), mode, sessions, "up_", errlog) as hub,
             stdio_side(
-                "byte relay", relay_command("stdio", *fixture_command("up")), mode, 1, "", errlog, hop=True
+                "byte relay", relay_command("stdio", *fixture_command("up")), mode, sessions, "", errlog, hop=True
             ) as floor,
         ):
             label = f"stdio upstream, {mode}"
@@ -654,7 +658,9 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
             if mode == LEGACY:
                 step(f"{label}: throughput")
                 with anyio.fail_after(PHASE_TIMEOUT):
-                    await measure_throughput(plan, report, "stdio upstream, legacy", direct, hub, {16: at_least(1.05)})
+                    await measure_throughput(
+                        plan, report, "stdio upstream, legacy", direct, hub, {16: at_least(1.05)}, floor=floor
+                    )
                 step(f"{label}: 1 MB results")
                 with anyio.fail_after(PHASE_TIMEOUT):
                     await measure_big(plan, report, "stdio upstream, legacy", direct, hub)
