@@ -125,6 +125,25 @@ async def test_a_modern_client_without_the_capability_gets_a_clear_error(tmp_pat
     assert "does not support elicitation" in caught.value.message
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_2026_server_hears_the_capabilities_of_the_client_it_serves(tmp_path: Path, mode: str) -> None:
+    """Two clients share one session with a 2026-07-28 server: each call carries its own client's
+    capabilities, not what the hub's session offers on behalf of all."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="2026-07-28")})
+    declared = "io.modelcontextprotocol/clientCapabilities"
+    async with (
+        running_hub(config) as hub,
+        hub_client(hub, mode, **Person("ada").options()) as asking,
+        hub_client(hub, mode) as plain,
+    ):
+        with anyio.fail_after(10):
+            full = await asking.call_tool("srv_request_meta", {})
+            bare = await plain.call_tool("srv_request_meta", {})
+    assert full.structured_content is not None and bare.structured_content is not None
+    assert {"sampling", "elicitation", "roots"} <= set(full.structured_content[declared]), full.structured_content
+    assert not {"sampling", "elicitation", "roots"} & set(bare.structured_content[declared]), bare.structured_content
+
+
 async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call(tmp_path: Path) -> None:
     """A legacy server's question parks the call; only the untouched state, on the same call, resumes it."""
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
