@@ -1,6 +1,6 @@
 """The hub's overhead, measured: the same upstream directly and through the hub, in one run.
 
-    python benchmarks/bench.py [--quick] [--out FILE]
+    python benchmarks/bench.py [--quick] [--out FILE] [--wait-quiet S] [--fastmcp PYTHON]
 
 Every comparison talks to the same fixture server (`tests/servers/fixture.py`)
 once directly and once through `mcp-hub serve` (a separate process, as in
@@ -21,7 +21,9 @@ plus the CPU time each process spends per call, which says where latency goes.
 Latency and throughput are the median of 3 interleaved rounds (direct, hub,
 direct, hub, ...); within a latency round the two sides take turns 10 times.
 Every loop is bounded in count and time, and every process started here is
-stopped in a `finally`. `--out FILE` also writes the report.
+stopped in a `finally`. `--out FILE` also writes the report. `--fastmcp PYTHON` (a
+Python with `benchmarks/fastmcp-requirements.txt` installed) adds FastMCP's proxy to the
+latency, throughput and 1 MB rounds, as a third path beside direct and the hub.
 Needs only what `pip install -e '.[test]'` installs.
 """
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import math
@@ -61,6 +64,9 @@ from tests.conftest import FIXTURE, fixture_server, free_port, write_config  # n
 
 FIXTURE_HTTP = str(ROOT / "benchmarks" / "fixture_http.py")
 RELAY = str(ROOT / "benchmarks" / "relay.py")
+FASTMCP_PROXY = str(ROOT / "benchmarks" / "fastmcp_proxy.py")
+FASTMCP_SESSIONS = {"fresh": "FastMCP proxy, session per request", "shared": "FastMCP proxy, one shared session"}
+"""How FastMCP's proxy holds its upstream sessions (see fastmcp_proxy.py) -> the label of its rows."""
 LEGACY, MODERN = "legacy", "2026-07-28"
 ECHO_ARGS = {"text": "hello"}
 BIG_SIZE = 1_000_000
@@ -94,6 +100,8 @@ class Plan:
     """Cap on one latency round."""
     slices: int = 10
     """Within a latency round, the two sides take turns this many times (a slice of the round's calls each)."""
+    fastmcp: str | None = None
+    """A Python with FastMCP installed (`--fastmcp`): its proxy is measured in the same rounds too."""
 
 
 FULL = Plan()
@@ -245,6 +253,14 @@ def relay_command(*args: str) -> list[str]:
 
 def fixture_command(name: str, tools: int = 0) -> list[str]:
     return [sys.executable, FIXTURE, "--name", name] + (["--tools", str(tools)] if tools else [])
+
+
+def fastmcp_command(plan: Plan, sessions: str, mode: str, server: dict[str, Any], port: int | None = None) -> list[str]:
+    """fastmcp_proxy.py under `plan.fastmcp`: FastMCP's proxy for the one `server` (an `mcpServers` entry),
+    over stdio, or over streamable HTTP on `port`."""
+    assert plan.fastmcp is not None
+    transport = ["stdio"] if port is None else ["http", str(port)]
+    return [plan.fastmcp, FASTMCP_PROXY, sessions, mode, *transport, json.dumps({"up": server})]
 
 
 # -- clients -------------------------------------------------------------------
@@ -463,17 +479,17 @@ async def measure_call_latency(
     hub: Side,
     *,
     p99_rows: bool = True,
-    floor: Side | None = None,
+    others: Sequence[Side] = (),
 ) -> None:
     """tools/call echo at concurrency 1: p50 and p99 rows, and CPU per call of every process.
 
-    With `floor` (a byte relay in the hub's place, see relay.py), it takes its turns too,
-    and its p50 gets a row of its own: the share of the hub's ratio that any Python hop costs."""
+    `others` (a byte relay in the hub's place, see relay.py; FastMCP's proxy) take their turns
+    too, and each one's p50 gets a row of its own, named after it."""
 
     def block(side: Side, calls: int) -> Awaitable[list[float]]:
         return latencies(side.client, side.tool("echo"), ECHO_ARGS, calls, plan.round_seconds)
 
-    sides = [direct, hub] + ([floor] if floor is not None else [])
+    sides = [direct, hub, *others]
     for side in sides:
         await latencies(side.client, side.tool("echo"), ECHO_ARGS, plan.warmup, plan.round_seconds)
     samples, cpu = await alternating(plan, plan.calls, sides, block)
@@ -481,10 +497,9 @@ async def measure_call_latency(
     report.rows.append(
         Row(f"tools/call p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.25))
     )
-    if floor is not None:
-        f = samples[2]
+    for side, o in zip(others, samples[2:], strict=True):
         report.rows.append(
-            Row(f"tools/call p50, {label}, byte relay (floor)", "ms", median_of(d, 0.5) * 1e3, median_of(f, 0.5) * 1e3)
+            Row(f"tools/call p50, {label}, {side.label}", "ms", median_of(d, 0.5) * 1e3, median_of(o, 0.5) * 1e3)
         )
     if p99_rows:
         report.rows.append(Row(f"tools/call p99, {label}", "ms", median_of(d, 0.99) * 1e3, median_of(h, 0.99) * 1e3))
@@ -508,11 +523,11 @@ async def measure_throughput(
     hub: Side,
     targets: dict[int, Target],
     *,
-    floor: Side | None = None,
+    others: Sequence[Side] = (),
 ) -> None:
-    """Calls per second over every session at concurrency 16 and 64; with `floor` (a byte relay in the
-    hub's place), its rounds interleaved with the others' and a row of its own per concurrency."""
-    sides = [direct, hub] + ([floor] if floor is not None else [])
+    """Calls per second over every session at concurrency 16 and 64; `others` (a byte relay in the hub's
+    place; FastMCP's proxy) take their turns in the same rounds, with a row of their own per concurrency."""
+    sides = [direct, hub, *others]
     for concurrency in (16, 64):
 
         def run(side: Side, c: int = concurrency) -> Callable[[], Awaitable[float]]:
@@ -522,31 +537,37 @@ async def measure_throughput(
 
         for side in sides:  # warm every session
             await throughput(side.clients, side.tool("echo"), concurrency, plan.warmup * 2, plan.throughput_seconds)
-        d, h, *f = await interleaved(plan.rounds, *(run(side) for side in sides))
+        d, h, *o = await interleaved(plan.rounds, *(run(side) for side in sides))
         name = f"throughput c={concurrency} ({SESSIONS} sessions), {label}"
         report.rows.append(Row(name, "calls/s", statistics.median(d), statistics.median(h), targets.get(concurrency)))
-        if f:
-            report.rows.append(
-                Row(f"{name}, byte relay (floor)", "calls/s", statistics.median(d), statistics.median(f[0]))
-            )
+        for side, taken in zip(others, o, strict=True):
+            report.rows.append(Row(f"{name}, {side.label}", "calls/s", statistics.median(d), statistics.median(taken)))
 
 
-async def measure_big(plan: Plan, report: Report, label: str, direct: Side, hub: Side) -> None:
+async def measure_big(
+    plan: Plan, report: Report, label: str, direct: Side, hub: Side, others: Sequence[Side] = ()
+) -> None:
+    """A 1 MB tools/call result, p50; `others` (FastMCP's proxy) take their turns too, each with a row."""
     args = {"size": BIG_SIZE}
 
     def block(side: Side, calls: int) -> Awaitable[list[float]]:
         return latencies(side.client, side.tool("big"), args, calls, plan.round_seconds)
 
-    for side in (direct, hub):
+    sides = [direct, hub, *others]
+    for side in sides:
         result = await side.client.call_tool(side.tool("big"), args)
         text = getattr(result.content[0], "text", "")
         if len(text) != BIG_SIZE:
             raise RuntimeError(f"{side.label}: big returned {len(text)} characters, expected {BIG_SIZE}")
         await latencies(side.client, side.tool("big"), args, 2, plan.round_seconds)
-    (d, h), _ = await alternating(plan, plan.big_calls, [direct, hub], block)
+    (d, h, *o), _ = await alternating(plan, plan.big_calls, sides, block)
     report.rows.append(
         Row(f"1 MB result p50, {label}", "ms", median_of(d, 0.5) * 1e3, median_of(h, 0.5) * 1e3, at_most(1.2))
     )
+    for side, taken in zip(others, o, strict=True):
+        report.rows.append(
+            Row(f"1 MB result p50, {label}, {side.label}", "ms", median_of(d, 0.5) * 1e3, median_of(taken, 0.5) * 1e3)
+        )
 
 
 # -- scenario: one HTTP upstream -------------------------------------------------
@@ -578,12 +599,35 @@ async def http_comparison(plan: Plan, report: Report, work: Path, log: IO[bytes]
                         direct.clients.append(await enter_http(stack, upstream_url, mode))
                         hub.clients.append(await enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode))
                     floor: Side | None = None
+                    fastmcp: list[Side] = []
                     if hub_protocol == mode:
                         pids = {"hub": relay_process.pid, "upstream": upstream.pid}
                         relay_url = f"http://127.0.0.1:{relay_port}/mcp"
-                        floor = Side("byte relay", [await enter_http(stack, relay_url, mode)], "", pids)
+                        floor = Side("byte relay (floor)", [await enter_http(stack, relay_url, mode)], "", pids)
+                        if plan.fastmcp is not None:
+                            sessions = len(direct.clients)
+                            fastmcp = await fastmcp_http_sides(
+                                stack, plan, mode, upstream_url, upstream.pid, sessions, log
+                            )
                     await wait_for_tool(hub.client, "up_echo")
-                    await http_case(plan, report, direct, hub, mode, hub_protocol, full, floor)
+                    await http_case(plan, report, direct, hub, mode, hub_protocol, full, floor, fastmcp)
+
+
+async def fastmcp_http_sides(
+    stack: AsyncExitStack, plan: Plan, mode: str, upstream_url: str, upstream_pid: int, sessions: int, log: IO[bytes]
+) -> list[Side]:
+    """FastMCP's proxy over streamable HTTP in front of `upstream_url`, one process per way of holding
+    upstream sessions, each with `sessions` client sessions; `stack` stops them."""
+    sides = []
+    for how, label in FASTMCP_SESSIONS.items():
+        port = free_port()
+        process = stack.enter_context(running(fastmcp_command(plan, how, mode, {"url": upstream_url}, port), log))
+        side = Side(label, [], "", {"hub": process.pid, "upstream": upstream_pid})
+        for _ in range(sessions):
+            side.clients.append(await enter_http(stack, f"http://127.0.0.1:{port}/mcp", mode))
+        await wait_for_tool(side.client, "echo")
+        sides.append(side)
+    return sides
 
 
 async def http_case(
@@ -595,20 +639,25 @@ async def http_case(
     hub_protocol: str,
     full: bool,
     floor: Side | None = None,
+    fastmcp: Sequence[Side] = (),
 ) -> None:
+    """One HTTP pairing; `floor` takes part in the latency rounds, `fastmcp` (FastMCP's proxies) in all."""
     label = f"HTTP upstream, {mode}"
     if hub_protocol != mode:
         label = f"HTTP upstream, {mode} client, hub->upstream {hub_protocol} (default)"
+    others = [*([floor] if floor is not None else []), *fastmcp]
     step(f"{label}: tools/call latency")
     with anyio.fail_after(PHASE_TIMEOUT):
-        await measure_call_latency(plan, report, label, direct, hub, p99_rows=hub_protocol == mode, floor=floor)
+        await measure_call_latency(plan, report, label, direct, hub, p99_rows=hub_protocol == mode, others=others)
     if full:
         step(f"{label}: throughput")
         with anyio.fail_after(PHASE_TIMEOUT):
-            await measure_throughput(plan, report, "HTTP upstream, legacy", direct, hub, {16: at_least(0.8)})
+            await measure_throughput(
+                plan, report, "HTTP upstream, legacy", direct, hub, {16: at_least(0.8)}, others=fastmcp
+            )
         step(f"{label}: 1 MB results")
         with anyio.fail_after(PHASE_TIMEOUT):
-            await measure_big(plan, report, "HTTP upstream, legacy", direct, hub)
+            await measure_big(plan, report, "HTTP upstream, legacy", direct, hub, fastmcp)
 
 
 # -- scenario: one stdio upstream ------------------------------------------------
@@ -635,7 +684,9 @@ async def stdio_side(
         if hop:  # once its tools are listed, the hop has started the upstream
             for client in side.clients:
                 await wait_for_tool(client, prefix + "echo")
-            (side.pids["upstream"],) = children_of(side.pids["hub"])
+            upstreams = children_of(side.pids["hub"])
+            if len(upstreams) == 1:  # a hop may also hold none between requests (FastMCP's fresh sessions)
+                (side.pids["upstream"],) = upstreams
         yield side
 
 
@@ -644,26 +695,37 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
     for mode in (LEGACY, MODERN):
         config = hub_config(work / f"stdio-{mode}.toml", {"up": fixture_server("up", protocol=mode)})
         sessions = SESSIONS if mode == LEGACY else 1
-        async with (
-            stdio_side("direct", fixture_command("up"), mode, sessions, "", errlog) as direct,
-            stdio_side("hub", hub_command(config), mode, sessions, "up_", errlog) as hub,
-            stdio_side(
-                "byte relay", relay_command("stdio", *fixture_command("up")), mode, sessions, "", errlog, hop=True
-            ) as floor,
-        ):
+        async with AsyncExitStack() as stack:
+            direct = await stack.enter_async_context(
+                stdio_side("direct", fixture_command("up"), mode, sessions, "", errlog)
+            )
+            hub = await stack.enter_async_context(stdio_side("hub", hub_command(config), mode, sessions, "up_", errlog))
+            relay = relay_command("stdio", *fixture_command("up"))
+            floor = await stack.enter_async_context(
+                stdio_side("byte relay (floor)", relay, mode, sessions, "", errlog, hop=True)
+            )
+            fastmcp: list[Side] = []
+            if plan.fastmcp is not None:
+                command, *args = fixture_command("up")
+                server = {"command": command, "args": args, "cwd": str(ROOT)}
+                for how, name in FASTMCP_SESSIONS.items():
+                    proxy = stdio_side(
+                        name, fastmcp_command(plan, how, mode, server), mode, sessions, "", errlog, hop=True
+                    )
+                    fastmcp.append(await stack.enter_async_context(proxy))
             label = f"stdio upstream, {mode}"
             step(f"{label}: tools/call latency")
             with anyio.fail_after(PHASE_TIMEOUT):
-                await measure_call_latency(plan, report, label, direct, hub, floor=floor)
+                await measure_call_latency(plan, report, label, direct, hub, others=[floor, *fastmcp])
             if mode == LEGACY:
                 step(f"{label}: throughput")
                 with anyio.fail_after(PHASE_TIMEOUT):
                     await measure_throughput(
-                        plan, report, "stdio upstream, legacy", direct, hub, {16: at_least(1.05)}, floor=floor
+                        plan, report, label, direct, hub, {16: at_least(1.05)}, others=[floor, *fastmcp]
                     )
                 step(f"{label}: 1 MB results")
                 with anyio.fail_after(PHASE_TIMEOUT):
-                    await measure_big(plan, report, "stdio upstream, legacy", direct, hub)
+                    await measure_big(plan, report, label, direct, hub, fastmcp)
 
 
 # -- scenario: a stdio server behind the hub's HTTP, against its own HTTP --------
@@ -1021,10 +1083,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls and one start-up (about 1-2 minutes)")
     parser.add_argument("--out", type=Path, help="also write the report to this file")
     parser.add_argument(
+        "--fastmcp",
+        metavar="PYTHON",
+        help="a Python with FastMCP (benchmarks/fastmcp-requirements.txt): measure its proxy in the same rounds",
+    )
+    parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="S", help="first wait up to S seconds for an idle machine"
     )
     args = parser.parse_args(argv)
-    plan = QUICK if args.quick else FULL
+    plan = dataclasses.replace(QUICK if args.quick else FULL, fastmcp=args.fastmcp)
     header = machine()
     print(header, flush=True)
     if args.wait_quiet:

@@ -1,6 +1,6 @@
 """Profile the hub process on the tools/call path: concurrency 1, client -HTTP-> hub -HTTP-> upstream.
 
-    python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big] [--stdio]
+    python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big] [--stdio [--client-stdio]]
                                      [--list TOOLS [--page-size N]]
                                      [--mode M] [--hub-protocol P] [--out DIR]
 
@@ -10,7 +10,9 @@ while the hub is profiled, and prints the hub's CPU per call (user and system,
 from /proc) and where it goes. With `--list TOOLS` the upstream serves that many tools and each
 "call" is instead a whole tools/list through the hub, following its cursors (hub `page_size`
 from `--page-size`, else the hub's default): the tools/list path. With `--stdio` the hub mounts
-the fixture as a stdio child instead (client -HTTP-> hub -stdio-> upstream).
+the fixture as a stdio child instead (client -HTTP-> hub -stdio-> upstream); with `--client-stdio`
+too, the client launches the hub and speaks to it over stdio, as the benchmark's stdio rows do
+(client -stdio-> hub -stdio-> upstream).
 
 - `cprofile` (default, stdlib only): the hub runs under `cProfile` with the
   thread's CPU clock, switched on and off around the measured calls by
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import cProfile
 import os
 import pstats
@@ -252,6 +255,16 @@ def stop_py_spy(process: subprocess.Popen[bytes]) -> None:
 # -- the run ---------------------------------------------------------------------
 
 
+class LaunchedProcess:
+    """A process the client launched (`--client-stdio`), by pid: what `run` needs of a `Popen`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+
 def user_sys(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
@@ -267,6 +280,7 @@ async def run(
     args: dict[str, Any],
     listing: Listing | None = None,
     stdio: bool = False,
+    client_stdio: bool = False,
 ) -> None:
     work = out  # the hub's config and the processes' log stay beside the profile
     upstream_port, hub_port = bench.free_port(), bench.free_port()
@@ -281,17 +295,24 @@ async def run(
     upstream = [sys.executable, bench.FIXTURE_HTTP, "--port", str(upstream_port)]
     if listing is not None:
         upstream += ["--tools", str(listing.tools - bench.fixture_base_tools())]
-    hub_args = ["serve", "--config", str(config), "--transport", "http", "--port", str(hub_port)]
-    hub_command = bench.hub_command(config, "http", hub_port)
+    transport = ["--transport", "stdio"] if client_stdio else ["--transport", "http", "--port", str(hub_port)]
+    hub_args = ["serve", "--config", str(config), *transport]
+    hub_command = bench.hub_command(config, "stdio") if client_stdio else bench.hub_command(config, "http", hub_port)
     if profiler == "cprofile":
         hub_command = [sys.executable, __file__, "--serve-profiled", str(out / "hub.pstats"), *hub_args]
     with (
         open(work / "processes.log", "wb") as log,
+        open(work / "hub-stderr.log", "w") as errlog,
         bench.running(upstream, log),
-        bench.running(hub_command, log) as hub,
+        contextlib.nullcontext() if client_stdio else bench.running(hub_command, log) as launched,
     ):
         async with AsyncExitStack() as stack:
-            client = await bench.enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode)
+            if client_stdio:
+                side = await stack.enter_async_context(bench.stdio_side("hub", hub_command, mode, 1, "up_", errlog))
+                client, hub = side.clients[0], LaunchedProcess(side.pids["hub"])
+            else:
+                assert launched is not None
+                client, hub = await bench.enter_http(stack, f"http://127.0.0.1:{hub_port}/mcp", mode), launched
             await bench.wait_for_tool(client, "up_echo")
             tool = "up_big" if args else "up_echo"
             if listing is not None:
@@ -360,6 +381,9 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="call `big` (1 MB result) instead of `echo`")
     parser.add_argument("--stdio", action="store_true", help="mount the fixture as the hub's stdio child, not HTTP")
     parser.add_argument(
+        "--client-stdio", action="store_true", help="with --stdio: the client launches the hub and speaks stdio to it"
+    )
+    parser.add_argument(
         "--list", type=int, metavar="TOOLS", help="profile whole tools/list runs of an upstream with TOOLS tools"
     )
     parser.add_argument("--page-size", type=int, help="with --list: the hub's page_size (default: the hub's default)")
@@ -370,7 +394,9 @@ def main() -> None:
     listing = Listing(args.list, args.page_size) if args.list is not None else None
     calls = args.calls or (2000 if listing is None else 200)
     protocol = args.hub_protocol or args.mode
-    anyio.run(run, args.profiler, calls, args.mode, protocol, args.out, big, listing, args.stdio)
+    if args.client_stdio and not args.stdio:
+        parser.error("--client-stdio needs --stdio")
+    anyio.run(run, args.profiler, calls, args.mode, protocol, args.out, big, listing, args.stdio, args.client_stdio)
 
 
 if __name__ == "__main__":
