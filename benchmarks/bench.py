@@ -255,12 +255,20 @@ def fixture_command(name: str, tools: int = 0) -> list[str]:
     return [sys.executable, FIXTURE, "--name", name] + (["--tools", str(tools)] if tools else [])
 
 
-def fastmcp_command(plan: Plan, sessions: str, mode: str, server: dict[str, Any], port: int | None = None) -> list[str]:
-    """fastmcp_proxy.py under `plan.fastmcp`: FastMCP's proxy for the one `server` (an `mcpServers` entry),
+def fastmcp_command(
+    plan: Plan, sessions: str, mode: str, servers: dict[str, dict[str, Any]], port: int | None = None
+) -> list[str]:
+    """fastmcp_proxy.py under `plan.fastmcp`: FastMCP's proxy for `servers` (`mcpServers` entries),
     over stdio, or over streamable HTTP on `port`."""
     assert plan.fastmcp is not None
     transport = ["stdio"] if port is None else ["http", str(port)]
-    return [plan.fastmcp, FASTMCP_PROXY, sessions, mode, *transport, json.dumps({"up": server})]
+    return [plan.fastmcp, FASTMCP_PROXY, sessions, mode, *transport, json.dumps(servers)]
+
+
+def fastmcp_stdio_server(name: str, tools: int = 0) -> dict[str, Any]:
+    """The fixture as an `mcpServers` entry FastMCP launches over stdio."""
+    command, *args = fixture_command(name, tools)
+    return {"command": command, "args": args, "cwd": str(ROOT)}
 
 
 # -- clients -------------------------------------------------------------------
@@ -621,7 +629,9 @@ async def fastmcp_http_sides(
     sides = []
     for how, label in FASTMCP_SESSIONS.items():
         port = free_port()
-        process = stack.enter_context(running(fastmcp_command(plan, how, mode, {"url": upstream_url}, port), log))
+        process = stack.enter_context(
+            running(fastmcp_command(plan, how, mode, {"up": {"url": upstream_url}}, port), log)
+        )
         side = Side(label, [], "", {"hub": process.pid, "upstream": upstream_pid})
         for _ in range(sessions):
             side.clients.append(await enter_http(stack, f"http://127.0.0.1:{port}/mcp", mode))
@@ -706,11 +716,10 @@ async def stdio_comparison(plan: Plan, report: Report, work: Path, errlog: TextI
             )
             fastmcp: list[Side] = []
             if plan.fastmcp is not None:
-                command, *args = fixture_command("up")
-                server = {"command": command, "args": args, "cwd": str(ROOT)}
+                servers = {"up": fastmcp_stdio_server("up")}
                 for how, name in FASTMCP_SESSIONS.items():
                     proxy = stdio_side(
-                        name, fastmcp_command(plan, how, mode, server), mode, sessions, "", errlog, hop=True
+                        name, fastmcp_command(plan, how, mode, servers), mode, sessions, "", errlog, hop=True
                     )
                     fastmcp.append(await stack.enter_async_context(proxy))
             label = f"stdio upstream, {mode}"
@@ -899,6 +908,12 @@ async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[byt
                 path = work / f"catalog-{page_size or 0}.toml"
                 config = hub_config(path, catalog_servers(extra), page_size=page_size)
                 launches.append(await launch_catalog_hub(plan, report, config, log, direct if i < 2 else None, how))
+            if plan.fastmcp is not None:
+                for sessions, label in FASTMCP_SESSIONS.items():
+                    step(f"catalog: {label}")
+                    await fastmcp_catalog(
+                        plan, report, direct, extra, statistics.median(direct_startups), sessions, log
+                    )
     from_snapshot = await snapshot_startups(plan, report, work, extra, log)
     report.rows += catalog_rows(launches, direct_startups, from_snapshot)
     report.notes.append(
@@ -906,6 +921,37 @@ async def catalog_comparison(plan: Plan, report: Report, work: Path, log: IO[byt
         f"and listing each once; hub start-ups: {', '.join(f'{x.startup:.2f}' for x in launches)} s; "
         f"from the last catalog: {', '.join(f'{x.startup:.2f}' for x in from_snapshot)} s."
     )
+
+
+FASTMCP_LIST_SECONDS = 12.0
+"""About how long FastMCP's tools/list calls may take per round (one call over 20 fresh sessions takes
+seconds): its calls per round are fewer when one call is slow, at least one."""
+
+
+async def fastmcp_catalog(
+    plan: Plan, report: Report, direct: Client, extra: int, direct_startup: float, sessions: str, log: IO[bytes]
+) -> None:
+    """FastMCP's proxy over the same 20 stdio servers: start-up until it lists the whole catalog (one launch),
+    and tools/list p50 against the direct server with 1,000 tools, in interleaved rounds."""
+    total, label = CATALOG_MOUNTS * CATALOG_TOOLS, FASTMCP_SESSIONS[sessions]
+    servers = {f"s{i:02d}": fastmcp_stdio_server(f"s{i:02d}", extra) for i in range(CATALOG_MOUNTS)}
+    port = free_port()
+    start = time.perf_counter()
+    with running(fastmcp_command(plan, sessions, LEGACY, servers, port), log):
+        async with catalog_client(f"http://127.0.0.1:{port}/mcp", total, timeout=180) as proxy:
+            startup = time.perf_counter() - start
+            with anyio.fail_after(PHASE_TIMEOUT):
+                (one,) = await list_latencies(proxy, 1, total)
+                calls = max(1, min(plan.list_calls, int(FASTMCP_LIST_SECONDS / one)))
+                d, f = await interleaved(
+                    plan.rounds,
+                    lambda: list_latencies(direct, calls, total),
+                    lambda: list_latencies(proxy, calls, total),
+                )
+    name = f"start-up, {CATALOG_MOUNTS} stdio upstreams, until {total} tools listed, {label}"
+    report.rows.append(Row(name, "s", direct_startup, startup))
+    name = f"tools/list all {total} tools p50, {label} ({calls} per round)"
+    report.rows.append(Row(name, "ms", median_of(d, 0.5) * 1e3, median_of(f, 0.5) * 1e3))
 
 
 async def snapshot_startups(plan: Plan, report: Report, work: Path, extra: int, log: IO[bytes]) -> list[HubLaunch]:
