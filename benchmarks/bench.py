@@ -1076,14 +1076,30 @@ def git(*args: str) -> str:
     return result.stdout.strip() if result.returncode == 0 else ""
 
 
-def machine() -> str:
+def machine(fastmcp: str | None = None) -> str:
+    """The machine line; with `fastmcp`, the FastMCP and `mcp` versions that Python runs."""
     commit = git("rev-parse", "--short", "HEAD") or "?"
     if git("status", "--porcelain", "--", "mcp_hub"):
         commit += " + uncommitted changes in mcp_hub/"
-    return (
+    line = (
         f"machine: nproc={os.cpu_count()} ({platform.machine()}, {platform.system()} {platform.release()}), "
         f"python {platform.python_version()}, mcp {version('mcp')}, commit {commit}"
     )
+    return line + (f", {fastmcp_versions(fastmcp)}" if fastmcp is not None else "")
+
+
+def fastmcp_versions(python: str) -> str:
+    """What `--fastmcp PYTHON` runs ("fastmcp X, its mcp Y"); exits with the reason if it cannot run FastMCP."""
+    probe = "from importlib.metadata import version as v; print(f\"fastmcp {v('fastmcp')}, its mcp {v('mcp')}\")"
+    try:
+        found = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SystemExit(f"--fastmcp {python}: cannot run it ({exc})") from None
+    if found.returncode != 0:
+        reason = (found.stderr.strip().splitlines() or ["no output"])[-1]
+        fix = "pip install -r benchmarks/fastmcp-requirements.txt"
+        raise SystemExit(f"--fastmcp {python}: FastMCP is not importable there ({reason}); install it with `{fix}`")
+    return found.stdout.strip()
 
 
 def render(report: Report, plan: str, load: str) -> str:
@@ -1138,7 +1154,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     plan = dataclasses.replace(QUICK if args.quick else FULL, fastmcp=args.fastmcp)
-    header = machine()
+    header = machine(args.fastmcp)
     print(header, flush=True)
     if args.wait_quiet:
         quiet = wait_until_quiet(args.wait_quiet)
