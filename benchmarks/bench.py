@@ -23,7 +23,8 @@ direct, hub, ...); within a latency round the two sides take turns 10 times.
 Every loop is bounded in count and time, and every process started here is
 stopped in a `finally`. `--out FILE` also writes the report. `--fastmcp PYTHON` (a
 Python with `benchmarks/fastmcp-requirements.txt` installed) adds FastMCP's proxy to the
-latency, throughput and 1 MB rounds, as a third path beside direct and the hub.
+latency, throughput and 1 MB rounds, as a third path beside direct and the hub, and times its
+start-up and tools/list over the 20-server catalog.
 Needs only what `pip install -e '.[test]'` installs.
 """
 
@@ -695,7 +696,7 @@ async def stdio_side(
             for client in side.clients:
                 await wait_for_tool(client, prefix + "echo")
             upstreams = children_of(side.pids["hub"])
-            if len(upstreams) == 1:  # a hop may also hold none between requests (FastMCP's fresh sessions)
+            if len(upstreams) == 1:  # a hop not holding exactly one child gets no upstream CPU figures
                 (side.pids["upstream"],) = upstreams
         yield side
 
