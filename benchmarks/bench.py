@@ -280,9 +280,9 @@ def http_client(url: str, mode: str = LEGACY) -> Client:
     return Client(streamable_http_client(url, max_sse_event_size=None), mode=mode, cache=None)
 
 
-def stdio_client_for(command: Sequence[str], errlog: TextIO, mode: str = LEGACY) -> Client:
-    """The SDK client over stdio to a child it launches; the child's stderr goes to `errlog`."""
-    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=ROOT)
+def stdio_client_for(command: Sequence[str], errlog: TextIO, mode: str = LEGACY, cwd: Path = ROOT) -> Client:
+    """The SDK client over stdio to a child it launches in `cwd`; the child's stderr goes to `errlog`."""
+    params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd)
     return Client(stdio_client(params, errlog=errlog), mode=mode, cache=None)
 
 
@@ -676,9 +676,17 @@ async def http_case(
 
 @asynccontextmanager
 async def stdio_side(
-    label: str, args: Sequence[str], mode: str, count: int, prefix: str, errlog: TextIO, *, hop: bool | None = None
+    label: str,
+    args: Sequence[str],
+    mode: str,
+    count: int,
+    prefix: str,
+    errlog: TextIO,
+    *,
+    hop: bool | None = None,
+    cwd: Path = ROOT,
 ) -> AsyncIterator[Side]:
-    """`count` stdio sessions, each its own process; pids of the first session's process tree.
+    """`count` stdio sessions, each its own process (launched in `cwd`); pids of the first session's process tree.
 
     `hop`: the process is a hop in front of the upstream (its child); by default, when tools are `prefix`ed."""
     hop = bool(prefix) if hop is None else hop
@@ -687,7 +695,7 @@ async def stdio_side(
         side = Side(label, [], prefix, {})
         for i in range(count):
             before = children_of(me)
-            client = await stack.enter_async_context(stdio_client_for(args, errlog, mode))
+            client = await stack.enter_async_context(stdio_client_for(args, errlog, mode, cwd))
             side.clients.append(client)
             if i == 0:
                 (pid,) = children_of(me) - before

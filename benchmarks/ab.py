@@ -1,0 +1,80 @@
+"""A/B of hub revisions over stdio: each checkout's hub against the same server reached directly, in one run.
+
+    python benchmarks/ab.py CHECKOUT [CHECKOUT ...] [--era legacy|2026-07-28] [--rounds N] [--calls N]
+
+Each CHECKOUT is a tree of this repository (the working copy, or a `git worktree add` of
+another revision). Its hub (`python -m mcp_hub serve`, run in that tree, so its own
+`mcp_hub/` is the one imported) serves the fixture server as a stdio child to a client
+speaking stdio, as in `bench.py`'s stdio rows; the same fixture is also reached
+directly. The sides take turns, `--calls` sequential `tools/call echo` each, for
+`--rounds` rounds. Printed per side: the median over rounds of the p50, its ratio
+against direct, and the hub's CPU per call (from /proc, 10 ms ticks).
+
+For changes to the per-call path whose effect is smaller than the VM's drift between
+two separate runs of `bench.py`: the revisions share every round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench
+
+
+async def run(checkouts: list[Path], mode: str, rounds: int, calls: int, work: Path) -> None:
+    with open(work / "stderr.log", "w") as errlog:
+        async with AsyncExitStack() as stack:
+            sides = [
+                await stack.enter_async_context(
+                    bench.stdio_side("direct", bench.fixture_command("up"), mode, 1, "", errlog)
+                )
+            ]
+            config = bench.hub_config(work / "hub.toml", {"up": bench.fixture_server("up", protocol=mode)})
+            hub = bench.hub_command(config)  # `python -m mcp_hub`: run in a checkout, it imports that checkout's hub
+            for checkout in checkouts:
+                side = bench.stdio_side(str(checkout), hub, mode, 1, "up_", errlog, cwd=checkout)
+                sides.append(await stack.enter_async_context(side))
+            for side in sides:
+                await bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, 200, 60)
+            p50: dict[str, list[float]] = {side.label: [] for side in sides}
+            cpu: dict[str, list[float]] = {side.label: [] for side in sides}
+            for _ in range(rounds):
+                for side in sides:
+                    pid = side.pids.get("hub")
+                    used = bench.cpu_seconds(pid) if pid else 0.0
+                    samples = await bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, calls, 60)
+                    if pid:
+                        cpu[side.label].append((bench.cpu_seconds(pid) - used) / len(samples) * 1e6)
+                    p50[side.label].append(bench.percentile(samples, 0.5) * 1e3)
+    direct = statistics.median(p50["direct"])
+    print(f"{rounds} rounds of {calls} calls per side, {mode} client and upstream")
+    for label, values in p50.items():
+        hub = f"; hub CPU per call {statistics.median(cpu[label]):.0f} us" if cpu[label] else ""
+        print(f"  {statistics.median(values):.3f} ms  {statistics.median(values) / direct:.2f}x  {label}{hub}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A/B of hub revisions over stdio, against direct.")
+    parser.add_argument("checkouts", nargs="+", type=Path, help="trees of this repository, each a side")
+    parser.add_argument("--era", default=bench.LEGACY, choices=[bench.LEGACY, bench.MODERN])
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    for checkout in args.checkouts:
+        if not (checkout / "mcp_hub" / "__init__.py").is_file():
+            parser.error(f"{checkout}: not a tree of this repository (no mcp_hub/__init__.py)")
+    with tempfile.TemporaryDirectory(prefix="mcp-hub-ab-") as tmp:
+        anyio.run(run, [c.resolve() for c in args.checkouts], args.era, args.rounds, args.calls, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
