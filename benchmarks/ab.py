@@ -39,9 +39,11 @@ async def run(checkouts: list[Path], mode: str, rounds: int, calls: int, work: P
                 )
             ]
             config = bench.hub_config(work / "hub.toml", {"up": bench.fixture_server("up", protocol=mode)})
-            hub = bench.hub_command(config)  # `python -m mcp_hub`: run in a checkout, it imports that checkout's hub
+            command = bench.hub_command(
+                config
+            )  # `python -m mcp_hub`: run in a checkout, it imports that checkout's hub
             for checkout in checkouts:
-                side = bench.stdio_side(str(checkout), hub, mode, 1, "up_", errlog, cwd=checkout)
+                side = bench.stdio_side(str(checkout), command, mode, 1, "up_", errlog, cwd=checkout)
                 sides.append(await stack.enter_async_context(side))
             for side in sides:
                 await bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, 200, 60)
@@ -58,8 +60,8 @@ async def run(checkouts: list[Path], mode: str, rounds: int, calls: int, work: P
     direct = statistics.median(p50["direct"])
     print(f"{rounds} rounds of {calls} calls per side, {mode} client and upstream")
     for label, values in p50.items():
-        hub = f"; hub CPU per call {statistics.median(cpu[label]):.0f} us" if cpu[label] else ""
-        print(f"  {statistics.median(values):.3f} ms  {statistics.median(values) / direct:.2f}x  {label}{hub}")
+        spent = f"; hub CPU per call {statistics.median(cpu[label]):.0f} us" if cpu[label] else ""
+        print(f"  {statistics.median(values):.3f} ms  {statistics.median(values) / direct:.2f}x  {label}{spent}")
 
 
 def main() -> None:
