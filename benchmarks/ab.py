@@ -8,7 +8,7 @@ another revision). Its hub (`python -m mcp_hub serve`, run in that tree, so its 
 speaking stdio, as in `bench.py`'s stdio rows; the same fixture is also reached
 directly. The sides take turns, `--calls` sequential `tools/call echo` each, for
 `--rounds` rounds. Printed per side: the median over rounds of the p50, its ratio
-against direct, and the hub's CPU per call (from /proc, 10 ms ticks).
+against direct, and the hub's CPU per call (from /proc in 10 ms ticks, so the mean over rounds).
 
 For changes to the per-call path whose effect is smaller than the VM's drift between
 two separate runs of `bench.py`: the revisions share every round.
@@ -60,7 +60,7 @@ async def run(checkouts: list[Path], mode: str, rounds: int, calls: int, work: P
     direct = statistics.median(p50["direct"])
     print(f"{rounds} rounds of {calls} calls per side, {mode} client and upstream")
     for label, values in p50.items():
-        spent = f"; hub CPU per call {statistics.median(cpu[label]):.0f} us" if cpu[label] else ""
+        spent = f"; hub CPU per call {statistics.fmean(cpu[label]):.0f} us" if cpu[label] else ""
         print(f"  {statistics.median(values):.3f} ms  {statistics.median(values) / direct:.2f}x  {label}{spent}")
 
 

@@ -10,7 +10,8 @@ tool call through the hub.
 
 `DirectRequests` serves a request on an established session in the POST's own
 task instead: the session's `ServerRunner` runs it (the same validation,
-middleware, handlers and result shaping as ever), under a dispatch context of the
+middleware, handlers and result shaping as ever; a call goes through the hub's
+lane, `lane.CallLane`, which does what the runner does for it), under a dispatch context of the
 session's own dispatcher, so that what the request sends the client on its way
 (progress, log messages, questions) and the client's cancellation travel exactly
 as before. A request that sent nothing is answered as plain JSON, as the
@@ -33,6 +34,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -49,7 +51,7 @@ from mcp.server.streamable_http import (
     check_accept_headers,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.dispatcher import CallOptions, OnRequest, coerce_request_id
 from mcp.shared.jsonrpc_dispatcher import (
     JSONRPCDispatcher,
     _InFlight,  # pyright: ignore[reportPrivateUsage]
@@ -68,6 +70,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
+from mcp_hub.server.endpoint import call_lane
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -95,6 +98,7 @@ class DirectRequests:
         self._connections = connections
         self._max_body = max_body
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
+        self._lane = call_lane(manager.app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = self._session(scope)
@@ -133,7 +137,7 @@ class DirectRequests:
             reused = f"request id {message['id']!r} is in use by a request in flight on this session"
             await _refuse(message["id"], f"{reused}; ids must not be reused", transport, send)
             return
-        exchange = _Exchange(transport, connection, self._runner(connection), request, message)
+        exchange = _Exchange(transport, connection, self._on_request(connection, message["method"]), request, message)
         await exchange.serve(scope, receive, send)
 
     def _session(self, scope: Scope) -> tuple[StreamableHTTPServerTransport, Connection] | None:
@@ -185,9 +189,12 @@ class DirectRequests:
             and not in_flight(dispatcher, request_id)
         )
 
-    def _runner(self, connection: Connection) -> ServerRunner[Any]:
+    def _on_request(self, connection: Connection, method: str) -> OnRequest:
+        """What serves a request for `method` on the session: the hub's lane for calls, else its runner."""
         lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
-        return runner_for(self._runners, self._manager.app, connection, lifespan)
+        if self._lane is not None and self._lane.takes(connection, method):
+            return partial(self._lane.serve, connection, lifespan)
+        return runner_for(self._runners, self._manager.app, connection, lifespan).on_request
 
 
 async def _refuse(
@@ -295,19 +302,20 @@ def replaying(chunks: list[bytes], receive: Receive) -> Receive:
 
 
 async def run_request(
-    runner: ServerRunner[Any],
+    on_request: OnRequest,
     dctx: _JSONRPCDispatchContext[Any],
     scope: anyio.CancelScope,
     method: str,
     params: dict[str, Any] | None,
 ) -> tuple[dict[str, Any] | None, ErrorData | None]:
-    """Run one request through the session's runner, as the session's dispatcher would: its result or error
-    (neither: cancelled, by the client or through `scope`). Errors are shaped as the dispatcher shapes them."""
+    """Run one request through `on_request` (the session's runner's, say), as the session's dispatcher would:
+    its result or error (neither: cancelled, by the client or through `scope`). Errors are shaped as the
+    dispatcher shapes them."""
     result: dict[str, Any] | None = None
     error: ErrorData | None = None
     with scope:
         try:
-            result = await runner.on_request(dctx, method, params)
+            result = await on_request(dctx, method, params)
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
             if error is None:
@@ -420,13 +428,13 @@ class _Exchange:
         self,
         transport: StreamableHTTPServerTransport,
         connection: Connection,
-        runner: ServerRunner[Any],
+        on_request: OnRequest,
         request: Request,
         message: dict[str, Any],
     ) -> None:
         self._transport = transport
         self._dispatcher: JSONRPCDispatcher[Any] = connection.outbound  # type: ignore[assignment]
-        self._runner = runner
+        self._on_request = on_request
         self._session_id = transport.mcp_session_id or ""
         self._method: str = message["method"]
         self._params: dict[str, Any] | None = message.get("params")
@@ -494,9 +502,9 @@ class _Exchange:
                 self._streamer.cancel()
 
     async def _run(self) -> bytes | None:
-        """Run the request through the session's runner. Its JSON answer; None: it was answered on its stream,
-        or its client is gone."""
-        result, error = await run_request(self._runner, self._dctx, self._scope, self._method, self._params)
+        """Run the request through the session's runner (or the hub's lane for calls). Its JSON answer; None:
+        it was answered on its stream, or its client is gone."""
+        result, error = await run_request(self._on_request, self._dctx, self._scope, self._method, self._params)
         if self._gone:
             return None
         if self._dctx.cancel_requested.is_set() or (result is None and error is None):

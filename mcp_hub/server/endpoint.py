@@ -46,6 +46,7 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import HubError, InvalidCursor, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
+from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.upstream import ClientCannotAnswer, Upstream
@@ -109,6 +110,8 @@ class _HubServer(Server[Any]):
         self.connections: dict[str | None, Connection] = {}
         """The handshake-era connections whose clients have initialized: HTTP sessions by session id,
         and under None the latest without one (in a hub serving stdio, its one client's)."""
+        self.lane: CallLane | None = None
+        """Where a handshake-era client's calls may be served past the SDK's runner (see lane.py)."""
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
@@ -278,6 +281,7 @@ class Endpoint:
             self.server.add_request_handler(method, params_type, handler)
         self.server.middleware.append(_translate_errors)
         self.server.middleware.append(self._answer_lists)
+        self.server.lane = CallLane(self.server, self.serve_call, [_translate_errors, self._answer_lists])
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
         )
@@ -388,43 +392,49 @@ class Endpoint:
 
     def _caller(self, method: str) -> RequestHandler[Any, Any]:
         async def handler(ctx: ServerRequestContext[Any, Any], params: BaseModel) -> Any:
-            route = self._router.route(method, ctx.params or {})
-            client = self._client_of(ctx)
-            forwarded = route.params
-            if client is not None:
-                # A 2026-07-28 server sends log messages only to requests that ask, at the
-                # level they ask; a handshake-era client gets what it set, or everything.
-                meta = forwarded.get("_meta")
-                meta = meta if isinstance(meta, dict) else {}
-                forwarded = {**forwarded, "_meta": {**meta, LOG_LEVEL_META_KEY: client.log_level or "debug"}}
-            origin = ClientOrigin(ctx, client)
-            call = CallContext(
-                decision_id=uuid.uuid4().hex,
-                method=method,
-                kind=route.kind,
-                mount=route.mount,
-                native=route.native,
-                public=route.public,
-                params=forwarded,
-                principal=principal_of(ctx),
-                session=session_of(ctx),
-                origin=origin,
-                on_progress=_progress_relay(ctx),
-            )
-            if origin.modern and self.parking.open:
-                state = sealed_by_hub(ctx.params or {})
-                if state is not None:
-                    # Asked of the policy first, as the chain would: a state presented for a hidden
-                    # name is answered like an unknown name, not as a state that does not fit.
-                    if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
-                        raise UnknownName(route.kind, route.public)
-                    answers = (ctx.params or {}).get("inputResponses")
-                    return _complete_result(await self.parking.resume(call, state, answers))
-                if self._may_ask(route.mount):
-                    return _complete_result(await self.parking.call(call, self._call, origin.check_can_ask))
-            return _complete_result(await self._call(call))
+            return await self.serve_call(ctx)
 
         return handler
+
+    async def serve_call(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        """Serve a call (`tools/call`, `prompts/get` or `resources/read`, its params as the client sent them):
+        the chain, then the router. Raises `HubError`."""
+        method = ctx.method
+        route = self._router.route(method, ctx.params or {})
+        client = self._client_of(ctx)
+        forwarded = route.params
+        if client is not None:
+            # A 2026-07-28 server sends log messages only to requests that ask, at the
+            # level they ask; a handshake-era client gets what it set, or everything.
+            meta = forwarded.get("_meta")
+            meta = meta if isinstance(meta, dict) else {}
+            forwarded = {**forwarded, "_meta": {**meta, LOG_LEVEL_META_KEY: client.log_level or "debug"}}
+        origin = ClientOrigin(ctx, client)
+        call = CallContext(
+            decision_id=uuid.uuid4().hex,
+            method=method,
+            kind=route.kind,
+            mount=route.mount,
+            native=route.native,
+            public=route.public,
+            params=forwarded,
+            principal=principal_of(ctx),
+            session=session_of(ctx),
+            origin=origin,
+            on_progress=_progress_relay(ctx),
+        )
+        if origin.modern and self.parking.open:
+            state = sealed_by_hub(ctx.params or {})
+            if state is not None:
+                # Asked of the policy first, as the chain would: a state presented for a hidden
+                # name is answered like an unknown name, not as a state that does not fit.
+                if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
+                    raise UnknownName(route.kind, route.public)
+                answers = (ctx.params or {}).get("inputResponses")
+                return _complete_result(await self.parking.resume(call, state, answers))
+            if self._may_ask(route.mount):
+                return _complete_result(await self.parking.call(call, self._call, origin.check_can_ask))
+        return _complete_result(await self._call(call))
 
     def _may_ask(self, mount: str) -> bool:
         """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
@@ -713,6 +723,11 @@ def session_connections(server: Server[Any]) -> Mapping[str | None, Connection]:
     """The hub's initialized handshake-era connections, by session id (see `_HubServer.connections`);
     none for another server."""
     return server.connections if isinstance(server, _HubServer) else {}
+
+
+def call_lane(server: Server[Any]) -> CallLane | None:
+    """The hub's lane for handshake-era calls (see lane.py); none for another server."""
+    return server.lane if isinstance(server, _HubServer) else None
 
 
 def _forget(connections: dict[str | None, Connection], connection: Connection) -> None:

@@ -24,6 +24,7 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from functools import partial
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
@@ -34,7 +35,7 @@ from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
 from mcp.server.stdio import stdio_server
-from mcp.shared.dispatcher import CallOptions, coerce_request_id
+from mcp.shared.dispatcher import CallOptions, OnRequest, coerce_request_id
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import (
@@ -58,7 +59,7 @@ from mcp_hub.server.direct import (
     run_request,
     runner_for,
 )
-from mcp_hub.server.endpoint import session_connections
+from mcp_hub.server.endpoint import call_lane, session_connections
 from mcp_hub.server.modern import ModernContext, notification, serve_modern
 from mcp_hub.upstream.streams import Incoming, ReadStreamBase
 
@@ -211,7 +212,8 @@ class _DirectRequests:
 
     - Handshake era, once the client's `notifications/initialized` has been handled:
       a request (not `initialize`, not an enveloped one) runs at once in the
-      connection's `ServerRunner` under a dispatch context of the connection's own
+      connection's `ServerRunner` (a call in the hub's lane, `lane.CallLane`, which
+      does what the runner does for it) under a dispatch context of the connection's own
       dispatcher, so progress, log messages, questions and the client's cancellation
       travel as before. Its answer is written straight to standard output, or, if it
       sent the client anything on its way, through the connection's ordered channel
@@ -231,6 +233,7 @@ class _DirectRequests:
         self._tasks = tasks
         self._output = output
         self._connections = session_connections(server)
+        self._lane = call_lane(server)
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
         self._modern: bool | None = None
         """The era the client's first request opened (None: none yet, and every line goes to the SDK)."""
@@ -268,20 +271,23 @@ class _DirectRequests:
         )
         scope = cancel_scope()
         held = Cancellable(dispatcher, dctx, scope)  # from now on, the client can cancel it
-        runner = runner_for(self._runners, self._server, connection, self._lifespan)
-        self._tasks.start(self._serve(runner, dctx, scope, held, message))
+        if self._lane is not None and self._lane.takes(connection, message["method"]):
+            on_request: OnRequest = partial(self._lane.serve, connection, self._lifespan)
+        else:
+            on_request = runner_for(self._runners, self._server, connection, self._lifespan).on_request
+        self._tasks.start(self._serve(on_request, dctx, scope, held, message))
         return True
 
     async def _serve(
         self,
-        runner: ServerRunner[Any],
+        on_request: OnRequest,
         dctx: Watched,
         scope: anyio.CancelScope,
         held: Cancellable,
         message: dict[str, Any],
     ) -> None:
         with held:
-            result, error = await run_request(runner, dctx, scope, message["method"], message.get("params"))
+            result, error = await run_request(on_request, dctx, scope, message["method"], message.get("params"))
         if dctx.cancel_requested.is_set() or (result is None and error is None):
             return
         request_id = message["id"]

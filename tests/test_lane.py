@@ -1,0 +1,231 @@
+"""A handshake-era client's calls, served past the SDK's runner (`server/lane.py`), over stdio and HTTP.
+
+The SDK's runner is the reference: the same requests are sent to a hub as it is and to one with its lane
+taken out, and everything each sends back must be the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.server.connection import Connection
+
+import mcp_hub.server.direct
+from mcp_hub.hub import Hub
+from mcp_hub.server.endpoint import call_lane
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
+from tests.test_resilience import JSON_HEADERS
+
+pytestmark = pytest.mark.anyio
+
+_WITHOUT_LANE = (
+    "import sys, mcp_hub.server.stdio as stdio; stdio.call_lane = lambda server: None; "
+    "sys.argv[0] = 'mcp-hub'; from mcp_hub.cli import main; main()"
+)
+"""The hub, launched with its lane for calls taken out: every request goes through the SDK's runner."""
+
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+"""A handshake-era client's `initialize` params: it declares nothing it could be asked."""
+
+
+class _Wire:
+    """A client's raw JSON-RPC lines to a hub over its stdio, and what the hub writes back."""
+
+    def __init__(self, process: Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self._process = process
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self._process.stdin is not None
+        await self._process.stdin.send(json.dumps(message).encode() + b"\n")
+
+    async def exchange(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send a request; what the hub writes up to and including its answer."""
+        await self.send(message)
+        heard: list[dict[str, Any]] = []
+        with anyio.fail_after(20):
+            while True:
+                line = await self._stdout.receive_until(b"\n", 64 * 1024 * 1024)
+                heard.append(json.loads(line))
+                if heard[-1].get("id") == message["id"] and "method" not in heard[-1]:
+                    return heard
+
+
+@asynccontextmanager
+async def _hub(tmp_path: Path, lane: bool) -> AsyncIterator[_Wire]:
+    """A hub over stdio with the fixture server `srv` (its calls time out after 1 s), initialized, its tools
+    listed."""
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", timeout=1)})
+    launch = ["-m", "mcp_hub"] if lane else ["-c", _WITHOUT_LANE]
+    command = [sys.executable, *launch, "serve", "--config", str(config)]
+    async with await anyio.open_process(command, cwd=tmp_path) as process:
+        wire = _Wire(process)
+        await wire.exchange({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": INIT})
+        await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for attempt in range(200):
+            listed = await wire.exchange({"jsonrpc": "2.0", "id": f"list-{attempt}", "method": "tools/list"})
+            if any(tool["name"] == "srv_echo" for tool in listed[-1]["result"]["tools"]):
+                break
+            await anyio.sleep(0.05)
+        try:
+            yield wire
+        finally:
+            await process.stdin.aclose()  # type: ignore[union-attr]
+            with anyio.move_on_after(10):
+                await process.wait()
+
+
+def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, **extra}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return {"method": "tools/call", "params": params}
+
+
+CASES: dict[str, dict[str, Any]] = {
+    "call": _call("srv_echo", {"text": "hi"}),
+    "call with a string id": {**_call("srv_echo", {"text": "hi"}), "id": "abc"},
+    "tool error": _call("srv_fail", {"message": "no"}),
+    "unknown tool": _call("nope", {}),
+    "no name": {"method": "tools/call", "params": {"arguments": {}}},
+    "arguments not an object": _call("srv_echo", "text"),
+    "no params": {"method": "tools/call"},
+    "a field no version has": _call("srv_echo", {"text": "hi"}, extra=1),
+    "progress": _call("srv_slow", {"seconds": 0.1, "steps": 2}, _meta={"progressToken": "p"}),
+    "log messages": _call("srv_log", {"text": "hi"}),
+    "resource links": _call("srv_link", {}),
+    "request _meta": _call("srv_request_meta", {}, _meta={"example.com/k": "v", "progressToken": 7}),
+    "a question the client cannot answer": _call("srv_ask", {"what": "sampling", "text": "hi"}),
+    "timeout": _call("srv_hang", {}),
+    "prompt": {"method": "prompts/get", "params": {"name": "srv_greet", "arguments": {"who": "ada"}}},
+    "unknown prompt": {"method": "prompts/get", "params": {"name": "srv_nope"}},
+    "resource": {"method": "resources/read", "params": {"uri": "NOTE"}},
+    "unknown resource": {"method": "resources/read", "params": {"uri": "fixture://nowhere"}},
+    "resource uri not a string": {"method": "resources/read", "params": {"uri": 5}},
+}
+
+
+async def _answers(wire: _Wire) -> dict[str, list[dict[str, Any]]]:
+    listed = await wire.exchange({"jsonrpc": "2.0", "id": "resources", "method": "resources/list"})
+    note = next(r["uri"] for r in listed[-1]["result"]["resources"] if r["name"].endswith("note-1"))
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for number, (case, request) in enumerate(CASES.items()):
+        message = {"jsonrpc": "2.0", "id": number, **request}
+        if case == "resource":
+            message["params"] = {"uri": note}
+        answers[case] = await wire.exchange(message)
+    return answers
+
+
+async def test_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with _hub(tmp_path / "a", lane=True) as wire:
+        laned = await _answers(wire)
+    async with _hub(tmp_path / "b", lane=False) as wire:
+        reference = await _answers(wire)
+    for case in CASES:
+        assert laned[case] == reference[case], case
+    # The cases say what they claim to: results, tool errors and JSON-RPC errors of each kind.
+    assert laned["call"][-1]["result"]["structuredContent"] == {"text": "hi", "server": "srv"}
+    assert "resultType" not in laned["call"][-1]["result"]  # sieved for the client's version
+    assert laned["tool error"][-1]["result"]["isError"] is True
+    assert laned["unknown tool"][-1]["error"]["code"] == -32602
+    assert laned["no name"][-1]["error"] == {"code": -32602, "message": "Invalid request parameters", "data": ""}
+    assert [m["method"] for m in laned["progress"][:-1]] == ["notifications/progress"] * 2
+    assert [m["params"]["level"] for m in laned["log messages"][:-1]] == ["debug", "info", "warning"]
+    assert laned["timeout"][-1]["error"]["code"] == -32001
+    assert laned["prompt"][-1]["result"]["messages"][0]["content"]["text"] == "Hello, ada, from srv"
+    assert laned["resource"][-1]["result"]["contents"][0]["text"] == "first note"
+
+
+async def test_the_lane_steps_aside_for_an_observed_server(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """With an access log (or telemetry) the server has an observer in its middleware, which sees each
+    request: calls then go through the SDK's runner."""
+    caplog.set_level(logging.INFO, logger="mcp_hub.access")
+    servers = {"a": fixture_server("a")}
+    assert _takes(Hub(make_config(tmp_path, servers)))
+    assert not _takes(Hub(make_config(tmp_path, servers, access_log=True)))
+
+
+def _takes(hub: Hub) -> bool:
+    """Whether the hub's lane takes a tools/call on a handshake-era connection."""
+    lane = call_lane(hub.endpoint.server)
+    assert lane is not None
+    connection = Connection(outbound=None, protocol_version="2025-11-25")  # type: ignore[arg-type]
+    return lane.takes(connection, "tools/call") and not lane.takes(connection, "tools/list")
+
+
+@asynccontextmanager
+async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient, list[tuple[str, str]]]]:
+    """One hub with `srv` served twice over HTTP, with its lane and without; the HTTP client and, for each,
+    the endpoint's URL and an initialized handshake-era session's id."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", timeout=1)})
+    async with running_hub(config) as hub:
+        laned = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mcp_hub.server.direct, "call_lane", lambda server: None)
+            plain = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(laned) as laned_base, serve_app(plain) as plain_base, httpx2.AsyncClient() as http:
+            sessions = []
+            for base in (laned_base, plain_base):
+                init = {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                }
+                body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}
+                opened = await http.post(f"{base}/mcp", json=body, headers=JSON_HEADERS)
+                session = opened.headers["mcp-session-id"]
+                headers = {**JSON_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await http.post(f"{base}/mcp", json=initialized, headers=headers)
+                sessions.append((f"{base}/mcp", session))
+            yield http, sessions
+
+
+def _read(response: httpx2.Response) -> tuple[int, str, Any]:
+    """Status, content type and what a client reads: the JSON body, or the SSE stream's events."""
+    kind = response.headers.get("content-type", "").split(";")[0]
+    if kind == "text/event-stream":
+        body: Any = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
+    else:
+        body = response.json() if kind == "application/json" else response.text
+    return response.status_code, kind, body
+
+
+async def test_over_http_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Path) -> None:
+    async with _http_sessions(tmp_path) as (http, sessions):
+        answers: list[dict[str, Any]] = []
+        for url, session in sessions:
+            headers = {**JSON_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            answered: dict[str, Any] = {}
+            for number, (case, request) in enumerate(CASES.items()):
+                message = {"jsonrpc": "2.0", "id": number, **request}
+                if case == "resource":
+                    message["params"] = {"uri": "srv+fixture://notes/1"}
+                answered[case] = _read(await http.post(url, json=message, headers=headers))
+            answers.append(answered)
+    laned, reference = answers
+    for answered in answers:  # the hub's own token for the server: its request ids run on across both
+        answered["request _meta"][2]["result"]["structuredContent"]["progressToken"] = "hub-n"
+    for case in CASES:
+        assert laned[case] == reference[case], case
+    assert laned["call"][2]["result"]["structuredContent"] == {"text": "hi", "server": "srv"}
+    assert laned["timeout"][2]["error"]["code"] == -32001
+    assert laned["resource"][2]["result"]["contents"][0]["text"] == "first note"
+    assert [event.get("method") for event in laned["progress"][2]] == ["notifications/progress"] * 2 + [None]
