@@ -4,6 +4,7 @@ loop: a handshake-era client's once it has initialized, a 2026-07-28 client's af
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -18,7 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub.server.stdio import _is_stream
+from mcp_hub.server import stdio
+from mcp_hub.server.stdio import _is_stream, _Lines
 from tests.conftest import fixture_server, wait_for, write_config
 from tests.test_relay import EXPECTED, Person
 
@@ -152,3 +154,80 @@ async def test_a_2026_stdio_client_listens_and_closes_its_subscription(tmp_path:
         with anyio.fail_after(10):
             echo = await client.call_tool("srv_echo", {"text": "after"})
     assert echo.structured_content == {"text": "after", "server": "srv"}
+
+
+# -- standard input, line by line -----------------------------------------------------------------------------
+
+
+class _Taker:
+    """Takes the lines that mention "mine", as the endpoint takes the requests it serves."""
+
+    def __init__(self) -> None:
+        self.taken: list[bytes] = []
+
+    def take(self, line: bytes) -> bool:
+        if b"mine" in line:
+            self.taken.append(line)
+            return True
+        return False
+
+
+class _Pipe(asyncio.ReadTransport):
+    """A read transport that records whether it was asked to stop reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+async def _read_all(lines: _Lines) -> list[str]:
+    return [line async for line in lines]
+
+
+async def test_lines_are_whole_in_order_and_those_taken_stay_with_the_taker() -> None:
+    lines = _Lines(asyncio.get_running_loop())
+    taker = _Taker()
+    lines.direct = taker  # type: ignore[assignment]
+    lines.connection_made(_Pipe())
+    for chunk in [b'{"a":1}\n{"mine":1}\n{"b"', b":2}", b'\n{"mine"', b":2}\n{\xc3\xa9}\n", b'{"last":3}']:
+        lines.data_received(chunk)
+    lines.eof_received()
+    assert await _read_all(lines) == ['{"a":1}\n', '{"b":2}\n', "{é}\n", '{"last":3}']
+    assert taker.taken == [b'{"mine":1}\n', b'{"mine":2}\n']
+
+
+async def test_an_overlong_line_is_dropped_and_reads_as_one_that_is_not_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 100)
+    lines = _Lines(asyncio.get_running_loop())
+    lines.connection_made(_Pipe())
+    lines.data_received(b"x" * 80)
+    lines.data_received(b"x" * 80)  # over the limit: dropped from here on, not held
+    lines.data_received(b"x" * 80 + b'\n{"after":1}\n')
+    lines.data_received(b"y" * 101 + b"\n")
+    lines.eof_received()
+    assert await _read_all(lines) == [
+        "dropped a line of 241 bytes, longer than 100\n",
+        '{"after":1}\n',
+        "dropped a line of 102 bytes, longer than 100\n",
+    ]
+
+
+async def test_lines_waiting_for_the_sdk_stop_the_pipe_being_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 100)
+    lines = _Lines(asyncio.get_running_loop())
+    pipe = _Pipe()
+    lines.connection_made(pipe)
+    lines.data_received(b"a" * 60 + b"\n")
+    assert not pipe.paused
+    lines.data_received(b"b" * 60 + b"\n")
+    assert pipe.paused  # 122 bytes wait for the SDK's reader
+    assert await lines.__anext__() == "a" * 60 + "\n"
+    assert not pipe.paused
+    lines.connection_lost(None)
+    assert await _read_all(lines) == ["b" * 60 + "\n"]

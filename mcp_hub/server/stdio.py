@@ -11,13 +11,14 @@ transport a line reader and a writer on asyncio's pipe transports instead. Messa
 are parsed, framed and written exactly as before. Anything else (a terminal, a
 regular file, the trio backend, an SDK without the claim) gets the SDK's own.
 
-A line longer than `MAX_LINE_BYTES` is dropped rather than held, and what is left
-of it reads as a line that is not JSON, which the SDK reports and reads past.
+A line longer than `MAX_LINE_BYTES` is dropped rather than held, and stands in the
+input as a line that is not JSON, which the SDK reports and reads past.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -115,15 +116,14 @@ def _is_stream(fd: int) -> bool:
 @contextlib.asynccontextmanager
 async def _pipes(stdin_file: BinaryIO, stdout_file: BinaryIO) -> AsyncIterator[tuple[_Lines, _Output]]:
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES, loop=loop)
     in_fd, out_fd = stdin_file.fileno(), stdout_file.fileno()
     in_blocking, out_blocking = os.get_blocking(in_fd), os.get_blocking(out_fd)
-    protocol_in = asyncio.StreamReaderProtocol(reader, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(lambda: protocol_in, stdin_file)
+    lines = _Lines(loop)
+    read_transport, _ = await loop.connect_read_pipe(lambda: lines, stdin_file)
     try:
         write_transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, stdout_file)
         try:
-            yield _Lines(reader), _Output(asyncio.StreamWriter(write_transport, protocol, None, loop))
+            yield lines, _Output(asyncio.StreamWriter(write_transport, protocol, None, loop))
         finally:
             write_transport.close()
             with contextlib.suppress(OSError):
@@ -134,26 +134,110 @@ async def _pipes(stdin_file: BinaryIO, stdout_file: BinaryIO) -> AsyncIterator[t
             os.set_blocking(in_fd, in_blocking)
 
 
-class _Lines:
-    """Standard input as the text lines `stdio_server` iterates over, less those `direct` takes."""
+class _Lines(asyncio.Protocol):
+    """Standard input as the text lines `stdio_server` iterates over, less those `direct` takes.
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
+    Each whole line is offered to `direct` as it arrives, in the event loop's callback: a request
+    served past the SDK's loop starts without waking a reader task first. The lines left to the
+    SDK wait here, in order, for its reader; while they hold more than `MAX_LINE_BYTES`, the pipe
+    is not read.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
         self.direct: _DirectRequests | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._parts: list[bytes] = []
+        """The unfinished line's chunks."""
+        self._size = 0
+        self._dropped = 0
+        """Bytes of an over-long line dropped so far (0: not dropping)."""
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._pending_bytes = 0
+        self._paused = False
+        self._ended = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._parts or self._dropped or end - start >= MAX_LINE_BYTES:
+                self._line(self._finish(data[start : end + 1]))
+            else:
+                self._line(data if start == 0 and end == len(data) - 1 else data[start : end + 1])
+            start = end + 1
+        if start < len(data):
+            self._extend(data[start:] if start else data)
+        if not self._paused and self._pending_bytes > MAX_LINE_BYTES and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+
+    def eof_received(self) -> bool:
+        self._end()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        if self._ended:
+            return
+        if self._parts or self._dropped:  # a last line without its newline is still a line
+            self._line(self._finish(b""))
+        self._ended = True
+        self._wake()
+
+    def _extend(self, chunk: bytes) -> None:
+        if self._dropped:
+            self._dropped += len(chunk)
+        elif self._size + len(chunk) > MAX_LINE_BYTES:
+            self._dropped = self._size + len(chunk)
+            self._parts, self._size = [], 0
+        else:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+
+    def _finish(self, tail: bytes) -> bytes:
+        """The unfinished line, ended by `tail`; an over-long one as a line that is not JSON, which the SDK
+        reports and reads past."""
+        dropped, size = self._dropped, self._size + len(tail)
+        parts, self._parts, self._size, self._dropped = self._parts, [], 0, 0
+        if dropped or size > MAX_LINE_BYTES:
+            return f"dropped a line of {dropped + size} bytes, longer than {MAX_LINE_BYTES}\n".encode()
+        return b"".join([*parts, tail])
+
+    def _line(self, line: bytes) -> None:
+        if self.direct is not None and self.direct.take(line):
+            return
+        self._pending.append(line)
+        self._pending_bytes += len(line)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            try:
-                line = await self._reader.readline()
-            except ValueError:  # longer than the limit: dropped so far; the rest reads as a line that is not JSON
-                return f"dropped a line longer than {MAX_LINE_BYTES} bytes\n"
-            if not line:
+        while not self._pending:
+            if self._ended:
                 raise StopAsyncIteration
-            if self.direct is None or not self.direct.take(line):
-                return line.decode("utf-8", errors="replace")
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        line = self._pending.popleft()
+        self._pending_bytes -= len(line)
+        if self._paused and self._pending_bytes <= MAX_LINE_BYTES and self._transport is not None:
+            self._transport.resume_reading()
+            self._paused = False
+        return line.decode("utf-8", errors="replace")
 
 
 class _Output:
