@@ -1,14 +1,16 @@
 """A stdio child's stdin as the hub writes its own requests to it (`transports.StdinLines`), on real pipes of
-real processes, on asyncio's own event loop and on uvloop (which `mcp-hub serve` runs)."""
+real processes, on asyncio's own event loop and on uvloop (which `mcp-hub serve` runs); and its stdout as
+the hub takes its answers (`transports.ArrivingLines`)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import anyio
 import pytest
 
-from mcp_hub.upstream.transports import StdinLines
+from mcp_hub.upstream.transports import _HELD_BYTES, ArrivingLines, Pipes, StdinLines
 
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 
@@ -55,3 +57,65 @@ def test_a_child_that_is_gone_fails_the_write_as_the_caller_expects(loop: str) -
                     await anyio.sleep(0.01)
 
     anyio.run(main, backend="asyncio", backend_options=LOOPS[loop])
+
+
+# -- a child's stdout, its lines taken as they arrive ------------------------------------------------------------
+
+
+class _Reader:
+    """A child's stdout as `ArrivingLines` sees it: asyncio's reader, with what the hub's requests take."""
+
+    def __init__(self) -> None:
+        self.stream = asyncio.StreamReader()
+        self.pipes = Pipes()
+        self.taken: list[bytes] = []
+        self.handed_on = 0
+        self.pipes.take = self._take
+        self.pipes.handing_on = self._handing_on
+        self.arriving = ArrivingLines(self.stream, self.pipes)
+
+    def _take(self, line: bytes) -> bool:
+        if b"answer" in line:
+            self.taken.append(line)
+            return True
+        return False
+
+    def _handing_on(self) -> None:
+        self.handed_on += 1
+
+    def read(self) -> bytes:
+        """What the SDK's reader would read now (as `_LineReceiveStream` does, told to `arriving`)."""
+        data = bytes(self.stream._buffer)  # pyright: ignore[reportPrivateUsage]
+        self.stream._buffer.clear()  # pyright: ignore[reportPrivateUsage]
+        self.arriving.unread = max(0, self.arriving.unread - len(data))
+        return data
+
+
+async def test_an_answer_is_taken_as_it_arrives_and_what_is_not_goes_on_in_order() -> None:
+    reader = _Reader()
+    reader.stream.feed_data(b'{"id":"hub-1","answer":1}\n{"id":"hub-2",')
+    reader.stream.feed_data(b'"answer":2}\n')  # the held start of a line, finished
+    assert reader.taken == [b'{"id":"hub-1","answer":1}\n', b'{"id":"hub-2","answer":2}\n']
+    assert reader.read() == b""
+    # A message for the SDK: it and all after it go to the reader, the hub told first.
+    reader.stream.feed_data(b'{"method":"log"}\n{"id":"hub-3","answer":3}\n')
+    reader.stream.feed_data(b'{"id":"hub-4","answer":4}\n')  # the reader has not read yet: behind it
+    assert len(reader.taken) == 2 and reader.handed_on == 1
+    assert reader.read() == b'{"method":"log"}\n{"id":"hub-3","answer":3}\n{"id":"hub-4","answer":4}\n'
+    reader.stream.feed_data(b'{"id":"hub-5","answer":5}\n')  # read up: taken again
+    assert reader.taken[-1] == b'{"id":"hub-5","answer":5}\n'
+    assert reader.read() == b""
+
+
+async def test_a_long_line_goes_on_to_the_reader_as_it_comes() -> None:
+    reader = _Reader()
+    start = b'{"id":"hub-1","answer":"' + b"x" * (_HELD_BYTES + 1)
+    reader.stream.feed_data(start)
+    reader.read()
+    end = b'","also":"hub-1 answer"}\n'  # looks like an answer, but is the end of the line the reader holds
+    reader.stream.feed_data(end)
+    assert reader.taken == [] and reader.read() == end
+    reader.stream.feed_data(b'{"id":"hub-2","answer":2}\n{"id":"hub-3"')
+    reader.stream.feed_eof()  # what is held goes on before the end
+    assert reader.taken == [b'{"id":"hub-2","answer":2}\n']
+    assert reader.read() == b'{"id":"hub-3"' and reader.stream.at_eof()

@@ -15,7 +15,8 @@ arrived, a moment before the body's last chunk, and a connection closed with
 its response unfinished cannot be reused, so every call paid for a new one.
 The hub's own requests on a streamable HTTP session are POSTed by the hub
 itself (`posts.DirectPosts`), and on a stdio session answered past the SDK
-session (`lines.DirectLines`). The legacy SSE transport is left as it is: the
+session (`lines.DirectLines`), their answers taken off the child's stdout as
+the pipe delivers them (`ArrivingLines`). The legacy SSE transport is left as it is: the
 SDK gives it a client of its own, whose POSTs are read whole.
 """
 
@@ -112,6 +113,9 @@ def _read_stdio_in_lines() -> None:
             pipes = _PIPES.get()
             if pipes is not None and process.stdin is not None:
                 pipes.stdin = StdinLines(process.stdin)
+            reader = getattr(process.stdout, "_stream", None)  # anyio's wrapper of asyncio's reader
+            if pipes is not None and isinstance(reader, asyncio.StreamReader):
+                pipes.arriving = ArrivingLines(reader, pipes)
             return process
 
         noted._noted = True  # type: ignore[attr-defined]
@@ -156,6 +160,8 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
     async def receive(self) -> str:
         while True:
             chunk = await self._receive()
+            if self._pipes is not None and (arriving := self._pipes.arriving) is not None:
+                arriving.unread = max(0, arriving.unread - len(chunk))  # (what came before it, too)
             first = chunk.find(b"\n")
             if first < 0:
                 self._extend(chunk)
@@ -278,6 +284,74 @@ class StdinLines:
             raise anyio.BrokenResourceError from exc
 
 
+class ArrivingLines:
+    """A child's stdout, whose whole lines the hub's requests take as the pipe delivers them.
+
+    asyncio hands each chunk the child writes to its `StreamReader` (`feed_data`),
+    which wakes the SDK's reader task to read it, and only then are the lines
+    offered to `Pipes.take` (`_LineReceiveStream`). Here each whole line that
+    names one of the hub's ids is offered at once, in the event loop's callback,
+    and only what is not taken is fed to the reader: an answer reaches its
+    waiting call without a turn of the SDK's reader first.
+
+    Order is kept as `_LineReceiveStream._untaken` keeps it: at the first line not
+    taken, `Pipes.handing_on` is told, and that line and the rest of the chunk go
+    to the reader. While anything fed to the reader is unread there, or the line
+    it last got is unfinished, every line goes to the reader too (which offers
+    them itself), so no line is taken ahead of one before it. An unfinished line
+    is held up to `_HELD_BYTES`; a longer one goes on to the reader as it comes.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, pipes: Pipes) -> None:
+        self._feed = reader.feed_data
+        self._feed_eof = reader.feed_eof
+        self._pipes = pipes
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self.unread = 0
+        """Bytes fed to the reader that its consumer (`_LineReceiveStream`) has not read yet."""
+        self._open_line = False
+        """Whether the last byte fed to the reader was not a line's end."""
+        reader.feed_data = self.feed_data  # type: ignore[method-assign]
+        reader.feed_eof = self.feed_eof  # type: ignore[method-assign]
+
+    def feed_data(self, data: bytes) -> None:
+        if self._held:
+            data = b"".join([*self._held, data])
+            self._held, self._held_size = [], 0
+        take = self._pipes.take
+        if take is None or self.unread or self._open_line:
+            self._pass(data)
+            return
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            line = data if start == 0 and end == len(data) - 1 else data[start : end + 1]
+            if data.find(b'"hub-', start, end) < 0 or not take(line):
+                if self._pipes.handing_on is not None:
+                    self._pipes.handing_on()
+                self._pass(data[start:] if start else data)
+                return
+            start = end + 1
+        if start < len(data):
+            rest = data[start:] if start else data
+            if len(rest) > _HELD_BYTES:
+                self._pass(rest)
+            else:
+                self._held, self._held_size = [rest], len(rest)
+
+    def feed_eof(self) -> None:
+        if self._held:
+            self._pass(b"".join(self._held))
+            self._held, self._held_size = [], 0
+        self._feed_eof()
+
+    def _pass(self, data: bytes) -> None:
+        if data:
+            self.unread += len(data)
+            self._open_line = not data.endswith(b"\n")
+            self._feed(data)
+
+
 class Pipes:
     """A stdio child's pipes as the hub reaches them past the SDK's transport.
 
@@ -296,6 +370,8 @@ class Pipes:
         """Set by `DirectLines`: takes a line that answers (or reports progress on) one of its requests."""
         self.handing_on: Callable[[], None] | None = None
         """Set by `DirectLines`: told before a line goes to the SDK's reader."""
+        self.arriving: ArrivingLines | None = None
+        """Set when the SDK has started the child: its stdout, offering lines as they arrive."""
 
 
 class _Stdio:
