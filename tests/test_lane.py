@@ -1,4 +1,5 @@
-"""A handshake-era client's calls, served past the SDK's runner (`server/lane.py`), over stdio and HTTP.
+"""A client's calls, served past the SDK's runner (`server/lane.py`), over stdio in both eras and over HTTP
+(the 2026-07-28 era over HTTP in test_modern_http.py).
 
 The SDK's runner is the reference: the same requests are sent to a hub as it is and to one with its lane
 taken out, and everything each sends back must be the same.
@@ -19,14 +20,13 @@ import httpx2
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from mcp.server.connection import Connection
 
 import mcp_hub.server.direct
 from mcp_hub.hub import Hub
 from mcp_hub.server.endpoint import call_lane
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
-from tests.test_resilience import JSON_HEADERS
+from tests.test_resilience import JSON_HEADERS, MODERN_META
 
 pytestmark = pytest.mark.anyio
 
@@ -66,18 +66,21 @@ class _Wire:
 
 
 @asynccontextmanager
-async def _hub(tmp_path: Path, lane: bool) -> AsyncIterator[_Wire]:
-    """A hub over stdio with the fixture server `srv` (its calls time out after 1 s), initialized, its tools
-    listed."""
+async def _hub(tmp_path: Path, lane: bool, era: str) -> AsyncIterator[_Wire]:
+    """A hub over stdio with the fixture server `srv` (its calls time out after 1 s), its tools listed to a
+    client of `era`: a handshake-era client initialized; a 2026-07-28 one with the era opened by its first
+    request."""
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", timeout=1)})
     launch = ["-m", "mcp_hub"] if lane else ["-c", _WITHOUT_LANE]
     command = [sys.executable, *launch, "serve", "--config", str(config)]
     async with await anyio.open_process(command, cwd=tmp_path) as process:
         wire = _Wire(process)
-        await wire.exchange({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": INIT})
-        await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if era == "legacy":
+            await wire.exchange({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": INIT})
+            await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         for attempt in range(200):
-            listed = await wire.exchange({"jsonrpc": "2.0", "id": f"list-{attempt}", "method": "tools/list"})
+            listing = {"jsonrpc": "2.0", "id": f"list-{attempt}", "method": "tools/list"}
+            listed = await wire.exchange(_in_era(listing, era))
             if any(tool["name"] == "srv_echo" for tool in listed[-1]["result"]["tools"]):
                 break
             await anyio.sleep(0.05)
@@ -119,35 +122,51 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-async def _answers(wire: _Wire) -> dict[str, list[dict[str, Any]]]:
-    listed = await wire.exchange({"jsonrpc": "2.0", "id": "resources", "method": "resources/list"})
+def _in_era(message: dict[str, Any], era: str) -> dict[str, Any]:
+    """`message` as a client of `era` sends it: a 2026-07-28 request carries the envelope in its params."""
+    params = message.get("params", {})
+    if era == "legacy" or not isinstance(params, dict):
+        return message
+    meta = params.get("_meta", {})
+    return {**message, "params": {**params, "_meta": {**meta, **MODERN_META}}}
+
+
+async def _answers(wire: _Wire, era: str) -> dict[str, list[dict[str, Any]]]:
+    listed = await wire.exchange(_in_era({"jsonrpc": "2.0", "id": "resources", "method": "resources/list"}, era))
     note = next(r["uri"] for r in listed[-1]["result"]["resources"] if r["name"].endswith("note-1"))
     answers: dict[str, list[dict[str, Any]]] = {}
     for number, (case, request) in enumerate(CASES.items()):
         message = {"jsonrpc": "2.0", "id": number, **request}
         if case == "resource":
             message["params"] = {"uri": note}
+        if case != "no params":
+            message = _in_era(message, era)
         answers[case] = await wire.exchange(message)
     return answers
 
 
-async def test_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+async def test_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Path, era: str) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    async with _hub(tmp_path / "a", lane=True) as wire:
-        laned = await _answers(wire)
-    async with _hub(tmp_path / "b", lane=False) as wire:
-        reference = await _answers(wire)
+    async with _hub(tmp_path / "a", lane=True, era=era) as wire:
+        laned = await _answers(wire, era)
+    async with _hub(tmp_path / "b", lane=False, era=era) as wire:
+        reference = await _answers(wire, era)
     for case in CASES:
         assert laned[case] == reference[case], case
     # The cases say what they claim to: results, tool errors and JSON-RPC errors of each kind.
     assert laned["call"][-1]["result"]["structuredContent"] == {"text": "hi", "server": "srv"}
-    assert "resultType" not in laned["call"][-1]["result"]  # sieved for the client's version
+    if era == "legacy":
+        assert "resultType" not in laned["call"][-1]["result"]  # sieved for the client's version
+    else:
+        assert laned["call"][-1]["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-hub"
     assert laned["tool error"][-1]["result"]["isError"] is True
     assert laned["unknown tool"][-1]["error"]["code"] == -32602
     assert laned["no name"][-1]["error"] == {"code": -32602, "message": "Invalid request parameters", "data": ""}
     assert [m["method"] for m in laned["progress"][:-1]] == ["notifications/progress"] * 2
-    assert [m["params"]["level"] for m in laned["log messages"][:-1]] == ["debug", "info", "warning"]
+    if era == "legacy":  # a 2026-07-28 client hears log messages only when its request asks
+        assert [m["params"]["level"] for m in laned["log messages"][:-1]] == ["debug", "info", "warning"]
     assert laned["timeout"][-1]["error"]["code"] == -32001
     assert laned["prompt"][-1]["result"]["messages"][0]["content"]["text"] == "Hello, ada, from srv"
     assert laned["resource"][-1]["result"]["contents"][0]["text"] == "first note"
@@ -163,11 +182,11 @@ async def test_the_lane_steps_aside_for_an_observed_server(tmp_path: Path, caplo
 
 
 def _takes(hub: Hub) -> bool:
-    """Whether the hub's lane takes a tools/call on a handshake-era connection."""
+    """Whether the hub's lane takes a tools/call (it never takes a list)."""
     lane = call_lane(hub.endpoint.server)
     assert lane is not None
-    connection = Connection(outbound=None, protocol_version="2025-11-25")  # type: ignore[arg-type]
-    return lane.takes(connection, "tools/call") and not lane.takes(connection, "tools/list")
+    assert not lane.takes("tools/list")
+    return lane.takes("tools/call")
 
 
 @asynccontextmanager

@@ -192,9 +192,10 @@ class DirectRequests:
     def _on_request(self, connection: Connection, method: str) -> OnRequest:
         """What serves a request for `method` on the session: the hub's lane for calls, else its runner."""
         lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
-        if self._lane is not None and self._lane.takes(connection, method):
-            return partial(self._lane.serve, connection, lifespan)
-        return runner_for(self._runners, self._manager.app, connection, lifespan).on_request
+        runner = runner_for(self._runners, self._manager.app, connection, lifespan)
+        if self._lane is not None and self._lane.takes(method):
+            return partial(self._lane.serve, runner)
+        return runner.on_request
 
 
 async def _refuse(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -57,6 +58,7 @@ from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 from mcp_hub.server.direct import read_body, replaying, request_of, until_disconnect
+from mcp_hub.server.endpoint import call_lane
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -128,13 +130,17 @@ class ModernContext:
 async def serve_modern(
     server: Any, dctx: ModernContext, method: str, params: dict[str, Any] | None, connection: Connection, lifespan: Any
 ) -> tuple[dict[str, Any] | None, ErrorData | None]:
-    """Run one 2026-07-28 request as the SDK's entries run it (`serve_one`): its result or error (neither:
-    cancelled). The connection's exit stack is unwound as `serve_one` unwinds it, when anything is on it."""
+    """Run one 2026-07-28 request as the SDK's entries run it (`serve_one`; a call in the hub's lane, see
+    lane.py): its result or error (neither: cancelled). The connection's exit stack is unwound as `serve_one`
+    unwinds it, when anything is on it."""
     result: dict[str, Any] | None = None
     error: ErrorData | None = None
+    runner = ServerRunner(server, connection, lifespan)
+    lane = call_lane(server)
+    on_request = partial(lane.serve, runner) if lane is not None and lane.takes(method) else runner.on_request
     with dctx.scope:
         try:
-            result = await ServerRunner(server, connection, lifespan).on_request(dctx, method, params)
+            result = await on_request(dctx, method, params)
         except Exception as exc:
             error = modern_error_data(exc)
         finally:

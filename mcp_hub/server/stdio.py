@@ -355,11 +355,10 @@ class _DirectRequests:
         )
         scope = cancel_scope()
         held = Cancellable(dispatcher, dctx, scope)  # from now on, the client can cancel it
-        if self._lane is not None and self._lane.takes(connection, message["method"]):
-            on_request: OnRequest = partial(self._lane.serve, connection, self._lifespan)
-        else:
-            on_request = runner_for(self._runners, self._server, connection, self._lifespan).on_request
-        self._tasks.start(self._serve(on_request, dctx, scope, held, message))
+        runner = runner_for(self._runners, self._server, connection, self._lifespan)
+        lane = self._lane
+        on_request = partial(lane.serve, runner) if lane is not None and lane.takes(message["method"]) else None
+        self._tasks.start(self._serve(on_request or runner.on_request, dctx, scope, held, message))
         return True
 
     async def _serve(
