@@ -26,6 +26,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.endpoint import call_lane
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
+from tests.test_modern_http import read_answer
 from tests.test_resilience import JSON_HEADERS, MODERN_META
 
 pytestmark = pytest.mark.anyio
@@ -217,16 +218,6 @@ async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClie
             yield http, sessions
 
 
-def _read(response: httpx2.Response) -> tuple[int, str, Any]:
-    """Status, content type and what a client reads: the JSON body, or the SSE stream's events."""
-    kind = response.headers.get("content-type", "").split(";")[0]
-    if kind == "text/event-stream":
-        body: Any = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
-    else:
-        body = response.json() if kind == "application/json" else response.text
-    return response.status_code, kind, body
-
-
 async def test_over_http_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Path) -> None:
     async with _http_sessions(tmp_path) as (http, sessions):
         answers: list[dict[str, Any]] = []
@@ -237,7 +228,7 @@ async def test_over_http_the_lane_answers_every_call_as_the_sdks_runner_does(tmp
                 message = {"jsonrpc": "2.0", "id": number, **request}
                 if case == "resource":
                     message["params"] = {"uri": "srv+fixture://notes/1"}
-                answered[case] = _read(await http.post(url, json=message, headers=headers))
+                answered[case] = read_answer(await http.post(url, json=message, headers=headers))
             answers.append(answered)
     laned, reference = answers
     for answered in answers:  # the hub's own token for the server: its request ids run on across both

@@ -40,7 +40,7 @@ async def two_entries(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient,
             yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"
 
 
-def _answer(response: httpx2.Response) -> tuple[int, str, Any]:
+def read_answer(response: httpx2.Response) -> tuple[int, str, Any]:
     """Status, content type and what a client reads: the JSON body, or the SSE stream's events."""
     kind = response.headers.get("content-type", "").split(";")[0]
     if kind == "text/event-stream":
@@ -108,18 +108,18 @@ async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str
     async with two_entries(tmp_path) as (http, hub_url, sdk_url):
         through_hub = await http.post(hub_url, content=content, headers=headers)
         through_sdk = await http.post(sdk_url, content=content, headers=headers)
-    assert _answer(through_hub) == _answer(through_sdk)
+    assert read_answer(through_hub) == read_answer(through_sdk)
     if case.startswith("foreign"):
         assert through_hub.status_code in (403, 421)
     if case == "a 40 MiB body":
         assert through_hub.status_code == 413
     if case == "call":
-        assert _answer(through_hub)[:2] == (200, "application/json")
+        assert read_answer(through_hub)[:2] == (200, "application/json")
         result = through_hub.json()["result"]
         assert result["structuredContent"] == {"text": "hi", "server": "srv"}
         assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-hub"
     if case == "progress":
-        status, kind, events = _answer(through_hub)
+        status, kind, events = read_answer(through_hub)
         assert (status, kind) == (200, "text/event-stream")
         assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
 

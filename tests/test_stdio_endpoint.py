@@ -212,9 +212,9 @@ async def test_an_overlong_line_is_dropped_and_reads_as_one_that_is_not_json(mon
     lines.data_received(b"y" * 101 + b"\n")
     lines.eof_received()
     assert await _read_all(lines) == [
-        "dropped a line of 241 bytes, longer than 100\n",
+        "dropped a 240-byte line (limit 100)\n",
         '{"after":1}\n',
-        "dropped a line of 102 bytes, longer than 100\n",
+        "dropped a 101-byte line (limit 100)\n",
     ]
 
 

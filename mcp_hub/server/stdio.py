@@ -62,7 +62,7 @@ from mcp_hub.server.direct import (
 )
 from mcp_hub.server.endpoint import call_lane, session_connections
 from mcp_hub.server.modern import ModernContext, notification, serve_modern
-from mcp_hub.upstream.streams import Incoming, ReadStreamBase
+from mcp_hub.upstream.streams import Incoming, LineStart, ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -147,11 +147,7 @@ class _Lines(asyncio.Protocol):
         self._loop = loop
         self.direct: _DirectRequests | None = None
         self._transport: asyncio.ReadTransport | None = None
-        self._parts: list[bytes] = []
-        """The unfinished line's chunks."""
-        self._size = 0
-        self._dropped = 0
-        """Bytes of an over-long line dropped so far (0: not dropping)."""
+        self._start = LineStart(MAX_LINE_BYTES)
         self._pending: collections.deque[bytes] = collections.deque()
         self._pending_bytes = 0
         self._paused = False
@@ -164,13 +160,10 @@ class _Lines(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
-            if self._parts or self._dropped or end - start >= MAX_LINE_BYTES:
-                self._line(self._finish(data[start : end + 1]))
-            else:
-                self._line(data if start == 0 and end == len(data) - 1 else data[start : end + 1])
+            self._line(self._ending(data if start == 0 and end == len(data) - 1 else data[start : end + 1]))
             start = end + 1
         if start < len(data):
-            self._extend(data[start:] if start else data)
+            self._start.extend(data[start:] if start else data)
         if not self._paused and self._pending_bytes > MAX_LINE_BYTES and self._transport is not None:
             self._transport.pause_reading()
             self._paused = True
@@ -185,29 +178,21 @@ class _Lines(asyncio.Protocol):
     def _end(self) -> None:
         if self._ended:
             return
-        if self._parts or self._dropped:  # a last line without its newline is still a line
-            self._line(self._finish(b""))
+        if self._start:  # a last line without its newline is still a line
+            self._line(self._ending(b""))
         self._ended = True
         self._wake()
 
-    def _extend(self, chunk: bytes) -> None:
-        if self._dropped:
-            self._dropped += len(chunk)
-        elif self._size + len(chunk) > MAX_LINE_BYTES:
-            self._dropped = self._size + len(chunk)
-            self._parts, self._size = [], 0
+    def _ending(self, end: bytes) -> bytes:
+        """The line that `end` (its newline included, if it has one) ends; an over-long one as a line that is
+        not JSON, which the SDK reports and reads past."""
+        first = len(end) - 1 if end.endswith(b"\n") else len(end)
+        if self._start.fits(first):
+            line = self._start.join(end)
         else:
-            self._parts.append(chunk)
-            self._size += len(chunk)
-
-    def _finish(self, tail: bytes) -> bytes:
-        """The unfinished line, ended by `tail`; an over-long one as a line that is not JSON, which the SDK
-        reports and reads past."""
-        dropped, size = self._dropped, self._size + len(tail)
-        parts, self._parts, self._size, self._dropped = self._parts, [], 0, 0
-        if dropped or size > MAX_LINE_BYTES:
-            return f"dropped a line of {dropped + size} bytes, longer than {MAX_LINE_BYTES}\n".encode()
-        return b"".join([*parts, tail])
+            line = f"dropped a {self._start.length(first)}-byte line (limit {MAX_LINE_BYTES})\n".encode()
+        self._start.restart()
+        return line
 
     def _line(self, line: bytes) -> None:
         if self.direct is not None and self.direct.take(line):

@@ -6,6 +6,8 @@ requests); each wrapper defines `receive` and `aclose`, and `ReadStreamBase`
 adds the iteration and context-manager surface the SDK's session expects.
 `deliver_progress` hands a progress notification to the callback of the
 request it reports on, for the hub's direct request paths (posts.py, lines.py).
+`LineStart` holds the start of a line still arriving off a pipe (a child's
+stdout, and the hub's own stdin), up to a limit.
 """
 
 from __future__ import annotations
@@ -76,3 +78,46 @@ async def deliver_progress(callback: ProgressFnT, params: Mapping[str, Any]) -> 
 
 def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class LineStart:
+    """The start of a line still arriving, held as its chunks and joined once, when the line ends. Past
+    `limit` bytes it is dropped as it arrives, and only its length is kept."""
+
+    __slots__ = ("_dropped", "_limit", "_parts", "_size")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._dropped = 0
+        """Bytes of an over-long line dropped so far (0: not dropping)."""
+
+    def __bool__(self) -> bool:
+        return bool(self._parts) or self._dropped > 0
+
+    def extend(self, chunk: bytes) -> None:
+        if self._dropped:
+            self._dropped += len(chunk)
+        elif self._size + len(chunk) > self._limit:
+            self._dropped = self._size + len(chunk)
+            self._parts, self._size = [], 0
+        else:
+            self._parts.append(chunk)
+            self._size += len(chunk)
+
+    def fits(self, first: int) -> bool:
+        """Whether the line, ending `first` bytes into what arrives next, is within the limit."""
+        return not self._dropped and self._size + first <= self._limit
+
+    def length(self, first: int) -> int:
+        """The line's length in bytes (its newline not counted), ending `first` bytes into what arrives next."""
+        return self._dropped + self._size + first
+
+    def join(self, rest: bytes) -> bytes:
+        """What is held, followed by `rest`."""
+        return b"".join([*self._parts, rest]) if self._parts else rest
+
+    def restart(self, tail: bytes = b"") -> None:
+        """Hold `tail`, the start of the next line, instead."""
+        self._parts, self._size, self._dropped = ([tail] if tail else []), len(tail), 0

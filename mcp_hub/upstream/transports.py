@@ -48,7 +48,7 @@ from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.upstream.lines import DirectLines
-from mcp_hub.upstream.streams import ReadStreamBase
+from mcp_hub.upstream.streams import LineStart, ReadStreamBase
 
 if TYPE_CHECKING:
     from mcp_hub.upstream.posts import DirectPosts
@@ -150,10 +150,7 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
         self._pipes = _PIPES.get()
         """The child's pipes, whose `take` is offered each line first (None: a stdio client not the hub's)."""
         self._decoder = codecs.getincrementaldecoder(encoding)(errors=errors)
-        self._parts: list[bytes] = []
-        self._size = 0
-        self._dropped = 0
-        """Bytes of an over-long line dropped so far (0: not dropping)."""
+        self._start = LineStart(MAX_LINE_BYTES)
         self._held = 0
         """The length of the last text the SDK's reader read, which it holds until it reads another."""
 
@@ -164,16 +161,15 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
                 arriving.unread = max(0, arriving.unread - len(chunk))  # (what came before it, too)
             first = chunk.find(b"\n")
             if first < 0:
-                self._extend(chunk)
+                self._start.extend(chunk)
                 continue
             last = chunk.rfind(b"\n")
-            if self._dropped or self._size + first > MAX_LINE_BYTES:
-                notice = f"dropped a {self._dropped + self._size + first}-byte line (limit {MAX_LINE_BYTES})\n"
+            if not self._start.fits(first):
+                notice = f"dropped a {self._start.length(first)}-byte line (limit {MAX_LINE_BYTES})\n"
                 text = notice.encode() + chunk[first + 1 : last + 1]
             else:
-                text = self._untaken(b"".join([*self._parts, chunk[: last + 1]]))
-            tail = chunk[last + 1 :]
-            self._parts, self._size, self._dropped = ([tail] if tail else []), len(tail), 0
+                text = self._untaken(self._start.join(chunk[: last + 1]))
+            self._start.restart(chunk[last + 1 :])
             if not text and self._held <= _HELD_BYTES:
                 continue  # every line taken: the SDK's reader has nothing to read, and holds little
             # With every line taken (""), the SDK's reader takes a turn only to let go of the last text it
@@ -204,16 +200,6 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
                 break
             start = end
         return text[start:] if start else text
-
-    def _extend(self, chunk: bytes) -> None:
-        if self._dropped:
-            self._dropped += len(chunk)
-        elif self._size + len(chunk) > MAX_LINE_BYTES:
-            self._dropped = self._size + len(chunk)
-            self._parts, self._size = [], 0
-        else:
-            self._parts.append(chunk)
-            self._size += len(chunk)
 
     async def aclose(self) -> None:
         await self._stream.aclose()
