@@ -11,10 +11,10 @@ tool call through the hub.
 `DirectRequests` serves a request on an established session in the POST's own
 task instead: the session's `ServerRunner` runs it (the same validation,
 middleware, handlers and result shaping as ever; a call goes through the hub's
-lane, `lane.CallLane`, which does what the runner does for it), under a dispatch context of the
-session's own dispatcher, so that what the request sends the client on its way
-(progress, log messages, questions) and the client's cancellation travel exactly
-as before. A request that sent nothing is answered as plain JSON, as the
+lane, `lane.CallLane`, which does what the runner does for it), under a dispatch
+context of the session's own dispatcher, so that what the request sends the
+client on its way (progress, log messages, questions) and the client's
+cancellation travel exactly as before. A request that sent nothing is answered as plain JSON, as the
 deferred event source answers it. The first message it sends, or
 `deferred.WINDOW` passing, starts the SSE stream instead, and from then on its
 messages and its response go through the session's ordered channel, as the

@@ -282,14 +282,15 @@ class _DirectRequests:
     - Handshake era, once the client's `notifications/initialized` has been handled:
       a request (not `initialize`, not an enveloped one) runs at once in the
       connection's `ServerRunner` (a call in the hub's lane, `lane.CallLane`, which
-      does what the runner does for it) under a dispatch context of the connection's own
-      dispatcher, so progress, log messages, questions and the client's cancellation
-      travel as before. Its answer is written straight to standard output, or, if it
-      sent the client anything on its way, through the connection's ordered channel
-      behind what it sent.
+      does what the runner does for it) under a dispatch context of the connection's
+      own dispatcher, so progress, log messages, questions and the client's
+      cancellation travel as before. Its answer is written straight to standard
+      output, or, if it sent the client anything on its way, through the
+      connection's ordered channel behind what it sent.
     - 2026-07-28, after the first request: a request runs as the SDK's modern loop
-      runs it (`_take_modern`), its messages and answer written straight to standard
-      output; the client's `notifications/cancelled` for it is taken here too.
+      runs it (`_take_modern`; a call in the hub's lane), its messages and answer
+      written straight to standard output; the client's `notifications/cancelled`
+      for it is taken here too.
 
     A request the client cancelled is not answered, as the SDK does not answer it.
     Everything else (notifications, responses, the first request, requests the SDK
