@@ -34,7 +34,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -71,6 +70,7 @@ from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 from mcp_hub.server.endpoint import call_lane
+from mcp_hub.server.lane import serving
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -192,10 +192,7 @@ class DirectRequests:
     def _on_request(self, connection: Connection, method: str) -> OnRequest:
         """What serves a request for `method` on the session: the hub's lane for calls, else its runner."""
         lifespan = self._manager._lifespan_state  # pyright: ignore[reportPrivateUsage]
-        runner = runner_for(self._runners, self._manager.app, connection, lifespan)
-        if self._lane is not None and self._lane.takes(method):
-            return partial(self._lane.serve, runner)
-        return runner.on_request
+        return serving(self._lane, runner_for(self._runners, self._manager.app, connection, lifespan), method)
 
 
 async def _refuse(

@@ -111,7 +111,7 @@ class _HubServer(Server[Any]):
         """The handshake-era connections whose clients have initialized: HTTP sessions by session id,
         and under None the latest without one (in a hub serving stdio, its one client's)."""
         self.lane: CallLane | None = None
-        """Where a handshake-era client's calls may be served past the SDK's runner (see lane.py)."""
+        """Where clients' calls are served past the SDK runner's generic steps (see lane.py)."""
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
@@ -726,7 +726,7 @@ def session_connections(server: Server[Any]) -> Mapping[str | None, Connection]:
 
 
 def call_lane(server: Server[Any]) -> CallLane | None:
-    """The hub's lane for handshake-era calls (see lane.py); none for another server."""
+    """The hub's lane for calls (see lane.py); none for another server."""
     return server.lane if isinstance(server, _HubServer) else None
 
 

@@ -21,12 +21,13 @@ sees each request) is served by the runner: `takes` says no.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
-from mcp.shared.dispatcher import DispatchContext
+from mcp.shared.dispatcher import DispatchContext, OnRequest
 from mcp.shared.exceptions import MCPError
 from mcp.shared.transport_context import TransportContext
 from mcp_types import METHOD_NOT_FOUND, RequestParams, RequestParamsMeta
@@ -78,6 +79,14 @@ class CallLane:
         except HubError as exc:
             raise exc.to_mcp() from None
         return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]
+
+
+def serving(lane: CallLane | None, runner: ServerRunner[Any], method: str) -> OnRequest:
+    """What serves a request for `method` on `runner`'s connection: `lane` for a call it takes, else the
+    runner."""
+    if lane is not None and lane.takes(method):
+        return partial(lane.serve, runner)
+    return runner.on_request
 
 
 def _request_meta(params: Mapping[str, Any] | None) -> RequestParamsMeta | None:

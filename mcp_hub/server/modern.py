@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 import anyio
@@ -59,6 +58,7 @@ from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 from mcp_hub.server.direct import read_body, replaying, request_of, until_disconnect
 from mcp_hub.server.endpoint import call_lane
+from mcp_hub.server.lane import serving
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -135,12 +135,10 @@ async def serve_modern(
     unwinds it, when anything is on it."""
     result: dict[str, Any] | None = None
     error: ErrorData | None = None
-    runner = ServerRunner(server, connection, lifespan)
-    lane = call_lane(server)
-    on_request = partial(lane.serve, runner) if lane is not None and lane.takes(method) else runner.on_request
+    serve = serving(call_lane(server), ServerRunner(server, connection, lifespan), method)
     with dctx.scope:
         try:
-            result = await on_request(dctx, method, params)
+            result = await serve(dctx, method, params)
         except Exception as exc:
             error = modern_error_data(exc)
         finally:

@@ -25,7 +25,6 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from functools import partial
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
@@ -61,6 +60,7 @@ from mcp_hub.server.direct import (
     runner_for,
 )
 from mcp_hub.server.endpoint import call_lane, session_connections
+from mcp_hub.server.lane import serving
 from mcp_hub.server.modern import ModernContext, notification, serve_modern
 from mcp_hub.upstream.streams import Incoming, LineStart, ReadStreamBase
 
@@ -342,9 +342,7 @@ class _DirectRequests:
         scope = cancel_scope()
         held = Cancellable(dispatcher, dctx, scope)  # from now on, the client can cancel it
         runner = runner_for(self._runners, self._server, connection, self._lifespan)
-        lane = self._lane
-        on_request = partial(lane.serve, runner) if lane is not None and lane.takes(message["method"]) else None
-        self._tasks.start(self._serve(on_request or runner.on_request, dctx, scope, held, message))
+        self._tasks.start(self._serve(serving(self._lane, runner, message["method"]), dctx, scope, held, message))
         return True
 
     async def _serve(

@@ -16,8 +16,8 @@ its response unfinished cannot be reused, so every call paid for a new one.
 The hub's own requests on a streamable HTTP session are POSTed by the hub
 itself (`posts.DirectPosts`), and on a stdio session answered past the SDK
 session (`lines.DirectLines`), their answers taken off the child's stdout as
-the pipe delivers them (`ArrivingLines`). The legacy SSE transport is left as it is: the
-SDK gives it a client of its own, whose POSTs are read whole.
+the pipe delivers them (`ArrivingLines`). The legacy SSE transport is left as
+it is: the SDK gives it a client of its own, whose POSTs are read whole.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ class _LineReceiveStream(ObjectReceiveStream[str]):
         while True:
             chunk = await self._receive()
             if self._pipes is not None and (arriving := self._pipes.arriving) is not None:
-                arriving.unread = max(0, arriving.unread - len(chunk))  # (what came before it, too)
+                # Bytes the child wrote before `ArrivingLines` took its reader over were never counted.
+                arriving.unread = max(0, arriving.unread - len(chunk))
             first = chunk.find(b"\n")
             if first < 0:
                 self._start.extend(chunk)
@@ -292,8 +293,8 @@ class ArrivingLines:
         self._feed = reader.feed_data
         self._feed_eof = reader.feed_eof
         self._pipes = pipes
-        self._held: list[bytes] = []
-        self._held_size = 0
+        self._held = b""
+        """The start of a line not ended yet, up to `_HELD_BYTES` (not yet fed to the reader)."""
         self.unread = 0
         """Bytes fed to the reader that its consumer (`_LineReceiveStream`) has not read yet."""
         self._open_line = False
@@ -303,8 +304,7 @@ class ArrivingLines:
 
     def feed_data(self, data: bytes) -> None:
         if self._held:
-            data = b"".join([*self._held, data])
-            self._held, self._held_size = [], 0
+            data, self._held = self._held + data, b""
         take = self._pipes.take
         if take is None or self.unread or self._open_line:
             self._pass(data)
@@ -323,12 +323,12 @@ class ArrivingLines:
             if len(rest) > _HELD_BYTES:
                 self._pass(rest)
             else:
-                self._held, self._held_size = [rest], len(rest)
+                self._held = rest
 
     def feed_eof(self) -> None:
         if self._held:
-            self._pass(b"".join(self._held))
-            self._held, self._held_size = [], 0
+            self._pass(self._held)
+            self._held = b""
         self._feed_eof()
 
     def _pass(self, data: bytes) -> None:
