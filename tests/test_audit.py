@@ -542,7 +542,6 @@ async def test_an_exception_the_audit_link_does_not_know_is_audited_as_error_not
         raise RuntimeError("a bug")
 
     call = CallContext(
-        decision_id=AuditLog.new_decision_id(),
         method="tools/call",
         kind="tool",
         mount="srv",

@@ -14,12 +14,14 @@ from typing import Any
 
 import httpx2
 import pytest
+from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 
 import mcp_hub.server.http
 from mcp_hub.hub import Hub
 from mcp_hub.server import deferred
 from mcp_hub.server.http import build_app
+from mcp_hub.server.modern import Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call
 
@@ -58,6 +60,16 @@ def _request(method: str, params: dict[str, Any] | None = None, **headers: str) 
     return sent, body
 
 
+INFO = "io.modelcontextprotocol/clientInfo"
+CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+
+
+def with_meta(headers: dict[str, str], body: dict[str, Any], **meta: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """The request `body`, with `meta` over its envelope."""
+    params = body["params"]
+    return headers, {**body, "params": {**params, "_meta": {**params["_meta"], **meta}}}
+
+
 def _cases() -> dict[str, tuple[dict[str, str], Any]]:
     call, body = modern_call("srv_echo", {"text": "hi"})
     cases: dict[str, tuple[dict[str, str], Any]] = {
@@ -77,6 +89,9 @@ def _cases() -> dict[str, tuple[dict[str, str], Any]]:
                 },
             },
         ),
+        "client info in the envelope": with_meta(call, body, **{INFO: {"name": "c", "version": "1"}}),
+        "malformed client info": with_meta(call, body, **{INFO: {"name": 3}}),
+        "malformed capabilities": with_meta(call, body, **{CAPABILITIES: {"sampling": 1}}),
         "list": _request("tools/list", {"_meta": MODERN_META}),
         "read": _request("resources/read", {"uri": "fixture://notes/a", "_meta": MODERN_META}, **{"Mcp-Name": "x"}),
         "unknown method": _request("nothing/here", {"_meta": MODERN_META}),
@@ -155,3 +170,39 @@ async def test_each_result_gets_its_own_copy_of_the_server_info_stamp(tmp_path: 
     assert first == second == Server.server_info_stamp.fget(server)  # type: ignore[attr-defined]
     first["name"] = "changed"
     assert server.server_info_stamp["name"] == "mcp-hub"
+
+
+ENVELOPES = {
+    "both": ({"name": "c", "version": "1"}, {"sampling": {}, "roots": {"listChanged": True}}),
+    "capabilities alone": (None, {"elicitation": {"form": {}}}),
+    "malformed capabilities": ({"name": "c", "version": "1"}, {"sampling": 1}),
+    "malformed info": ({"name": 3}, {"sampling": {}}),
+    "neither": (None, None),
+    "an integer beyond 64 bits": ({"name": "c", "version": "1"}, {"experimental": {"x": {"n": 2**70}}}),
+}
+
+
+@pytest.mark.parametrize("case", list(ENVELOPES))
+async def test_a_connection_from_a_kept_envelope_is_the_one_the_sdk_builds(case: str) -> None:
+    info, capabilities = ENVELOPES[case]
+    expected = Connection.from_envelope(MODERN, info, capabilities)
+    envelopes = Envelopes()
+    built = [envelopes.connection(MODERN, info, capabilities) for _ in range(3)]
+    for connection in built:
+        assert connection.protocol_version == MODERN and connection.initialized.is_set()
+        assert connection.client_params == expected.client_params
+        assert connection.client_capabilities == expected.client_capabilities
+        assert connection.outbound is expected.outbound
+    assert len({id(connection) for connection in built}) == 3  # a connection of its own for each request
+    if expected.client_capabilities is not None and case != "an integer beyond 64 bits":
+        assert built[2].client_capabilities is built[1].client_capabilities is built[0].client_capabilities
+
+
+async def test_kept_envelopes_stay_apart() -> None:
+    envelopes = Envelopes(size=2)
+    info = {"name": "c", "version": "1"}
+    asks = [{"sampling": {}}, {"elicitation": {"form": {}}}, {}]
+    for _ in range(2):
+        for capabilities in asks:  # three envelopes through two places: each is typed afresh when evicted
+            built = envelopes.connection(MODERN, info, capabilities)
+            assert built.client_capabilities == Connection.from_envelope(MODERN, info, capabilities).client_capabilities

@@ -137,11 +137,13 @@ async def test_a_2026_server_hears_the_capabilities_of_the_client_it_serves(tmp_
         hub_client(hub, mode) as plain,
     ):
         with anyio.fail_after(10):
-            full = await asking.call_tool("srv_request_meta", {})
-            bare = await plain.call_tool("srv_request_meta", {})
-    assert full.structured_content is not None and bare.structured_content is not None
-    assert {"sampling", "elicitation", "roots"} <= set(full.structured_content[declared]), full.structured_content
-    assert not {"sampling", "elicitation", "roots"} & set(bare.structured_content[declared]), bare.structured_content
+            heard = [await client.call_tool("srv_request_meta", {}) for client in (asking, plain, asking, plain)]
+    for full, bare in (heard[0:2], heard[2:4]):  # alternating: neither client's capabilities stick to the other
+        assert full.structured_content is not None and bare.structured_content is not None
+        assert {"sampling", "elicitation", "roots"} <= set(full.structured_content[declared]), full.structured_content
+        assert not {"sampling", "elicitation", "roots"} & set(bare.structured_content[declared]), (
+            bare.structured_content
+        )
 
 
 async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ class AuditTrail:
             try:
                 self._record(ctx, outcome, reason, time.monotonic() - started)
             except Exception:  # a failure to record must not replace what the call raised or returned
-                errors_log.exception("audit: could not record decision %s", ctx.decision_id)
+                errors_log.exception("audit: could not record a decision on %s %s", ctx.method, ctx.public)
 
     def _record(self, ctx: CallContext, outcome: str | None, reason: str | None, elapsed: float) -> None:
         verdict = ctx.verdict
@@ -78,7 +78,7 @@ class AuditTrail:
         self._log.record(
             AuditEvent(
                 time=AuditLog.now(),
-                decision_id=ctx.decision_id,
+                decision_id=AuditLog.new_decision_id(),
                 principal=ctx.principal,
                 session=ctx.session,
                 method=ctx.method,

@@ -36,7 +36,6 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    decision_id: str
     method: str
     kind: Kind
     mount: str

@@ -9,7 +9,6 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -411,7 +410,6 @@ class Endpoint:
             forwarded = {**forwarded, "_meta": {**meta, LOG_LEVEL_META_KEY: client.log_level or "debug"}}
         origin = ClientOrigin(ctx, client)
         call = CallContext(
-            decision_id=uuid.uuid4().hex,
             method=method,
             kind=route.kind,
             mount=route.mount,
@@ -657,8 +655,15 @@ class ClientOrigin:
         declared = self._session.client_capabilities
         if declared is None:
             return {}
+        # Kept by the model's identity: a connection's model stands for its life, and the 2026-07-28
+        # requests of one client share theirs (`Envelopes`). Read only, by every request that shares it.
+        kept = _RELAYED.get(id(declared))
+        if kept is not None and kept[0] is declared:
+            return kept[1]
         dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return {key: value for key, value in dumped.items() if key in _RELAYED_CAPABILITIES}
+        relayed = {key: value for key, value in dumped.items() if key in _RELAYED_CAPABILITIES}
+        _RELAYED[id(declared)] = (declared, relayed)
+        return relayed
 
     def check_can_ask(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs.
@@ -712,6 +717,9 @@ async def _deliver(
 
 
 _RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
+_RELAYED: LRUCache[int, tuple[Any, Mapping[str, Any]]] = LRUCache(256)
+"""The relayed capabilities of the declared capabilities models seen last, by `id` (the model is kept with them,
+so its `id` is not reused while they are)."""
 """The client capabilities a server's questions need, which the hub relays."""
 
 

@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
+import orjson
+from cachetools import LRUCache
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner, aclose_shielded, modern_error_data
 from mcp.server.streamable_http import check_accept_headers
@@ -127,6 +129,40 @@ class ModernContext:
         self._closed = True
 
 
+class Envelopes:
+    """Connections for 2026-07-28 requests, each from its request's envelope (`Connection.from_envelope`).
+
+    A client sends the same `clientInfo` and `clientCapabilities` with every
+    request, and typing them into models is most of what building a connection
+    costs. The models typed from the last `size` distinct envelopes are kept,
+    by their JSON, and handed to `from_envelope` in place of the raw values,
+    which it takes as they are: each request still gets a connection of its own,
+    exactly as the SDK builds it. Its capabilities model is then the same object
+    from one request to the next, so what is worked out from it can be kept too
+    (`ClientOrigin.capabilities`).
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._typed: LRUCache[bytes, tuple[Any, Any]] = LRUCache(size)
+
+    def connection(
+        self, protocol_version: str, client_info: Any, client_capabilities: Any, **options: Any
+    ) -> Connection:
+        """`Connection.from_envelope(protocol_version, client_info, client_capabilities, **options)`."""
+        try:
+            key = orjson.dumps([client_info, client_capabilities])
+        except TypeError:  # not JSON orjson writes (an integer beyond 64 bits, say): typed afresh
+            return Connection.from_envelope(protocol_version, client_info, client_capabilities, **options)
+        typed = self._typed.get(key)
+        if typed is not None:
+            return Connection.from_envelope(protocol_version, *typed, **options)
+        connection = Connection.from_envelope(protocol_version, client_info, client_capabilities, **options)
+        params = connection.client_params
+        # The info is typed only when both are well formed (`client_params`); when not, it matters to nothing.
+        self._typed[key] = (params.client_info if params is not None else None, connection.client_capabilities)
+        return connection
+
+
 async def serve_modern(
     server: Any, dctx: ModernContext, method: str, params: dict[str, Any] | None, connection: Connection, lifespan: Any
 ) -> tuple[dict[str, Any] | None, ErrorData | None]:
@@ -172,6 +208,7 @@ class ModernRequests:
         self._security = TransportSecurityMiddleware(manager.security_settings)
         self._max_body = max_body
         self._accepted: dict[tuple[str | None, ...], bool] = {}
+        self._envelopes = Envelopes()
         self._marked: dict[int, tuple[Any, bool]] = {}
         """Whether an input schema declares `x-mcp-header` properties, by the schema's id (the schema is
         kept with its answer, so its id is not reused while the answer stands)."""
@@ -194,7 +231,7 @@ class ModernRequests:
         if isinstance(verdict, InboundLadderRejection) or self._param_headers_disagree(message, headers):
             await self._app(scope, replaying(chunks, receive), send)  # the SDK refuses it
             return
-        connection = Connection.from_envelope(
+        connection = self._envelopes.connection(
             verdict.protocol_version, verdict.client_info, verdict.client_capabilities
         )
         exchange = _Exchange(send, message["id"])

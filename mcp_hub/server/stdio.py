@@ -61,7 +61,7 @@ from mcp_hub.server.direct import (
 )
 from mcp_hub.server.endpoint import call_lane, session_connections
 from mcp_hub.server.lane import serving
-from mcp_hub.server.modern import ModernContext, notification, serve_modern
+from mcp_hub.server.modern import Envelopes, ModernContext, notification, serve_modern
 from mcp_hub.upstream.streams import Incoming, LineStart, ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.server")
@@ -309,6 +309,7 @@ class _DirectRequests:
         """The era the client's first request opened (None: none yet, and every line goes to the SDK)."""
         self._outbound = NotifyOnlyOutbound(_LineOutbound(output))
         self._modern_flight: dict[RequestId, ModernContext] = {}
+        self._envelopes = Envelopes()
 
     def opened(self, modern: bool) -> None:
         """The SDK's loop took the client's first request, which opened the connection in one era for good."""
@@ -384,7 +385,7 @@ class _DirectRequests:
         route = classify_inbound_request({"method": message["method"], "params": params})
         if isinstance(route, InboundLadderRejection):
             return False  # the SDK refuses it
-        connection = Connection.from_envelope(
+        connection = self._envelopes.connection(
             route.protocol_version, route.client_info, route.client_capabilities, outbound=self._outbound
         )
         dctx = self._modern_flight[key] = ModernContext(

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-import json
 import logging
 import urllib.request
 import warnings
@@ -51,6 +50,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import anyio
 import anyio.abc
+import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client._transport import ReadStream
 from mcp.shared.dispatcher import ProgressFnT
@@ -400,7 +400,7 @@ def _env_proxy(url: str) -> str | None:
 
 def _parse(data: str | bytes) -> dict[str, Any]:
     try:
-        message = json.loads(data)
+        message = pydantic_core.from_json(data)
     except ValueError as exc:
         raise MCPError(PARSE_ERROR, f"the server's answer is not JSON: {exc}") from None
     if not isinstance(message, dict):
