@@ -717,10 +717,10 @@ async def _deliver(
 
 
 _RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
+"""The client capabilities a server's questions need, which the hub relays."""
 _RELAYED: LRUCache[int, tuple[Any, Mapping[str, Any]]] = LRUCache(256)
 """The relayed capabilities of the declared capabilities models seen last, by `id` (the model is kept with them,
 so its `id` is not reused while they are)."""
-"""The client capabilities a server's questions need, which the hub relays."""
 
 
 def _connection_of(session: ServerSession) -> Connection:
