@@ -6,7 +6,9 @@ same hub with the hub's entry taken out, and must be answered alike.
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,12 +18,14 @@ import httpx2
 import pytest
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
+from mcp_types import ClientCapabilities
 
 import mcp_hub.server.http
 from mcp_hub.hub import Hub
 from mcp_hub.server import deferred
+from mcp_hub.server.endpoint import relayed_capabilities
 from mcp_hub.server.http import build_app
-from mcp_hub.server.modern import Envelopes
+from mcp_hub.server.modern import KEPT_BYTES, Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call
 
@@ -179,7 +183,13 @@ ENVELOPES = {
     "malformed info": ({"name": 3}, {"sampling": {}}),
     "neither": (None, None),
     "an integer beyond 64 bits": ({"name": "c", "version": "1"}, {"experimental": {"x": {"n": 2**70}}}),
+    "over the kept size": (
+        {"name": "c", "version": "1"},
+        {"sampling": {}, "experimental": {"x": {"y": "z" * KEPT_BYTES}}},
+    ),
 }
+FRESH = {"an integer beyond 64 bits", "over the kept size"}
+"""Envelopes typed afresh for each request."""
 
 
 @pytest.mark.parametrize("case", list(ENVELOPES))
@@ -194,8 +204,11 @@ async def test_a_connection_from_a_kept_envelope_is_the_one_the_sdk_builds(case:
         assert connection.client_capabilities == expected.client_capabilities
         assert connection.outbound is expected.outbound
     assert len({id(connection) for connection in built}) == 3  # a connection of its own for each request
-    if expected.client_capabilities is not None and case != "an integer beyond 64 bits":
-        assert built[2].client_capabilities is built[1].client_capabilities is built[0].client_capabilities
+    shared = {id(connection.client_capabilities) for connection in built}
+    if case in FRESH:
+        assert len(shared) == 3
+    elif expected.client_capabilities is not None:
+        assert len(shared) == 1
 
 
 async def test_kept_envelopes_stay_apart() -> None:
@@ -206,3 +219,18 @@ async def test_kept_envelopes_stay_apart() -> None:
         for capabilities in asks:  # three envelopes through two places: each is typed afresh when evicted
             built = envelopes.connection(MODERN, info, capabilities)
             assert built.client_capabilities == Connection.from_envelope(MODERN, info, capabilities).client_capabilities
+
+
+def test_relayed_capabilities_are_kept_no_longer_than_their_model() -> None:
+    declared = ClientCapabilities.model_validate({"sampling": {}, "roots": {"listChanged": True}, "experimental": {}})
+    relayed = relayed_capabilities(declared)
+    assert relayed == {"sampling": {}, "roots": {"listChanged": True}}
+    assert relayed_capabilities(declared) is relayed  # kept while the model lives
+    other = ClientCapabilities.model_validate({"elicitation": {"form": {}}})
+    assert relayed_capabilities(other) == {"elicitation": {"form": {}}}
+    watch = weakref.ref(declared)
+    del declared
+    gc.collect()
+    assert watch() is None  # the cache does not keep the model alive
+    fresh = ClientCapabilities.model_validate({})
+    assert relayed_capabilities(fresh) == {}  # whatever id it was given

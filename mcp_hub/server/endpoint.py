@@ -9,6 +9,7 @@ errors in exactly one place, `_translate_errors`.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -653,17 +654,7 @@ class ClientOrigin:
     @property
     def capabilities(self) -> Mapping[str, Any] | None:
         declared = self._session.client_capabilities
-        if declared is None:
-            return {}
-        # Kept by the model's identity: a connection's model stands for its life, and the 2026-07-28
-        # requests of one client share theirs (`Envelopes`). Read only, by every request that shares it.
-        kept = _RELAYED.get(id(declared))
-        if kept is not None and kept[0] is declared:
-            return kept[1]
-        dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
-        relayed = {key: value for key, value in dumped.items() if key in _RELAYED_CAPABILITIES}
-        _RELAYED[id(declared)] = (declared, relayed)
-        return relayed
+        return {} if declared is None else relayed_capabilities(declared)
 
     def check_can_ask(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs.
@@ -718,9 +709,32 @@ async def _deliver(
 
 _RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
 """The client capabilities a server's questions need, which the hub relays."""
-_RELAYED: LRUCache[int, tuple[Any, Mapping[str, Any]]] = LRUCache(256)
-"""The relayed capabilities of the declared capabilities models seen last, by `id` (the model is kept with them,
-so its `id` is not reused while they are)."""
+_RELAYED: LRUCache[int, tuple[weakref.ref[Any], Mapping[str, Any]]] = LRUCache(256)
+"""`relayed_capabilities` of the models seen last, by `id`, each with a weak reference to its model."""
+
+
+def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
+    """What a client's declared capabilities model (`ClientCapabilities`) lets it be asked: its `sampling`,
+    `elicitation` and `roots`, as sent on to a 2026-07-28 server. Read only.
+
+    Kept while the model lives, by its identity: a handshake-era connection's model stands for the
+    connection's life, and the 2026-07-28 requests of one client share theirs (`Envelopes`). The entry
+    goes with the model, so neither outlives the other, and an `id` reused by a later model finds no entry.
+    """
+    key = id(declared)
+    kept = _RELAYED.get(key)
+    if kept is not None and kept[0]() is declared:
+        return kept[1]
+    dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+    relayed = {name: value for name, value in dumped.items() if name in _RELAYED_CAPABILITIES}
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        entry = _RELAYED.get(key)
+        if entry is not None and entry[0] is ref:
+            del _RELAYED[key]
+
+    _RELAYED[key] = (weakref.ref(declared, forget), relayed)
+    return relayed
 
 
 def _connection_of(session: ServerSession) -> Connection:

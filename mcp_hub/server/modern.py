@@ -129,6 +129,10 @@ class ModernContext:
         self._closed = True
 
 
+KEPT_BYTES = 4096
+"""The largest envelope (its client info and capabilities, as JSON) `Envelopes` keeps."""
+
+
 class Envelopes:
     """Connections for 2026-07-28 requests, each from its request's envelope (`Connection.from_envelope`).
 
@@ -136,10 +140,12 @@ class Envelopes:
     request, and typing them into models is most of what building a connection
     costs. The models typed from the last `size` distinct envelopes are kept,
     by their JSON, and handed to `from_envelope` in place of the raw values,
-    which it takes as they are: each request still gets a connection of its own,
-    exactly as the SDK builds it. Its capabilities model is then the same object
-    from one request to the next, so what is worked out from it can be kept too
-    (`ClientOrigin.capabilities`).
+    which it takes as they are. Either way each request gets a connection of
+    its own, exactly as the SDK builds it; its capabilities model is the same
+    object from one request to the next, so what is worked out from it can be
+    kept too (`relayed_capabilities`). An envelope over `KEPT_BYTES` of JSON
+    (far beyond any real client's) is typed afresh and not kept, so what is
+    kept stays small whatever clients send.
     """
 
     def __init__(self, size: int = 64) -> None:
@@ -151,7 +157,9 @@ class Envelopes:
         """`Connection.from_envelope(protocol_version, client_info, client_capabilities, **options)`."""
         try:
             key = orjson.dumps([client_info, client_capabilities])
-        except TypeError:  # not JSON orjson writes (an integer beyond 64 bits, say): typed afresh
+        except TypeError:  # not JSON orjson writes (an integer beyond 64 bits, say)
+            key = None
+        if key is None or len(key) > KEPT_BYTES:  # typed afresh, not kept
             return Connection.from_envelope(protocol_version, client_info, client_capabilities, **options)
         typed = self._typed.get(key)
         if typed is not None:
