@@ -67,6 +67,9 @@ class HubSettings(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     access_log: bool = False
     """One line per client request on the `mcp_hub.access` logger (at info)."""
+    startup_grace: float = Field(default=10.0, ge=0)
+    """Seconds after start-up during which a list waits for the servers still starting, and a call for the
+    server it names (see startup.py); 0: answer at once with what has arrived."""
     catalog_snapshot: str = ""
     """The file the hub keeps its last known catalog in, to serve at start-up before the servers
     connect (relative paths: from hub.toml's folder); empty: no snapshot."""

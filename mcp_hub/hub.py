@@ -41,6 +41,7 @@ from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.snapshot import CatalogSnapshot
 from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
 from mcp_hub.upstream import State, Upstream
+from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
 
@@ -68,7 +69,8 @@ class Hub:
             name: Upstream(server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated)
             for name, server in servers.items()
         }
-        self.router = Router(self.catalog, self.upstreams)
+        self.startup = Startup(self.upstreams, config.hub.startup_grace, listed=listed)
+        self.router = Router(self.catalog, self.upstreams, self.startup)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
         self._served_tools: dict[str, list[dict[str, Any]]] = {}
         """Each mount's tool listing as the server sent it, before pinning held any back."""
@@ -101,6 +103,7 @@ class Hub:
             upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,
+            startup=self.startup,
         )
         observe_server(self.endpoint.server, observer)
 
@@ -120,6 +123,7 @@ class Hub:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.endpoint.parking.run)
                 pace = anyio.Semaphore(STARTS_AT_ONCE)
+                self.startup.begin()
                 for upstream in self.upstreams.values():
                     tg.start_soon(self._supervise, upstream, pace if upstream.name in self._paced else None)
                 if self.config.policy.reload and self.policy.directory is not None:

@@ -25,6 +25,7 @@ from mcp_types import (
 from mcp_hub.catalog import Catalog, Kind, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
 from mcp_hub.upstream import Origin, Upstream
+from mcp_hub.upstream.startup import Startup
 
 _HOP_BY_HOP_META = frozenset(
     {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, "progressToken"}
@@ -49,9 +50,20 @@ class Route:
 
 
 class Router:
-    def __init__(self, catalog: Catalog, upstreams: Mapping[str, Upstream]) -> None:
+    def __init__(self, catalog: Catalog, upstreams: Mapping[str, Upstream], startup: Startup | None = None) -> None:
         self._catalog = catalog
         self._upstreams = upstreams
+        self._startup = startup
+
+    async def route_arriving(self, method: str, params: Mapping[str, Any]) -> Route:
+        """`route`, but a name of a mount still making its first connection waits for that mount
+        (within the start-up grace, see startup.py) and is resolved once it has listed."""
+        try:
+            return self.route(method, params)
+        except UpstreamUnavailable as exc:
+            if self._startup is None or not await self._startup.mount_settled(exc.mount):
+                raise
+        return self.route(method, params)
 
     def route(self, method: str, params: Mapping[str, Any]) -> Route:
         """Resolve the public name or URI a request names. Raises `UnknownName`."""

@@ -50,6 +50,7 @@ from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.upstream import ClientCannotAnswer, Upstream
+from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -236,8 +237,10 @@ class Endpoint:
         upstreams: Mapping[str, Upstream],
         on_log_level: Callable[[str], Awaitable[None]] | None = None,
         confirms: bool = False,
+        startup: Startup | None = None,
     ) -> None:
         self._catalog = catalog
+        self._startup = startup
         self._router = router
         self._page_size = page_size
         self._policy = policy
@@ -295,6 +298,8 @@ class Endpoint:
         key = _LIST_RESULT_KEY[kind]
 
         async def handler(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
+            if self._startup is not None and not self._startup.over:
+                await self._startup.all_settled()  # the first list holds every mount that is going to answer
             view = self._catalog.view(kind)
             policy = self._policy()
             principal = principal_of(ctx)
@@ -400,7 +405,7 @@ class Endpoint:
         """Serve a call (`tools/call`, `prompts/get` or `resources/read`, its params as the client sent them):
         the chain, then the router. Raises `HubError`."""
         method = ctx.method
-        route = self._router.route(method, ctx.params or {})
+        route = await self._router.route_arriving(method, ctx.params or {})
         client = self._client_of(ctx)
         forwarded = route.params
         if client is not None:
@@ -441,7 +446,7 @@ class Endpoint:
         return self._confirms or upstream is None or not upstream.modern
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
-        route = self._router.route("completion/complete", ctx.params or {})
+        route = await self._router.route_arriving("completion/complete", ctx.params or {})
         if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         return _complete_result(await self._router.forward("completion/complete", route.mount, route.params))
