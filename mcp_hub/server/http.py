@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.direct import DirectRequests
 from mcp_hub.server.disconnect import CancelOnDisconnect
+from mcp_hub.server.fields import FieldValues
 from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
 from mcp_hub.server.modern import ModernRequests
 
@@ -188,6 +189,7 @@ def build_app(
     endpoint = ModernRequests(endpoint, manager, max_request_body)
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
+    endpoint = FieldValues(endpoint)
     app = Starlette(
         routes=[
             Route(path, endpoint=endpoint),
