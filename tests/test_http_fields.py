@@ -198,11 +198,10 @@ async def test_a_renamed_tools_parameter_headers_reach_the_server_as_it_names_th
     each parameter the server marks is mirrored into its header, Base64-encoded where the value is not plain
     ASCII or has whitespace at its edges; whatever era the hub's own client speaks."""
     seen: list[dict[str, str]] = []
-    async with routed_hub(tmp_path, seen) as url:
-        async with Client(streamable_http_client(url), mode=mode, cache=None) as client:
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            plain = await client.call_tool("geo_lookup", {"region": "eu-west1", "shard": 3, "query": "q"})
-            encoded = await client.call_tool("geo_lookup", {"region": " Zürich ", "query": "q"})
+    async with routed_hub(tmp_path, seen) as url, Client(streamable_http_client(url), mode=mode, cache=None) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        plain = await client.call_tool("geo_lookup", {"region": "eu-west1", "shard": 3, "query": "q"})
+        encoded = await client.call_tool("geo_lookup", {"region": " Zürich ", "query": "q"})
     assert tools["geo_lookup"].input_schema == LOOKUP["inputSchema"]
     assert [plain.content[0].text, encoded.content[0].text] == ["eu-west1/3", " Zürich /None"]  # type: ignore[union-attr]
     assert seen[0]["mcp-name"] == "lookup"
@@ -244,4 +243,3 @@ async def test_a_2026_envelope_with_whitespace_in_the_protocol_version_header_on
         body["params"]["_meta"] = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": f" {MODERN}"}
         status, _, answer = await raw_post(url, padded(headers, "MCP-Protocol-Version"), body)
     assert status == 400 and answer["error"]["code"] == -32020
-

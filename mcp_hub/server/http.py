@@ -38,8 +38,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.direct import DirectRequests
 from mcp_hub.server.disconnect import CancelOnDisconnect
-from mcp_hub.server.fields import FieldValues
 from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
+from mcp_hub.server.fields import FieldValues
 from mcp_hub.server.modern import ModernRequests
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
