@@ -304,6 +304,19 @@ class ServerConfig(BaseModel):
             )
         return url
 
+    @field_validator("headers")
+    @classmethod
+    def _field_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        """Values as HTTP sends them: without the spaces and tabs around them (RFC 9110), and on one line."""
+        for name, value in headers.items():
+            if any((ord(char) < 0x20 and char != "\t") or char == "\x7f" for char in value):
+                raise rule_error(
+                    "a header value must not hold a line break or other control character (a token read from "
+                    "a file often ends with one); remove it",
+                    name,
+                )
+        return {name: value.strip(" \t") for name, value in headers.items()}
+
     @model_validator(mode="after")
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)

@@ -24,9 +24,12 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 
+from mcp_hub.config import parse_config
+from mcp_hub.errors import ConfigError
 from mcp_hub.server.fields import trimmed_headers
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
+from tests.servers.fixture import build_server
 from tests.test_resilience import MODERN, MODERN_META, legacy_session, modern_call
 
 pytestmark = pytest.mark.anyio
@@ -243,3 +246,37 @@ async def test_a_2026_envelope_with_whitespace_in_the_protocol_version_header_on
         body["params"]["_meta"] = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": f" {MODERN}"}
         status, _, answer = await raw_post(url, padded(headers, "MCP-Protocol-Version"), body)
     assert status == 400 and answer["error"]["code"] == -32020
+
+
+# -- what the hub sends servers ---------------------------------------------------------------------------------
+
+
+async def test_a_mounts_header_values_are_sent_without_the_whitespace_around_them(tmp_path: Path) -> None:
+    """A configured header value (a token from the environment, say) with spaces or tabs around it is sent
+    without them, on every request to the server; HTTP clients refuse to send such a value, which took the
+    mount down."""
+    tenants: set[str] = set()
+    app = build_server("remote").streamable_http_app()
+
+    async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            tenants.update(v.decode() for k, v in scope["headers"] if k == b"x-tenant")
+        await app(scope, receive, send)
+
+    async with serve_app(recording) as upstream:
+        headers = {"X-Tenant": "${TENANT}", "Authorization": " Bearer\tsecret-token-1234\t"}
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("TENANT", "acme ")
+            config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp", "headers": headers}})
+        assert config.servers["remote"].headers == {"X-Tenant": "acme", "Authorization": "Bearer\tsecret-token-1234"}
+        for mode in ("legacy", MODERN):
+            async with running_hub(config) as hub, Client(hub.endpoint.server, mode=mode, cache=None) as client:
+                echo = await client.call_tool("remote_echo", {"text": "tenant"})
+                assert echo.structured_content == {"text": "tenant", "server": "remote"}
+    assert tenants == {"acme"}
+
+
+def test_a_mounts_header_value_on_more_than_one_line_is_a_config_error() -> None:
+    text = '[servers.remote]\nurl = "https://example.com/mcp"\nheaders = { Authorization = "Bearer ${TOKEN}" }\n'
+    with pytest.raises(ConfigError, match=r"servers\.remote\.headers\.Authorization: .*line break"):
+        parse_config(text, environ={"TOKEN": "secret-token-1234\n"})
