@@ -125,6 +125,48 @@ class HttpSettings(BaseModel):
             raise rule_error(f'the endpoint path must start with "/"; write "/{path}"')
         return path
 
+    cors_origins: tuple[str, ...] = Field(default=(), strict=False)
+    """The web origins (`https://host[:port]`) whose pages may call the endpoint from a browser (CORS); none
+    by default."""
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
+        for index, origin in enumerate(origins):
+            reason = _origin_problem(origin)
+            if reason is not None:
+                raise rule_error(
+                    f"{reason}; an origin is a scheme, a host and an optional port, as a browser sends it: "
+                    '"https://app.example.com" or "http://localhost:5173"',
+                    index,
+                )
+        return origins
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin_problem(origin: str) -> str | None:
+    """What keeps `origin` from being an origin a browser sends (None: nothing)."""
+    if origin in ("*", "null"):
+        return f"{origin!r} is not allowed; list each origin"
+    parts = urlsplit(origin)
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return f"{origin!r} is not an http:// or https:// origin"
+    if parts.path or parts.query or parts.fragment or origin.endswith(("?", "#")):
+        return f"{origin!r} goes on past its host and port; remove everything after them"
+    if parts.username is not None or parts.password is not None:
+        return f"{origin!r} has a user name; remove it"
+    try:
+        port = parts.port
+    except ValueError:
+        return f"{origin!r} has an invalid port"
+    if port == _DEFAULT_PORTS[parts.scheme] or origin.endswith(":"):
+        return f"{origin!r} names its scheme's default port; remove it (browsers leave it out)"
+    if origin != origin.lower():
+        return f"{origin!r} has capital letters; write it in lowercase, as browsers send it"
+    return None
+
 
 class PolicySettings(BaseModel):
     """The [policy] table: where the policy files are (relative paths: from hub.toml's folder)."""
@@ -264,6 +306,19 @@ class ServerConfig(BaseModel):
                 'url must be an http:// or https:// address, like "https://example.com/mcp"; fix the address'
             )
         return url
+
+    @field_validator("headers")
+    @classmethod
+    def _field_values(cls, headers: dict[str, str]) -> dict[str, str]:
+        """Values as HTTP sends them: without the spaces and tabs around them (RFC 9110), and on one line."""
+        for name, value in headers.items():
+            if any((ord(char) < 0x20 and char != "\t") or char == "\x7f" for char in value):
+                raise rule_error(
+                    "a header value must not hold a line break or other control character (a token read from "
+                    "a file often ends with one); remove it",
+                    name,
+                )
+        return {name: value.strip(" \t") for name, value in headers.items()}
 
     @model_validator(mode="after")
     def _check_server(self) -> ServerConfig:

@@ -282,6 +282,7 @@ class Hub:
             api_keys=self.config.auth.api_keys,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
+            cors_origins=self.config.http.cors_origins,
         )
         config = uvicorn.Config(
             app,

@@ -88,6 +88,7 @@ def test_full_example_loads() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "cors_origins": (),
     }
     assert config.path == "hub.toml"
     everything = config.servers["everything"]
@@ -117,6 +118,7 @@ def test_defaults() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "cors_origins": (),
     }
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})

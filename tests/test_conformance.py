@@ -172,6 +172,10 @@ DIRECT_FAILURES: dict[tuple[str, str], Known] = {
 }
 """(suite, scenario) -> how the conformance server fails it when connected directly."""
 
+HUB_PASSES: frozenset[tuple[str, str]] = frozenset({("2026-07-28", "http-header-validation")})
+"""(suite, scenario) the conformance server fails directly and the hub passes: the hub reads header values
+without the whitespace around them (RFC 9110), before the SDK compares them with the body."""
+
 HUB_FAILURES: dict[tuple[str, str, str], Known] = {
     ("2026-07-28", "server-stateless", "hub-stdio-legacy"): Known(
         frozenset({"sep-2575-server-rejects-undeclared-capability", "sep-2575-missing-capability-http-400"}),
@@ -411,6 +415,6 @@ def test_directly(targets: Targets, suite: str, scenario: str) -> None:
 @pytest.mark.parametrize(("suite", "scenario", "target"), _cases(*HUBS))
 def test_through_the_hub(targets: Targets, suite: str, scenario: str, target: str) -> None:
     direct = targets.outcomes("direct", suite)[scenario]
-    if not direct.passed:
+    if not direct.passed and (suite, scenario) not in HUB_PASSES:
         pytest.skip(f"fails when connected directly too: {direct.reason}")
     targets.outcomes(target, suite)[scenario].verify(HUB_FAILURES.get((suite, scenario, target)))

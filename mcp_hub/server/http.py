@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,10 +35,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_hub.server.cors import BrowserOrigins
 from mcp_hub.server.deferred import defer_sse_for_posts
 from mcp_hub.server.direct import DirectRequests
 from mcp_hub.server.disconnect import CancelOnDisconnect
 from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
+from mcp_hub.server.fields import FieldValues
 from mcp_hub.server.modern import ModernRequests
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -141,6 +143,7 @@ def build_app(
     api_keys: Mapping[str, str] | None = None,
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
+    cors_origins: Sequence[str] = (),
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
@@ -148,7 +151,11 @@ def build_app(
     with 503 until `ready()` (without `ready`: when `/healthz` does).
 
     Bound to a loopback address, the endpoint refuses other Host and Origin
-    headers (DNS rebinding protection), as the SDK does for its own servers.
+    headers (DNS rebinding protection), as the SDK does for its own servers;
+    the origins in `cors_origins` are allowed too. Web pages from those origins
+    may call the endpoint from a browser (CORS, see cors.py); no others may.
+
+    Header values reach the endpoint without the whitespace around them (fields.py).
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
@@ -160,7 +167,7 @@ def build_app(
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cors_origins],
         )
     manager = StreamableHTTPSessionManager(
         app=server,
@@ -188,6 +195,9 @@ def build_app(
     endpoint = ModernRequests(endpoint, manager, max_request_body)
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
+    if cors_origins:
+        endpoint = BrowserOrigins(endpoint, cors_origins)
+    endpoint = FieldValues(endpoint)
     app = Starlette(
         routes=[
             Route(path, endpoint=endpoint),
