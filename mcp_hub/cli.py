@@ -136,7 +136,8 @@ def _check(args: argparse.Namespace) -> int:
         )
     if not args.connect:
         for name, server in config.servers.items():
-            print(f"  {name}: {server.kind}{'' if server.enabled else ' (disabled)'}")
+            kind = "streamable-http, or sse if refused" if server.kind == "auto" else server.kind
+            print(f"  {name}: {kind}{'' if server.enabled else ' (disabled)'}")
         return 0
     _setup_logging("error")
     hub = anyio.run(_connected_hub, config)
