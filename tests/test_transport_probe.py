@@ -7,6 +7,7 @@ fixture over the SDK's SSE server transport, and over streamable HTTP.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ import mcp_types as types
 import pytest
 from mcp.client.session import IncomingMessage
 
-from mcp_hub.config import ServerConfig
+from mcp_hub.config import ServerConfig, load_config
 from mcp_hub.errors import UpstreamUnavailable
+from mcp_hub.importer import import_client_config
 from mcp_hub.upstream.connection import TransportChoice, connect
 from mcp_hub.upstream.relay import InFlight
 from tests.conftest import hub_client, make_config, running_hub, serve_app
@@ -153,3 +155,28 @@ async def test_a_server_that_accepts_the_handshake_is_not_probed_again() -> None
         kind, result = await echo_over(config, choice)
     assert kind == choice.kind == "streamable-http"
     assert types.CallToolResult.model_validate(result).structured_content == {"text": "hi", "server": "remote"}
+
+
+async def test_an_imported_sse_server_mounts_whether_or_not_the_file_names_its_transport(tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+    async with serve_app(recording(sse_app(build_server("old")), seen)) as upstream:
+        client_file = {
+            "mcpServers": {
+                "named": {"url": f"{upstream}/sse", "transport": "sse"},  # FastMCP
+                "unnamed": {"url": f"{upstream}/sse"},  # Cursor
+            }
+        }
+        hub_toml = tmp_path / "hub.toml"
+        hub_toml.write_text(import_client_config(json.dumps(client_file), "mcp.json").as_string(), encoding="utf-8")
+        async with running_hub(load_config(hub_toml)) as hub, hub_client(hub) as client:
+            health = hub.health()["servers"]
+            named = await client.call_tool("named_echo", {"text": "a"})
+            unnamed = await client.call_tool("unnamed_echo", {"text": "b"})
+    assert {name: (report["state"], report["transport"]) for name, report in health.items()} == {
+        "named": ("up", "sse"),
+        "unnamed": ("up", "sse"),
+    }
+    assert (named.structured_content, unnamed.structured_content) == (
+        {"text": "a", "server": "old"},
+        {"text": "b", "server": "old"},
+    )
