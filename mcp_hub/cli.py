@@ -92,8 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     pins.add_argument("keys", nargs="*", metavar="MOUNT/TOOL", help="the changes to accept")
     pins.add_argument("--all", action="store_true", help="accept every pending change")
 
-    imp = command("import", "Convert a Claude Desktop / VS Code / Cursor MCP JSON config to hub.toml.", _import)
-    imp.add_argument("file", help="the JSON file (e.g. claude_desktop_config.json, .vscode/mcp.json)")
+    imp = command("import", "Convert an MCP client's config (JSON, or Goose/Continue YAML) to hub.toml.", _import)
+    imp.add_argument("file", help="the config file (e.g. claude_desktop_config.json, .mcp.json, goose config.yaml)")
     imp.add_argument("--output", help="add the servers to this hub.toml (created if missing); default: print")
     imp.add_argument("--force", action="store_true", help="replace servers of the same name in --output")
     return parser
@@ -136,7 +136,8 @@ def _check(args: argparse.Namespace) -> int:
         )
     if not args.connect:
         for name, server in config.servers.items():
-            print(f"  {name}: {server.kind}{'' if server.enabled else ' (disabled)'}")
+            kind = "streamable-http, or sse if refused" if server.kind == "auto" else server.kind
+            print(f"  {name}: {kind}{'' if server.enabled else ' (disabled)'}")
         return 0
     _setup_logging("error")
     hub = anyio.run(_connected_hub, config)

@@ -277,7 +277,9 @@ class ServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     cwd: str | None = Field(default=None, min_length=1)
     url: str | None = None
-    transport: Literal["streamable-http", "sse"] | None = None
+    transport: Literal["auto", "streamable-http", "http", "sse"] | None = None
+    """How a remote server is reached. Unset or "auto": streamable HTTP, or legacy SSE if the server refuses
+    it with a 4xx (the MCP spec's backwards compatibility); "http" is "streamable-http"."""
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     timeout: _Seconds = 60.0
     connect_timeout: _Seconds = 30.0
@@ -289,11 +291,11 @@ class ServerConfig(BaseModel):
     max_sessions: int = Field(default=16, ge=1)
 
     @property
-    def kind(self) -> Literal["stdio", "streamable-http", "sse"]:
-        """How the hub reaches this server."""
+    def kind(self) -> Literal["stdio", "auto", "streamable-http", "sse"]:
+        """How the hub reaches this server ("auto": found by its first connection)."""
         if self.command is not None:
             return "stdio"
-        return self.transport or "streamable-http"
+        return "streamable-http" if self.transport == "http" else self.transport or "auto"
 
     @field_validator("url")
     @classmethod

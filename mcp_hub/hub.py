@@ -226,7 +226,7 @@ class Hub:
         for name, upstream in self.upstreams.items():
             servers[name] = {
                 "state": str(upstream.state),
-                "transport": upstream.config.kind,
+                "transport": upstream.transport.kind,
                 "protocol": upstream.protocol_version,
                 "restarts": upstream.restarts,
                 "last_error": upstream.last_error,

@@ -1,13 +1,25 @@
-"""Migrate MCP client JSON configs into hub.toml.
+"""Migrate MCP client configs into hub.toml.
 
-Understands Claude Desktop / Cursor / Windsurf files (`{"mcpServers": {...}}`), VS Code
-`mcp.json` (`{"servers": {...}, "inputs": [...]}`) and VS Code `settings.json`
-(`{"mcp": {"servers": {...}}}`); comments and trailing commas, as VS Code allows, are fine.
+Understands, in JSON (comments and trailing commas, as VS Code allows, are fine):
+- `{"mcpServers": {...}}`: Claude Desktop, Claude Code's `.mcp.json` (`type`: stdio, sse, http),
+  Cursor, Windsurf (`serverUrl`), and FastMCP's MCPConfig (`transport`: stdio, http,
+  streamable-http, sse; `auth`: a bearer token);
+- VS Code's `mcp.json` (`{"servers": {...}, "inputs": [...]}`) and `settings.json`
+  (`{"mcp": {"servers": {...}}}`);
+and, in YAML (a file named *.yaml or *.yml):
+- Goose's `config.yaml` (`extensions:`, each with `type` stdio, streamable_http or sse, `cmd`,
+  `args`, `envs`, `env_keys`, `uri`, `headers`, `enabled`); its built-in extensions run inside
+  Goose and are skipped;
+- Continue's `config.yaml` and block files (`mcpServers:`, a list of servers with `name`).
+
+A remote server's transport is written when the file names it; without one the hub finds it
+(streamable HTTP, or legacy SSE if refused).
 
 The output never contains a literal secret: env values and headers whose names look secret
 become `${VARIABLE}` references, with a comment telling the user what to export.
-`${input:ID}` / `${env:NAME}` become `${ID}` / `${NAME}`; `${NAME}` and `${NAME:-default}`
-(Claude Code's syntax, and the hub's) stay; every other `$` is escaped as `$$`.
+`${input:ID}` / `${env:NAME}` (VS Code) and `${{ secrets.NAME }}` / `${{ inputs.NAME }}`
+(Continue) become `${ID}` / `${NAME}`; `${NAME}` and `${NAME:-default}` (Claude Code's syntax,
+and the hub's) stay; every other `$` is escaped as `$$`.
 """
 
 from __future__ import annotations
@@ -29,7 +41,9 @@ from mcp_hub.errors import ConfigError
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|AUTH|PAT(?!H)", re.IGNORECASE)
 _AUTH_SCHEME = re.compile(r"(?:Bearer|Basic|Token)\s+(?=\S)", re.IGNORECASE)
 _CLIENT_VARIABLE = re.compile(
-    r"\$\{(?P<kind>input|env):(?P<ref>[^}]*)\}|(?P<plain>\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^$}]*)?\})|\$"
+    r"\$\{(?P<kind>input|env):(?P<ref>[^}]*)\}"
+    r"|\$\{\{\s*(?P<continue>secrets|inputs)\.(?P<name>[^}\s]+)\s*\}\}"
+    r"|(?P<plain>\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^$}]*)?\})|\$"
 )
 _JSON_STRING = r'"(?:[^"\\\n]|\\.)*"'
 _JSON_COMMENT = re.compile(rf"{_JSON_STRING}|//[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -40,12 +54,18 @@ _TYPES = {
     "http": "streamable-http",
     "streamable-http": "streamable-http",
     "streamableHttp": "streamable-http",
+    "streamable_http": "streamable-http",  # Goose
     "sse": "sse",
 }
 _STDIO_FIELDS = frozenset(("command", "args", "env", "cwd"))
-_REMOTE_FIELDS = frozenset(("url", "serverUrl", "headers"))  # serverUrl: Windsurf
+_REMOTE_FIELDS = frozenset(("url", "serverUrl", "headers", "auth"))  # serverUrl: Windsurf; auth: FastMCP
 _KIND_FIELDS = _STDIO_FIELDS | _REMOTE_FIELDS
-_KNOWN_FIELDS = _KIND_FIELDS | {"type", "disabled"}
+_KNOWN_FIELDS = _KIND_FIELDS | {"type", "transport", "disabled"}
+
+_GOOSE_FIELDS = {"cmd": "command", "envs": "env", "uri": "url"}
+"""Goose's names for the fields the others call command, env and url."""
+_GOOSE_BUILT_IN = frozenset(("builtin", "platform", "frontend", "inline_python"))
+"""Goose extension types that run inside Goose, not as an MCP server the hub could reach."""
 
 
 @dataclass
@@ -68,25 +88,43 @@ class _Server:
     name: str
     key: str
     notes: list[str] = field(default_factory=list)
+    spelled: dict[str, str] = field(default_factory=dict)
+    """The file's own names of fields it spells differently (Goose's `cmd` for `command`)."""
 
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
 
+    def where(self, name: str) -> str:
+        """The dotted key of field `name` (or `name.sub`, `name[0]`) as the file spells it."""
+        head = re.match(r"[^.\[]*", name)
+        assert head is not None
+        return f"{self.key}.{self.spelled.get(head[0], head[0])}{name[head.end() :]}"
+
 
 def import_client_config(text: str, file: str) -> tomlkit.TOMLDocument:
-    """The servers of a client's JSON config (`text`, read from `file`) as a hub.toml document."""
-    where, entries = _find_servers(_load_json(text, file), file)
+    """The servers of a client's config (`text`, read from `file`) as a hub.toml document."""
+    data = _load_yaml(text, file) if file.lower().endswith((".yaml", ".yml")) else _load_json(text, file)
+    where, entries = _find_servers(data, file)
     state = _Import(file)
     servers = tomlkit.table(is_super_table=True)
-    for original, entry in entries.items():
-        server = _Server(_unique_name(original, servers), dotted_key((*where, original)))
+    skipped: list[str] = []
+    for key, (original, entry) in entries.items():
+        at = dotted_key(where) + key if key.startswith("[") else dotted_key((*where, key))
+        server = _Server(_unique_name(original, servers), at)
         if server.name != original:
             server.note(f'imported from "{_shown(original)}"')
+        if where == ("extensions",):
+            entry = _from_goose(entry, server, state)
+            if entry is None:
+                skipped.append(original)
+                continue
         values = _convert(entry, server, state)
         servers.add(server.name, _table(server.notes, values))
     doc = tomlkit.document()
     doc.add(tomlkit.comment(f"servers imported from {_shown(file)}"))
+    for original in skipped:
+        doc.add(tomlkit.comment(f'skipped "{_shown(original)}": a Goose built-in extension, not an MCP server'))
     doc.add("servers", servers)
     return doc
 
@@ -136,30 +174,88 @@ def _load_json(text: str, file: str) -> Any:
         raise ConfigError(file, "", reason) from None
 
 
+def _load_yaml(text: str, file: str) -> Any:
+    """Parse YAML (Goose, Continue) as plain data: no tags that build objects."""
+    import yaml  # only for a YAML file
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "not YAML"
+        raise ConfigError(file, "", f"invalid YAML{at}: {problem}; fix the syntax there") from None
+
+
 def _blank(comment: str) -> str:
     return re.sub(r"[^\n]", " ", comment)
 
 
-def _find_servers(data: Any, file: str) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """Where the servers object is, and the object itself."""
+def _find_servers(data: Any, file: str) -> tuple[tuple[str, ...], dict[str, tuple[str, Any]]]:
+    """Where the servers are, and each server by its key there: (its name, its entry)."""
     if isinstance(data, dict):
         mcp = data.get("mcp")
         candidates = {
             ("mcpServers",): data.get("mcpServers"),
             ("servers",): data.get("servers"),
             ("mcp", "servers"): mcp.get("servers") if isinstance(mcp, dict) else None,
+            ("extensions",): data.get("extensions"),
         }
         for where, servers in candidates.items():
             if isinstance(servers, dict):
-                return where, servers
+                return where, {str(name): (str(name), entry) for name, entry in servers.items()}
+            if where == ("mcpServers",) and isinstance(servers, list):
+                return where, _listed_servers(servers, file)
             if servers is not None:
                 raise ConfigError(file, dotted_key(where), "must be an object mapping server names to their settings")
     raise ConfigError(
         file,
         "",
-        'no MCP servers found; expected a top-level "mcpServers" object (Claude Desktop, Cursor, Windsurf), '
-        '"servers" (VS Code mcp.json) or "mcp": {"servers": ...} (VS Code settings.json)',
+        'no MCP servers found; expected a top-level "mcpServers" object (Claude Desktop, Claude Code, Cursor, '
+        'Windsurf, FastMCP) or list (Continue), "servers" (VS Code mcp.json), "mcp": {"servers": ...} '
+        '(VS Code settings.json) or "extensions" (Goose)',
     )
+
+
+def _listed_servers(servers: list[Any], file: str) -> dict[str, tuple[str, Any]]:
+    """Continue's list of servers, each named by its `name`, by index."""
+    listed: dict[str, tuple[str, Any]] = {}
+    for index, entry in enumerate(servers):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(file, f"mcpServers[{index}].name", "each server in the list needs a name; add one")
+        listed[f"[{index}]"] = (name, {key: value for key, value in entry.items() if key != "name"})
+    return listed
+
+
+def _from_goose(entry: Any, server: _Server, state: _Import) -> dict[str, Any] | None:
+    """A Goose extension in the others' terms (None: one built into Goose, which the hub cannot run)."""
+    if not isinstance(entry, dict):
+        raise ConfigError(state.file, server.key, "must be an object with cmd or uri")
+    if entry.get("type") in _GOOSE_BUILT_IN:
+        return None
+    converted: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key in ("name", "bundled", "display_name") or (key == "enabled" and value is True):
+            continue  # the name is the key; the rest describe the extension to Goose only
+        if key == "enabled":
+            converted["disabled"] = not _check(value, bool, "enabled", server, state)
+        elif key == "env_keys":
+            # Variables Goose takes from its keyring or the environment: the hub takes them from the environment.
+            names = _check(value, list, "env_keys", server, state)
+            env = converted.setdefault("env", {})
+            if isinstance(env, dict):
+                for index, name in enumerate(names):
+                    env.setdefault(_text(name, f"env_keys[{index}]", server, state), f"${{{name}}}")
+                    server.note(f"export {_shown(name)}: Goose reads it from its keyring or the environment")
+        elif key == "envs":
+            converted["env"] = {**converted.get("env", {}), **_check(value, dict, "envs", server, state)}
+        else:
+            converted[_GOOSE_FIELDS.get(key, key)] = value
+        if key in _GOOSE_FIELDS:
+            server.spelled[_GOOSE_FIELDS[key]] = key
+    server.spelled.setdefault("env", "envs")
+    return converted
 
 
 def _unique_name(original: str, taken: Table) -> str:
@@ -187,7 +283,8 @@ def _convert(entry: Any, server: _Server, state: _Import) -> dict[str, Any]:
         if name not in _KNOWN_FIELDS:
             server.note(f"dropped unsupported field '{_shown(name)}'")
         elif name in _KIND_FIELDS - used and value:
-            server.note(f"dropped field '{name}': it does not apply to a {kind} server")
+            where = "stdio" if kind == "stdio" else "remote"
+            server.note(f"dropped field '{name}': it does not apply to a {where} server")
     return values
 
 
@@ -197,13 +294,21 @@ def _kind(entry: dict[str, Any], server: _Server, state: _Import) -> str:
     if has_command == has_url:
         reason = "needs exactly one of command (a local process) or url (a remote server); fix the entry"
         raise ConfigError(state.file, server.key, reason)
-    declared = entry.get("type")
-    if declared is None:
-        return "stdio" if has_command else "streamable-http"
-    kind = _TYPES.get(declared) if isinstance(declared, str) else None
+    kinds = {name: _declared_kind(entry.get(name), name, has_command, server, state) for name in ("type", "transport")}
+    declared = {kind for kind in kinds.values() if kind is not None}
+    if len(declared) > 1:
+        raise ConfigError(state.file, server.where("transport"), "disagrees with type; keep one of them")
+    return declared.pop() if declared else "stdio" if has_command else "auto"
+
+
+def _declared_kind(value: Any, name: str, has_command: bool, server: _Server, state: _Import) -> str | None:
+    """The kind a `type` or `transport` field names (None: the field is absent)."""
+    if value is None:
+        return None
+    kind = _TYPES.get(value) if isinstance(value, str) else None
     if kind is None or (kind == "stdio") != has_command:
         expected = "stdio" if has_command else "http or sse"
-        raise ConfigError(state.file, f"{server.key}.type", f"must be {expected} for this entry; fix or remove it")
+        raise ConfigError(state.file, server.where(name), f"must be {expected} for this entry; fix or remove it")
     return kind
 
 
@@ -223,9 +328,16 @@ def _stdio_values(entry: dict[str, Any], server: _Server, state: _Import) -> dic
 def _remote_values(entry: dict[str, Any], kind: str, server: _Server, state: _Import) -> dict[str, Any]:
     field_name = "url" if "url" in entry else "serverUrl"
     values: dict[str, Any] = {"url": _text(entry[field_name], field_name, server, state)}
-    if kind == "sse":
-        values["transport"] = "sse"
+    if kind != "auto":
+        values["transport"] = kind
     headers = _mapping(entry.get("headers", {}), "headers", server, state)
+    auth = entry.get("auth")
+    if auth == "oauth":
+        server.note("dropped 'auth': the hub does not sign in to servers with OAuth; give it a token in headers")
+    elif auth is not None and "Authorization" not in headers:
+        # FastMCP: a string is a bearer token.
+        token = f"Bearer {_check(auth, str, 'auth', server, state)}"
+        headers["Authorization"] = _redact(token, "headers", "auth", server, state)
     if headers:
         values["headers"] = headers
     return values
@@ -264,6 +376,10 @@ def _text(value: Any, name: str, server: _Server, state: _Import) -> str:
             return f"${{{variable}}}"
         if match["kind"] == "env":
             return f"${{{_variable_name(match['ref'])}}}"
+        if match["continue"]:
+            variable = _variable_name(match["name"])
+            server.note(f'export {variable}: it stands for Continue {match["continue"][:-1]} "{_shown(match["name"])}"')
+            return f"${{{variable}}}"
         return match["plain"] or "$$"
 
     return _CLIENT_VARIABLE.sub(translate, text)
@@ -272,7 +388,7 @@ def _text(value: Any, name: str, server: _Server, state: _Import) -> str:
 def _check(value: Any, expected: type, name: str, server: _Server, state: _Import) -> Any:
     if not isinstance(value, expected):
         kinds = {str: "a string", list: "an array", dict: "an object", bool: "true or false"}
-        raise ConfigError(state.file, f"{server.key}.{name}", f"must be {kinds[expected]}; fix the value")
+        raise ConfigError(state.file, server.where(name), f"must be {kinds[expected]}; fix the value")
     return value
 
 

@@ -98,7 +98,7 @@ def test_full_example_loads() -> None:
     assert (everything.cwd, everything.timeout, everything.connect_timeout) == ("/srv", 5.0, 2.5)
     assert everything.protocol == "legacy"
     assert config.servers["remote"].headers == {"Authorization": "Bearer t-456"}
-    assert [s.kind for s in config.servers.values()] == ["stdio", "streamable-http", "sse", "stdio"]
+    assert [s.kind for s in config.servers.values()] == ["stdio", "auto", "sse", "stdio"]
     assert list(config.enabled_servers()) == ["everything", "remote", "old-sse"]
 
 
@@ -156,6 +156,9 @@ def test_models_are_frozen() -> None:
 
 def test_server_config_can_be_built_directly() -> None:
     assert ServerConfig(name="x", url="https://e.com/mcp", transport="sse").kind == "sse"
+    assert ServerConfig(name="x", url="https://e.com/mcp", transport="http").kind == "streamable-http"
+    assert ServerConfig(name="x", url="https://e.com/mcp", transport="auto").kind == "auto"
+    assert ServerConfig(name="x", url="https://e.com/mcp").kind == "auto"
     assert ServerConfig(name="x", command="cat", args=["-"]).args == ("-",)  # type: ignore[arg-type]
 
 
@@ -222,7 +225,11 @@ ERRORS = [
     (server("command = 'x'\nenv = { PORT = 80 }"), "servers.s.env.PORT", ["valid string"]),
     (server("command = ''"), "servers.s.command", ["at least 1 character"]),
     (server("command = 'x'\nprotocol = '2025'"), "servers.s.protocol", ["'auto', 'legacy' or '2026-07-28'"]),
-    (server("url = 'https://e.com'\ntransport = 'ws'"), "servers.s.transport", ["'streamable-http' or 'sse'"]),
+    (
+        server("url = 'https://e.com'\ntransport = 'ws'"),
+        "servers.s.transport",
+        ["'auto', 'streamable-http', 'http' or 'sse'"],
+    ),
     ("[servers.GitHub]\ncommand = 'x'", "servers.GitHub", ["lowercase letter", "[servers.github]"]),
     ("[servers.my_server]\ncommand = 'x'", "servers.my_server", ["[servers.my-server]"]),
     ("[servers.1st]\ncommand = 'x'", "servers.1st", ["[servers.s-1st]"]),

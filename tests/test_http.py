@@ -58,7 +58,7 @@ async def test_streamable_http_upstream_with_results_over_one_mib(tmp_path: Path
     async with serve_app(upstream_app) as upstream:
         config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp"}, "local": fixture_server("local")})
         async with running_hub(config) as hub, hub_client(hub, mode) as client:
-            assert hub.upstreams["remote"].config.kind == "streamable-http"
+            assert hub.health()["servers"]["remote"]["transport"] == "streamable-http"
             echo = await client.call_tool("remote_echo", {"text": "over http"})
             big = await client.call_tool("remote_big", {"size": TWO_MIB})
             note = await client.read_resource("remote+fixture://notes/1")

@@ -91,7 +91,7 @@ def test_claude_desktop_sample() -> None:
     assert config.servers["filesystem"].cwd == "/tmp"
     assert config.servers["remote"].kind == "sse"
     assert config.servers["remote"].headers == {"Authorization": "Bearer r", "X-Client": "hub"}
-    assert config.servers["streamable"].kind == "streamable-http"
+    assert config.servers["streamable"].kind == "auto"  # no type: the hub finds the transport
     assert text.startswith("# servers imported from claude_desktop_config.json\n")
 
 
@@ -171,7 +171,9 @@ def test_disabled_becomes_enabled_false() -> None:
     assert text.count("enabled") == 1
 
 
-@pytest.mark.parametrize(("server_type", "transport"), [("sse", "sse"), ("http", None), ("streamable-http", None)])
+@pytest.mark.parametrize(
+    ("server_type", "transport"), [("sse", "sse"), ("http", "streamable-http"), ("streamable-http", "streamable-http")]
+)
 def test_remote_types(server_type: str, transport: str | None) -> None:
     doc, text = imported(mcp_servers(s={"type": server_type, "url": "https://e.com/mcp"}))
     assert ("transport" in text) == (transport is not None)
@@ -191,7 +193,7 @@ def test_unknown_fields_are_dropped_with_a_comment() -> None:
 
 def test_fields_of_the_other_kind_are_dropped_with_a_comment() -> None:
     doc, text = imported(mcp_servers(s={"url": "https://e.com/mcp", "env": {"A": "b"}, "args": []}))
-    assert "# dropped field 'env': it does not apply to a streamable-http server" in text
+    assert "# dropped field 'env': it does not apply to a remote server" in text
     assert "'args'" not in text
     round_trip(text, doc)
 
@@ -217,6 +219,216 @@ def test_vscode_sample_with_inputs() -> None:
 def test_vscode_settings_json() -> None:
     doc, text = imported({"editor.fontSize": 14, "mcp": {"servers": {"time": {"command": "uvx", "args": ["t"]}}}})
     assert round_trip(text, doc).servers["time"].args == ("t",)
+
+
+# -- Claude Code, Cursor, FastMCP ---------------------------------------------------------------
+
+CLAUDE_CODE = """{
+  "mcpServers": {
+    "sentry": {"type": "http", "url": "https://mcp.sentry.dev/mcp"},
+    "linear": {"type": "sse", "url": "https://mcp.linear.app/sse"},
+    "api": {
+      "type": "http",
+      "url": "${API_BASE_URL:-https://api.example.com}/mcp",
+      "headers": {"Authorization": "Bearer ${API_KEY}"}
+    },
+    "airtable": {
+      "type": "stdio",
+      "command": "npx",
+      "args": ["-y", "airtable-mcp-server"],
+      "env": {"AIRTABLE_API_KEY": "${AIRTABLE_API_KEY}"}
+    }
+  }
+}"""
+
+
+def test_claude_code_mcp_json() -> None:
+    doc, text = imported(CLAUDE_CODE, ".mcp.json")
+    assert secret_env_names(doc) == ["API_KEY", "AIRTABLE_API_KEY"]
+    config = parse_config(text, environ={"API_KEY": "k", "AIRTABLE_API_KEY": "a"})
+    servers = config.servers
+    assert [servers[name].kind for name in servers] == ["streamable-http", "sse", "streamable-http", "stdio"]
+    assert servers["api"].url == "https://api.example.com/mcp"
+    assert servers["api"].headers == {"Authorization": "Bearer k"}
+    assert servers["airtable"].env == {"AIRTABLE_API_KEY": "a"}
+
+
+def test_cursor_url_without_a_type_is_left_to_the_hub() -> None:
+    cursor = {
+        "mcpServers": {"remote": {"url": "https://mcp.example.com/sse"}, "local": {"command": "uvx", "args": ["x"]}}
+    }
+    doc, text = imported(cursor, "~/.cursor/mcp.json")
+    assert "transport" not in text
+    assert round_trip(text, doc).servers["remote"].kind == "auto"
+
+
+FASTMCP = json.dumps(
+    {
+        "mcpServers": {
+            "weather": {
+                "command": "python",
+                "args": ["./weather_server.py"],
+                "env": {"LOG_LEVEL": "INFO", "WEATHER_API_KEY": "wk-literal-123"},
+                "cwd": "/srv/weather",
+                "transport": "stdio",
+            },
+            "legacy": {"url": "https://legacy.example.com/sse", "transport": "sse"},
+            "assistant": {
+                "url": "https://assistant.example.com/mcp",
+                "transport": "streamable-http",
+                "headers": {"X-Team": "infra"},
+                "auth": "tok-literal-456",
+                "timeout": 30000,
+            },
+            "calendar": {"url": "https://calendar.example.com/mcp", "transport": "http", "auth": "oauth"},
+        }
+    }
+)
+
+
+def test_fastmcp_mcp_config_keeps_the_transport() -> None:
+    doc, text = imported(FASTMCP, "fastmcp.json")
+    assert "wk-literal-123" not in text and "tok-literal-456" not in text
+    assert secret_env_names(doc) == ["WEATHER_API_KEY", "ASSISTANT_AUTH"]
+    assert "# dropped unsupported field 'timeout'" in text
+    assert "# dropped 'auth': the hub does not sign in to servers with OAuth" in text
+    config = parse_config(text, environ={"WEATHER_API_KEY": "w", "ASSISTANT_AUTH": "t"})
+    servers = config.servers
+    assert [servers[name].kind for name in servers] == ["stdio", "sse", "streamable-http", "streamable-http"]
+    assert (servers["weather"].cwd, servers["weather"].env["WEATHER_API_KEY"]) == ("/srv/weather", "w")
+    assert servers["assistant"].headers == {"X-Team": "infra", "Authorization": "Bearer t"}
+
+
+@pytest.mark.parametrize(
+    ("entry", "key", "fragment"),
+    [
+        ({"url": "https://e.com/sse", "type": "http", "transport": "sse"}, "mcpServers.s.transport", "disagrees"),
+        ({"url": "https://e.com/mcp", "transport": "websocket"}, "mcpServers.s.transport", "must be http or sse"),
+        ({"command": "x", "transport": "sse"}, "mcpServers.s.transport", "must be stdio"),
+        ({"url": "https://e.com/mcp", "auth": 42}, "mcpServers.s.auth", "must be a string"),
+    ],
+)
+def test_bad_fastmcp_transport(entry: dict, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        imported(mcp_servers(s=entry))
+    assert caught.value.key == key and fragment in caught.value.reason
+
+
+# -- Goose, Continue (YAML) --------------------------------------------------------------------
+
+GOOSE = """\
+GOOSE_PROVIDER: anthropic
+GOOSE_MODEL: claude-sonnet-4-5
+extensions:
+  developer:
+    bundled: true
+    enabled: true
+    name: developer
+    timeout: 300
+    type: builtin
+  filesystem:
+    type: stdio
+    name: filesystem
+    enabled: true
+    cmd: npx
+    args: ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+    env_keys: [GITHUB_TOKEN]
+    envs: {LOG_LEVEL: debug, SLACK_BOT_TOKEN: xoxb-literal-789}
+    timeout: 300
+  remote-tools:
+    type: streamable_http
+    name: remote-tools
+    enabled: false
+    uri: "https://example.com/mcp"
+    headers: {}
+    env_keys: []
+    envs: {}
+    timeout: 300
+  old-sse:
+    type: sse
+    name: old-sse
+    enabled: true
+    uri: http://localhost:8000/sse
+"""
+
+
+def test_goose_config_yaml() -> None:
+    doc, text = imported(GOOSE, "~/.config/goose/config.yaml")
+    assert "xoxb-literal-789" not in text
+    assert '# skipped "developer": a Goose built-in extension, not an MCP server' in text
+    assert "# dropped unsupported field 'timeout'" in text
+    assert secret_env_names(doc) == ["GITHUB_TOKEN", "SLACK_BOT_TOKEN"]
+    config = parse_config(text, environ={"GITHUB_TOKEN": "g", "SLACK_BOT_TOKEN": "s"})
+    servers = config.servers
+    assert list(servers) == ["filesystem", "remote-tools", "old-sse"]
+    assert servers["filesystem"].command == "npx"
+    assert servers["filesystem"].args == ("-y", "@modelcontextprotocol/server-filesystem", "/tmp")
+    assert servers["filesystem"].env == {"GITHUB_TOKEN": "g", "LOG_LEVEL": "debug", "SLACK_BOT_TOKEN": "s"}
+    assert (servers["remote-tools"].kind, servers["remote-tools"].enabled) == ("streamable-http", False)
+    assert (servers["old-sse"].kind, servers["old-sse"].url) == ("sse", "http://localhost:8000/sse")
+
+
+def test_goose_errors_name_goose_fields() -> None:
+    with pytest.raises(ConfigError) as caught:
+        imported("extensions:\n  x:\n    type: stdio\n    cmd: [npx]\n", "config.yaml")
+    assert (caught.value.key, caught.value.reason) == ("extensions.x.cmd", "must be a string; fix the value")
+    with pytest.raises(ConfigError) as caught:
+        imported("extensions:\n  x:\n    cmd: npx\n    envs: {A: 1}\n", "config.yaml")
+    assert caught.value.key == "extensions.x.envs.A"
+
+
+CONTINUE = """\
+name: My config
+version: 0.0.1
+schema: v1
+mcpServers:
+  - name: SQLite MCP
+    command: npx
+    args:
+      - "-y"
+      - "mcp-sqlite"
+      - "/path/to/your/database.db"
+  - name: GitHub
+    type: stdio
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-github"]
+    env:
+      GITHUB_PERSONAL_ACCESS_TOKEN: ${{ secrets.GITHUB_PERSONAL_ACCESS_TOKEN }}
+  - name: Remote
+    type: streamable-http
+    url: https://mcp.example.com/mcp
+  - name: Old
+    type: sse
+    url: https://old.example.com/sse
+"""
+
+
+def test_continue_config_yaml() -> None:
+    doc, text = imported(CONTINUE, ".continue/config.yaml")
+    assert secret_env_names(doc) == ["GITHUB_PERSONAL_ACCESS_TOKEN"]
+    assert '# export GITHUB_PERSONAL_ACCESS_TOKEN: it stands for Continue secret "GITHUB_PERSONAL_ACCESS_TOKEN"' in text
+    config = parse_config(text, environ={"GITHUB_PERSONAL_ACCESS_TOKEN": "p"})
+    servers = config.servers
+    assert list(servers) == ["sqlite-mcp", "github", "remote", "old"]
+    assert servers["sqlite-mcp"].args == ("-y", "mcp-sqlite", "/path/to/your/database.db")
+    assert servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "p"}
+    assert [servers[name].kind for name in ("remote", "old")] == ["streamable-http", "sse"]
+    assert '# imported from "SQLite MCP"' in text
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        ("mcpServers:\n  - command: npx\n", "mcpServers[0].name", "needs a name"),
+        ("mcpServers:\n  - name: a\n    command: [npx]\n", "mcpServers[0].command", "must be a string"),
+        ("mcpServers: [\n", "", "invalid YAML at line 2"),
+        ("- just\n- a list\n", "", "no MCP servers found"),
+    ],
+)
+def test_bad_yaml(text: str, key: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        imported(text, "config.yml")
+    assert caught.value.key == key and fragment in caught.value.reason
 
 
 # -- names -------------------------------------------------------------------------------------
@@ -285,7 +497,7 @@ def test_no_servers_key(data: object) -> None:
 @pytest.mark.parametrize(
     ("data", "key", "fragment"),
     [
-        ({"mcpServers": []}, "mcpServers", "must be an object"),
+        ({"mcpServers": "npx"}, "mcpServers", "must be an object"),
         (mcp_servers(s="npx"), "mcpServers.s", "must be an object"),
         (mcp_servers(s={}), "mcpServers.s", "exactly one of command"),
         (mcp_servers(s={"command": "x", "url": "https://e.com"}), "mcpServers.s", "exactly one of command"),

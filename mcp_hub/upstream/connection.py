@@ -5,12 +5,20 @@ protocol era) and yields a `Connection`. `Connection.send()` sends a request
 with the mount's deadline and translates library and transport failures into
 `UpstreamError`s: this is the I/O edge. Errors the server answers itself
 (`MCPError`) pass through unchanged.
+
+A URL mount with no `transport` is connected as the MCP spec's backwards
+compatibility section says: streamable HTTP first, and if the server answers
+the handshake's POST with an HTTP 4xx (a server of the 2024-11-05 HTTP+SSE
+transport answers 404 or 405), the legacy SSE transport at the same URL. The
+transport that worked is kept in the mount's `TransportChoice`, so its later
+connections go straight to it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from functools import partial
 from typing import Any
@@ -33,6 +41,8 @@ from mcp_hub.telemetry import CURRENT
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
+logger = logging.getLogger(__name__)
+
 _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 """Results stay the server's own JSON: the hub forwards, it does not re-model."""
 
@@ -42,6 +52,15 @@ _MAX_TOOL_PAGES = 1000
 
 _CALLER: ContextVar[Origin | None] = ContextVar("mcp_hub_caller", default=None)
 """The client a request is sent for, while it is being sent (its capabilities are read only if stamped)."""
+
+
+class TransportChoice:
+    """The transport one mount is reached by: its config's, or, for a URL with no `transport`
+    ("auto"), the one its first connection found, kept for the mount's later connections."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.kind: str = config.kind
+        """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
 
 
 class Connection:
@@ -54,8 +73,11 @@ class Connection:
         inflight: InFlight,
         transport: WatchedTransport,
         on_broken: Callable[[str], None],
+        kind: str,
     ) -> None:
         self.config = config
+        self.transport = kind
+        """The transport this connection runs on: "stdio", "streamable-http" or "sse"."""
         self.session = session
         self.inflight = inflight
         self.closed = transport.closed
@@ -194,13 +216,63 @@ async def connect(
     inflight: InFlight,
     message_handler: MessageHandlerFnT,
     on_broken: Callable[[str], None],
+    choice: TransportChoice | None = None,
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
+
+    `choice` is the mount's transport, updated once an "auto" mount has found
+    its own (None: found anew by this connection).
 
     The server's log messages and URL-mode elicitation completions go to the
     client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
     every other notification goes to `message_handler`.
     """
+    choice = choice or TransportChoice(config)
+    kind = "streamable-http" if choice.kind == "auto" else choice.kind
+    open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler)
+    async with AsyncExitStack() as stack:
+        transport = open_transport(config, kind)
+        try:
+            session = await stack.enter_async_context(open_session(transport))
+        except Exception as exc:
+            refused = transport.refused
+            if choice.kind != "auto" or refused is None:
+                raise
+            kind, transport = "sse", open_transport(config, "sse")
+            try:
+                session = await stack.enter_async_context(open_session(transport))
+            except Exception as sse_exc:
+                raise UpstreamUnavailable(
+                    config.name,
+                    f"refused streamable HTTP (HTTP {refused}: {_described(exc)}), "
+                    f"and the legacy SSE transport failed too: {_described(sse_exc)}",
+                ) from sse_exc
+            logger.warning(
+                "server %r: refused streamable HTTP (HTTP %d); connected over the legacy SSE transport, "
+                "which its later connections use",
+                config.name,
+                refused,
+            )
+        choice.kind = kind
+        yield Connection(config, session, inflight, transport, on_broken, kind)
+
+
+def _described(exc: BaseException) -> str:
+    if isinstance(exc, ExceptionGroup):
+        return "; ".join(_described(e) for e in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, MCPError) else f"{type(exc).__name__}: {text}"
+
+
+@asynccontextmanager
+async def _negotiated(
+    config: ServerConfig,
+    transport: WatchedTransport,
+    *,
+    inflight: InFlight,
+    message_handler: MessageHandlerFnT,
+) -> AsyncIterator[ClientSession]:
+    """The SDK client's session over `transport`, negotiated (a pinned version's capabilities asked)."""
 
     async def on_message(message: IncomingMessage) -> None:
         if isinstance(message, types.LoggingMessageNotification):
@@ -210,7 +282,6 @@ async def connect(
         else:
             await message_handler(message)
 
-    transport = open_transport(config)
     client = Client(
         transport,
         mode=config.protocol,
@@ -231,7 +302,7 @@ async def connect(
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
         if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             _declare_callers_capabilities(client.session)
-        yield Connection(config, client.session, inflight, transport, on_broken)
+        yield client.session
 
 
 def _declare_callers_capabilities(session: ClientSession) -> None:

@@ -27,7 +27,7 @@ from mcp.client.session import IncomingMessage
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamUnavailable
-from mcp_hub.upstream.connection import Connection, connect
+from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.relay import InFlight, Origin
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -48,8 +48,11 @@ class _Seat:
 class SessionPool:
     """The per-client sessions of one mount."""
 
-    def __init__(self, config: ServerConfig, task_group: anyio.abc.TaskGroup) -> None:
+    def __init__(
+        self, config: ServerConfig, task_group: anyio.abc.TaskGroup, transport: TransportChoice | None = None
+    ) -> None:
         self._config = config
+        self._transport = transport
         self._task_group = task_group
         self._seats: dict[Hashable, _Seat] = {}
 
@@ -120,6 +123,7 @@ class SessionPool:
                     inflight=InFlight(self._config.name, owner=origin.for_client()),
                     message_handler=ignore,
                     on_broken=broken,
+                    choice=self._transport,
                 ) as connection:
                     if connection.modern:
                         await connection.learn_tools()  # what calls over HTTP need to name their arguments

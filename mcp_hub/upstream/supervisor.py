@@ -42,7 +42,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
-from mcp_hub.upstream.connection import Connection, connect
+from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import InFlight, Origin
 
@@ -109,6 +109,8 @@ class Upstream:
     ) -> None:
         self.config = config
         self.name = config.name
+        self.transport = TransportChoice(config)
+        """The transport the mount is reached by ("auto" until its first connection has found out)."""
         self._on_listing = on_listing
         self._on_log = on_log
         self._on_updated = on_updated
@@ -301,7 +303,7 @@ class Upstream:
             return
         async with anyio.create_task_group() as tg:
             if self.config.isolation == "per-client":
-                self._pool = SessionPool(self.config, tg)
+                self._pool = SessionPool(self.config, tg, self.transport)
             try:
                 await self._supervise()
             finally:
@@ -342,6 +344,7 @@ class Upstream:
                 inflight=InFlight(self.name, broadcast=self._on_log),
                 message_handler=self._on_message,
                 on_broken=self._lost,
+                choice=self.transport,
             ) as connection:
                 self._connection = connection
                 self._known_capabilities = connection.session.server_capabilities

@@ -221,9 +221,14 @@ def resolve_command(command: str) -> str:
     return shutil.which(command) or command
 
 
-def open_transport(config: ServerConfig) -> WatchedTransport:
-    """A fresh, not yet entered transport for one connection attempt."""
-    if config.kind == "stdio":
+def open_transport(config: ServerConfig, kind: str | None = None) -> WatchedTransport:
+    """A fresh, not yet entered transport for one connection attempt.
+
+    `kind` overrides the config's (a URL mount with no `transport` is opened as
+    streamable HTTP first, and as legacy SSE if that is refused; see connection.py).
+    """
+    kind = kind or config.kind
+    if kind == "stdio":
         assert config.command is not None
         _read_stdio_in_lines()
         params = StdioServerParameters(
@@ -237,7 +242,7 @@ def open_transport(config: ServerConfig) -> WatchedTransport:
         )
         return WatchedTransport(_Stdio(stdio_client(params)))
     assert config.url is not None
-    if config.kind == "sse":
+    if kind == "sse":
         _lift_sse_event_cap()
         return WatchedTransport(sse_client(config.url, headers=dict(config.headers), sse_read_timeout=300.0))
     return WatchedTransport(_StreamableHttp(config.url, dict(config.headers)))
@@ -400,6 +405,9 @@ class _StreamableHttp:
         self._headers = headers
         self._stack = AsyncExitStack()
         self.direct: DirectPosts | None = None
+        self.refused: int | None = None
+        """The 4xx status the server answered every POST with so far (None: none, or one was accepted)."""
+        self._accepted = False
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
@@ -411,6 +419,8 @@ class _StreamableHttp:
 
             async def learn(response: httpx2.Response) -> None:
                 posts.learn(response.headers)
+                if response.request.method == "POST" and not self._accepted:
+                    self._note_post(response.status_code)
 
             client.event_hooks = {"response": [_drain_on_close, learn]}
             read_stream, write_stream = await stack.enter_async_context(
@@ -420,6 +430,13 @@ class _StreamableHttp:
             self._stack = stack.pop_all()
             self.direct = posts
             return merged, write_stream
+
+    def _note_post(self, status: int) -> None:
+        """Keep the status of a refused POST until one is accepted (see `refused`)."""
+        if 400 <= status < 500:
+            self.refused = status
+        else:
+            self._accepted, self.refused = True, None
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -502,6 +519,12 @@ class WatchedTransport:
     def direct(self) -> DirectPosts | DirectLines | None:
         """Where the hub's requests go past the SDK session, once entered (streamable HTTP and stdio)."""
         return getattr(self._inner, "direct", None)
+
+    @property
+    def refused(self) -> int | None:
+        """The HTTP 4xx status a streamable HTTP server answered every POST with (None: it accepted one,
+        none was sent, or the transport is not streamable HTTP)."""
+        return getattr(self._inner, "refused", None)
 
     async def __aenter__(self) -> TransportStreams:
         read_stream, write_stream = await self._inner.__aenter__()
