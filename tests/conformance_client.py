@@ -154,7 +154,7 @@ def _client(server: Any, protocol_version: str) -> Client:
 
 
 @asynccontextmanager
-async def connect(via: str, url: str, protocol_version: str) -> AsyncIterator[Client]:
+async def connect(via: str, url: str, protocol_version: str, hub_protocol: str | None = None) -> AsyncIterator[Client]:
     """The SDK's client, connected to `url` directly or to an in-process hub that mounts it."""
     if via == "direct":
         async with _client(url, protocol_version) as client:
@@ -164,7 +164,7 @@ async def connect(via: str, url: str, protocol_version: str) -> AsyncIterator[Cl
         "url": url,
         "transport": "streamable-http",
         "prefix": False,
-        "protocol": "legacy" if _mode(protocol_version) == "legacy" else protocol_version,
+        "protocol": hub_protocol or ("legacy" if _mode(protocol_version) == "legacy" else protocol_version),
         "timeout": 20.0,
     }
     config = HubConfig.model_validate({"hub": {"log_level": "warning"}, "servers": {MOUNT: mount}})
@@ -175,13 +175,13 @@ async def connect(via: str, url: str, protocol_version: str) -> AsyncIterator[Cl
             yield client
 
 
-async def main(via: str, url: str) -> int:
+async def main(via: str, url: str, hub_protocol: str | None = None) -> int:
     protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     print(f"scenario {scenario!r} at {protocol_version} via {via}: {url}", file=sys.stderr)
     with anyio.fail_after(60):
-        async with connect(via, url, protocol_version) as client:
+        async with connect(via, url, protocol_version, hub_protocol) as client:
             steps = Steps(client, context)
             await steps.run()
     print(f"{steps.failed} step(s) failed", file=sys.stderr)
@@ -191,11 +191,16 @@ async def main(via: str, url: str) -> int:
 def cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--via", choices=("direct", "hub"), required=True)
+    parser.add_argument(
+        "--hub-protocol",
+        choices=("auto", "legacy", "2026-07-28"),
+        help="the hub mount's `protocol` (default: the era of MCP_CONFORMANCE_PROTOCOL_VERSION)",
+    )
     parser.add_argument("url", help="the scenario server's MCP URL (the suite appends it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        return anyio.run(main, args.via, args.url)
+        return anyio.run(main, args.via, args.url, args.hub_protocol)
     except Exception:  # the connection failed: the suite records the exit code and this traceback
         traceback.print_exc()
         return 1

@@ -22,6 +22,10 @@ Every target's processes start once for the module, on first use; each suite run
 target, all of its scenarios in one invocation, and the tests read its per-scenario
 `checks.json`. Known failures are strict xfails carrying their reason, so fixing one fails
 its test until the mark goes. `benchmarks/conformance.md` records the same table.
+
+The suite's client scenarios test the hub's client side (see the section at the end):
+`tests/conformance_client.py`, the SDK's client, is the client under test, connected to each
+scenario server directly and through an in-process hub that mounts it; the same rule holds.
 """
 
 from __future__ import annotations
