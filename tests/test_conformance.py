@@ -22,6 +22,10 @@ Every target's processes start once for the module, on first use; each suite run
 target, all of its scenarios in one invocation, and the tests read its per-scenario
 `checks.json`. Known failures are strict xfails carrying their reason, so fixing one fails
 its test until the mark goes. `benchmarks/conformance.md` records the same table.
+
+The suite's client scenarios test the hub's client side (see the section at the end):
+`tests/conformance_client.py`, the SDK's client, is the client under test, connected to each
+scenario server directly and through an in-process hub that mounts it; the same rule holds.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,3 +423,207 @@ def test_through_the_hub(targets: Targets, suite: str, scenario: str, target: st
     if not direct.passed and (suite, scenario) not in HUB_PASSES:
         pytest.skip(f"fails when connected directly too: {direct.reason}")
     targets.outcomes(target, suite)[scenario].verify(HUB_FAILURES.get((suite, scenario, target)))
+
+
+# -- the hub as a client: the suite's client scenarios ----------------------------------------------------------------
+#
+# The suite also tests clients: for each client scenario it starts a scenario server, runs a client command
+# with the server's URL, and checks what the server saw. `tests/conformance_client.py` is that command: the
+# SDK's `Client`, connected to the scenario server directly (`--via direct`) or through an in-process hub that
+# mounts it (`--via hub`), running the same steps either way. Through the hub, what the server sees is the
+# hub's client side. The rule is the server side's: what passes directly passes through the hub.
+
+CLIENT_WORKERS = 3
+"""Scenario runs at once (each is the suite's scenario server and one client process)."""
+CLIENT_RUN_TIMEOUT = 120.0
+"""Seconds one client scenario run may take, the suite's own 30 s limit on the client included."""
+
+
+@dataclass(frozen=True)
+class ClientSuite:
+    package: str
+    version: str
+    scenarios: tuple[str, ...]
+    """The suite's client scenarios at this spec version, but its authorization ones."""
+    auth: tuple[str, ...]
+    """Its `auth/*` client scenarios at this spec version: skipped (`NO_UPSTREAM_OAUTH`)."""
+
+
+_AUTH_2025 = (
+    "metadata-default",
+    "metadata-var1",
+    "metadata-var2",
+    "metadata-var3",
+    "basic-cimd",
+    "scope-from-www-authenticate",
+    "scope-from-scopes-supported",
+    "scope-omitted-when-undefined",
+    "scope-step-up",
+    "scope-retry-limit",
+    "token-endpoint-auth-basic",
+    "token-endpoint-auth-post",
+    "token-endpoint-auth-none",
+    "pre-registration",
+)
+_AUTH_2026 = (
+    "resource-mismatch",
+    "offline-access-scope",
+    "offline-access-not-supported",
+    "authorization-server-migration",
+    "iss-supported",
+    "iss-not-advertised",
+    "iss-supported-missing",
+    "iss-wrong-issuer",
+    "iss-unexpected",
+    "iss-normalized",
+    "metadata-issuer-mismatch",
+)
+
+
+CLIENT_SUITES = {
+    "2025-11-25": ClientSuite(
+        package="@modelcontextprotocol/conformance",
+        version="0.1.16",
+        scenarios=("initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"),
+        auth=tuple(f"auth/{name}" for name in _AUTH_2025),
+    ),
+    "2026-07-28": ClientSuite(
+        package="conformance-next",
+        version="0.2.0-alpha.12",
+        scenarios=(
+            "tools_call",
+            "request-metadata",
+            "sep-2322-client-request-state",
+            "http-standard-headers",
+            "http-custom-headers",
+            "http-invalid-tool-headers",
+            "json-schema-ref-no-deref",
+            "json-schema-2020-12-preservation",
+        ),
+        auth=tuple(f"auth/{name}" for name in (*_AUTH_2025, *_AUTH_2026)),
+    ),
+}
+
+NO_UPSTREAM_OAUTH = (
+    "the hub authenticates to a server only with the headers its mount configures; OAuth towards servers "
+    "is not built yet"
+)
+"""Why the suite's `auth/*` client scenarios are skipped, directly and through the hub."""
+
+DIRECT_CLIENT_FAILURES: dict[tuple[str, str], Known] = {}
+"""(suite, scenario) -> how the SDK's client fails it when connected directly."""
+
+HUB_CLIENT_FAILURES: dict[tuple[str, str], Known] = {
+    ("2025-11-25", "sse-retry"): Known(
+        frozenset({"client-sse-retry-timing"}),
+        "the hub POSTs its requests itself (mcp_hub/upstream/posts.py, `DirectPosts._answer_of`): when a "
+        "request's SSE stream ends without the answer, it gives up and sends notifications/cancelled instead "
+        "of waiting the stream's `retry` and resuming with a GET carrying `Last-Event-ID` (SEP-1699), as the "
+        "SDK's transport does",
+    ),
+}
+"""(suite, scenario) -> how it fails through the hub while it passes directly."""
+
+
+def list_client_scenarios(suite_name: str) -> list[str]:
+    """The client scenarios the suite lists at the suite's spec version."""
+    suite = CLIENT_SUITES[suite_name]
+    command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "list", "--client"]
+    listing = subprocess.run(
+        [*command, "--spec-version", suite_name], capture_output=True, text=True, timeout=60, check=True
+    )
+    return re.findall(r"^\s+- (\S+) \[", listing.stdout, re.MULTILINE)
+
+
+def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path) -> Outcome:
+    """Run one client scenario with `tests/conformance_client.py --via VIA` as the client under test."""
+    suite = CLIENT_SUITES[suite_name]
+    output = workdir / f"{via}-{suite_name}-{scenario}"
+    command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "client", "--scenario", scenario]
+    client = f"{sys.executable} -m tests.conformance_client --via {via}"
+    command += ["--command", client, "--spec-version", suite_name]
+    log = output.with_suffix(".log")
+    with log.open("wb") as out:
+        try:
+            subprocess.run(
+                [*command, "-o", str(output)],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=CLIENT_RUN_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            return Outcome({"no-checks": f"the run did not finish within {CLIENT_RUN_TIMEOUT:g}s; see {log}"})
+    found = sorted(output.glob("*/checks.json"))
+    if not found:
+        return Outcome({"no-checks": f"the suite saved no checks; see {log}"})
+    checks = json.loads(found[0].read_text(encoding="utf-8"))
+    steps = found[0].parent / "stderr.txt"  # the client's own account of its steps
+    return Outcome(
+        {
+            c["id"]: f"{c.get('errorMessage') or c['description']} (the client's steps: {steps})"
+            for c in checks
+            if c["status"] == "FAILURE"
+        }
+    )
+
+
+class ClientRuns:
+    """Each suite's client scenarios, run directly and through the hub on first use."""
+
+    def __init__(self, workdir: Path) -> None:
+        self._workdir = workdir
+        self._outcomes: dict[str, dict[tuple[str, str], Outcome]] = {}
+
+    def outcome(self, suite_name: str, scenario: str, via: str) -> Outcome:
+        if suite_name not in self._outcomes:
+            runs = [(s, v) for s in CLIENT_SUITES[suite_name].scenarios for v in ("direct", "hub")]
+            with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
+                outcomes = pool.map(lambda run: run_client_scenario(suite_name, *run, self._workdir), runs)
+                self._outcomes[suite_name] = dict(zip(runs, outcomes, strict=True))
+        return self._outcomes[suite_name][scenario, via]
+
+
+@pytest.fixture(scope="module")
+def client_runs(tmp_path_factory: pytest.TempPathFactory) -> ClientRuns:
+    assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
+    return ClientRuns(tmp_path_factory.mktemp("conformance-client"))
+
+
+def _client_cases(through_hub: bool) -> list[Any]:
+    cases = []
+    for suite_name, suite in CLIENT_SUITES.items():
+        for scenario in suite.scenarios:
+            failures = HUB_CLIENT_FAILURES if through_hub else DIRECT_CLIENT_FAILURES
+            known = failures.get((suite_name, scenario))
+            marks = [pytest.mark.xfail(raises=KnownFailure, strict=True, reason=known.reason)] if known else []
+            cases.append(pytest.param(suite_name, scenario, marks=marks, id=f"{suite_name}-{scenario}"))
+    return cases
+
+
+@pytest.mark.parametrize("suite", list(CLIENT_SUITES))
+def test_the_suite_runs_the_client_scenarios_listed_here(suite: str) -> None:
+    listed = set(list_client_scenarios(suite))
+    expected = {*CLIENT_SUITES[suite].scenarios, *CLIENT_SUITES[suite].auth}
+    assert listed == expected, "the suite's client scenarios changed: update CLIENT_SUITES"
+
+
+@pytest.mark.parametrize(
+    ("suite", "scenario"), [(name, scenario) for name, suite in CLIENT_SUITES.items() for scenario in suite.auth]
+)
+@pytest.mark.skip(reason=NO_UPSTREAM_OAUTH)
+def test_client_authorization(suite: str, scenario: str) -> None:
+    """Not run: see `NO_UPSTREAM_OAUTH`."""
+
+
+@pytest.mark.parametrize(("suite", "scenario"), _client_cases(through_hub=False))
+def test_client_directly(client_runs: ClientRuns, suite: str, scenario: str) -> None:
+    client_runs.outcome(suite, scenario, "direct").verify(DIRECT_CLIENT_FAILURES.get((suite, scenario)))
+
+
+@pytest.mark.parametrize(("suite", "scenario"), _client_cases(through_hub=True))
+def test_client_through_the_hub(client_runs: ClientRuns, suite: str, scenario: str) -> None:
+    direct = client_runs.outcome(suite, scenario, "direct")
+    if not direct.passed:
+        pytest.skip(f"fails with the SDK's client connected directly too: {direct.reason}")
+    client_runs.outcome(suite, scenario, "hub").verify(HUB_CLIENT_FAILURES.get((suite, scenario)))

@@ -1,0 +1,210 @@
+"""The client under test for the official MCP conformance suite's client scenarios.
+
+The suite (npm `@modelcontextprotocol/conformance`) starts a scenario server, then runs this
+command with the server's URL as its last argument and the scenario in the environment
+(`MCP_CONFORMANCE_SCENARIO`, `MCP_CONFORMANCE_PROTOCOL_VERSION`, `MCP_CONFORMANCE_CONTEXT`),
+and checks what the server saw. Two ways to run it:
+
+    python -m tests.conformance_client --via direct URL   # the SDK's Client connected to URL
+    python -m tests.conformance_client --via hub URL      # an in-process Hub mounting URL, and
+                                                          # the SDK's Client connected to the hub
+
+The same steps run either way, so what the scenario server sees through the hub is the hub's
+own client side: its handshake or per-request `_meta`, its headers, how it answers
+`input_required` and mid-call requests, its SSE reconnection. The steps are those of any
+client exploring a server: list the tools and call each one (or the calls the scenario's
+context names), with arguments drawn from its input schema; read every listed resource; get
+every listed prompt. The client answers elicitation with the schema's defaults, sampling with
+a fixed text and roots with an empty list.
+
+The protocol era follows `MCP_CONFORMANCE_PROTOCOL_VERSION`, as the suite requires: the
+initialize handshake up to 2025-11-25 (`mode="legacy"`, and `protocol = "legacy"` for the
+hub's mount), the stateless 2026-07-28 protocol from then on. A step that fails is written to
+stderr and the others still run; the exit code is 1 only when the connection itself fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.context import ClientRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from mcp_hub.config import HubConfig
+from mcp_hub.hub import Hub
+
+MOUNT = "scenario"
+SETTLE_SECONDS = 15.0
+"""How long the hub may take to connect to the scenario server and list it."""
+
+
+def _mode(protocol_version: str) -> str:
+    return protocol_version if protocol_version in MODERN_PROTOCOL_VERSIONS else "legacy"
+
+
+def sample(schema: Any) -> Any:
+    """A value that satisfies a (simple) JSON schema: its default, its first enum value, or one of its type."""
+    if not isinstance(schema, dict):
+        return "conformance"
+    if "default" in schema:
+        return schema["default"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or "properties" in schema:
+        properties = schema.get("properties", {})
+        return {name: sample(properties.get(name)) for name in schema.get("required", [])}
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "null": None}.get(kind, "conformance")
+
+
+async def elicitation(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """Accept, with every field of the requested schema at its default (SEP-1034) or a sample value."""
+    if isinstance(params, types.ElicitRequestFormParams):
+        properties = params.requested_schema.get("properties", {})
+        return types.ElicitResult(action="accept", content={name: sample(s) for name, s in properties.items()})
+    return types.ElicitResult(action="accept")
+
+
+async def sampling(context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="conformance answer"), model="conformance"
+    )
+
+
+async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[])
+
+
+class Steps:
+    """The scenario's steps against a connected client; each failing step is logged, not fatal."""
+
+    def __init__(self, client: Client, context: dict[str, Any]) -> None:
+        self.client = client
+        self.context = context
+        self.failed = 0
+
+    async def step(self, what: str, action: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            result = await action()
+        except Exception:  # every failure is reported and the next step still runs
+            self.failed += 1
+            print(f"step failed: {what}\n{traceback.format_exc()}", file=sys.stderr)
+            return None
+        print(f"step done: {what}", file=sys.stderr)
+        return result
+
+    async def run(self) -> None:
+        # Every list is asked for, whatever the server declared: a 2026-07-28 client pinned to its
+        # version (no `server/discover`) knows no capabilities, and a refused list is a logged step.
+        listed = await self.step("tools/list", self.client.list_tools)
+        tools = listed.tools if listed is not None else []
+        for name, arguments in self._tool_calls(tools):
+            await self.step(f"tools/call {name}", lambda n=name, a=arguments: self.client.call_tool(n, a))
+        resources = await self.step("resources/list", self.client.list_resources)
+        for resource in resources.resources if resources is not None else []:
+            uri = str(resource.uri)
+            await self.step(f"resources/read {uri}", lambda u=uri: self.client.read_resource(u))
+        prompts = await self.step("prompts/list", self.client.list_prompts)
+        for prompt in prompts.prompts if prompts is not None else []:
+            arguments = {a.name: "conformance" for a in prompt.arguments or [] if a.required}
+            await self.step(
+                f"prompts/get {prompt.name}", lambda p=prompt.name, a=arguments: self.client.get_prompt(p, a)
+            )
+
+    def _tool_calls(self, tools: list[types.Tool]) -> list[tuple[str, dict[str, Any]]]:
+        """The calls the scenario's context names, else one call of every listed tool."""
+        if "toolCalls" in self.context:
+            return [(call["name"], call.get("arguments", {})) for call in self.context["toolCalls"]]
+        calls = []
+        for tool in tools:
+            arguments = sample(tool.input_schema)
+            if tool.name == "json_schema_echo":  # SEP-1613: echo another tool's input schema as it was listed
+                others = [t.input_schema for t in tools if t.name != tool.name]
+                arguments = {"schema": others[0] if others else {}}
+            calls.append((tool.name, arguments))
+        return calls
+
+
+def _client(server: Any, protocol_version: str) -> Client:
+    return Client(
+        server,
+        mode=_mode(protocol_version),  # type: ignore[arg-type]
+        cache=None,
+        client_info=types.Implementation(name="mcp-hub-conformance", version="1.0.0"),
+        elicitation_callback=elicitation,
+        sampling_callback=sampling,
+        list_roots_callback=roots,
+        read_timeout_seconds=20.0,
+    )
+
+
+@asynccontextmanager
+async def connect(via: str, url: str, protocol_version: str, hub_protocol: str | None = None) -> AsyncIterator[Client]:
+    """The SDK's client, connected to `url` directly or to an in-process hub that mounts it."""
+    if via == "direct":
+        async with _client(url, protocol_version) as client:
+            yield client
+        return
+    mount = {
+        "url": url,
+        "transport": "streamable-http",
+        "prefix": False,
+        "protocol": hub_protocol or ("legacy" if _mode(protocol_version) == "legacy" else protocol_version),
+        "timeout": 20.0,
+    }
+    config = HubConfig.model_validate({"hub": {"log_level": "warning"}, "servers": {MOUNT: mount}})
+    hub = Hub(config)
+    async with hub.running():
+        await hub.wait_settled(SETTLE_SECONDS)
+        async with _client(hub.endpoint.server, protocol_version) as client:
+            yield client
+
+
+async def main(via: str, url: str, hub_protocol: str | None = None) -> int:
+    protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    print(f"scenario {scenario!r} at {protocol_version} via {via}: {url}", file=sys.stderr)
+    with anyio.fail_after(60):
+        async with connect(via, url, protocol_version, hub_protocol) as client:
+            steps = Steps(client, context)
+            await steps.run()
+    print(f"{steps.failed} step(s) failed", file=sys.stderr)
+    return 0
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--via", choices=("direct", "hub"), required=True)
+    parser.add_argument(
+        "--hub-protocol",
+        choices=("auto", "legacy", "2026-07-28"),
+        help="the hub mount's `protocol` (default: the era of MCP_CONFORMANCE_PROTOCOL_VERSION)",
+    )
+    parser.add_argument("url", help="the scenario server's MCP URL (the suite appends it)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        return anyio.run(main, args.via, args.url, args.hub_protocol)
+    except Exception:  # the connection failed: the suite records the exit code and this traceback
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
