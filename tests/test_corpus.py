@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -69,13 +70,18 @@ KINDS = ["tools", "prompts", "resources", "resource_templates"]
 def sdk1_python() -> Path:
     """`tests/.venv-sdk1/bin/python`, with `sdk1-requirements.txt` installed; made when missing or stale.
 
-    Lock-free: the venv is built under a name of its own and renamed into place (atomic); the copy
-    records the requirements it holds, so a changed requirements file makes a new one.
+    Lock-free: the venv is built under a name of its own and renamed into place (atomic); it records
+    the requirements it holds, so a changed requirements file makes a new one, and a run that finds
+    a current one already in place (another run's) uses it and drops its own.
     """
     wanted = SDK1_REQUIREMENTS.read_text(encoding="utf-8")
     python = VENV_SDK1 / "bin" / "python"
-    stamp = VENV_SDK1 / "requirements.txt"
-    if python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == wanted:
+
+    def current() -> bool:
+        stamp = VENV_SDK1 / "requirements.txt"
+        return python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == wanted
+
+    if current():
         return python
     building = VENV_SDK1.with_name(f"{VENV_SDK1.name}.{os.getpid()}")
     venv.EnvBuilder(with_pip=True, clear=True).create(building)
@@ -86,13 +92,13 @@ def sdk1_python() -> Path:
     )
     (building / "requirements.txt").write_text(wanted, encoding="utf-8")
     stale = VENV_SDK1.with_name(f"{VENV_SDK1.name}.stale.{os.getpid()}")
-    if VENV_SDK1.exists():
+    if VENV_SDK1.exists() and not current():
         VENV_SDK1.rename(stale)
-    try:
-        building.rename(VENV_SDK1)
-    except OSError:  # another run put its own in place first: use that one
-        subprocess.run(["rm", "-rf", building], check=True)
-    subprocess.run(["rm", "-rf", stale], check=True)
+    if not VENV_SDK1.exists():
+        with contextlib.suppress(OSError):  # another run may put its own in place first: that one is used
+            building.rename(VENV_SDK1)
+    shutil.rmtree(building, ignore_errors=True)
+    shutil.rmtree(stale, ignore_errors=True)
     return python
 
 
