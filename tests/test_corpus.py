@@ -640,14 +640,10 @@ async def test_filesystem_serves_the_roots_its_own_client_gives(tmp_path: Path, 
 
 # -- the hub as a stdio child process, listed at once --------------------------------------------------
 
-STDIO_HUB_MOUNTS = ["everything", "time", "sdk1", "tools-only"]
+STDIO_HUB_GRACE = 120.0
+"""The whole corpus starting at once on a loaded 2-core machine may take longer than the default grace."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hub bug being fixed elsewhere: over stdio the hub answers a list made right after initialize "
-    "before its mounts have connected, with an empty list",
-)
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_stdio_client_lists_the_corpus_right_after_connecting(
     tmp_path: Path, era: str, hub: Hub, servers: dict[str, Server]
@@ -655,20 +651,18 @@ async def test_a_stdio_client_lists_the_corpus_right_after_connecting(
     """`mcp-hub serve` over stdio, as Claude Desktop runs it: a client that lists tools and prompts as
     soon as it has connected sees every mount's, as the module's hub (compared with the servers
     themselves above) lists them."""
-    config = write_config(tmp_path / "hub.toml", {mount: servers[mount].table for mount in STDIO_HUB_MOUNTS})
+    config = write_config(
+        tmp_path / "hub.toml", {mount: server.table for mount, server in servers.items()}, startup_grace=STDIO_HUB_GRACE
+    )
     hub_process = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mcp_hub", "serve", "--config", str(config)],
         env={"PYTHONPATH": str(ROOT)},
         cwd=str(tmp_path),
     )
-    with anyio.fail_after(60):
+    with anyio.fail_after(STDIO_HUB_GRACE + 30):
         async with Client(hub_process, mode=era, cache=None) as over_stdio, hub_client(hub, era) as client:
             for kind in ("tools", "prompts"):
                 listed = await listing(over_stdio, kind)
-                expected = [
-                    item
-                    for item in await listing(client, kind)
-                    if item["name"].startswith(tuple(f"{mount}_" for mount in STDIO_HUB_MOUNTS))
-                ]
+                expected = await listing(client, kind)
                 assert keyed(listed, kind) == keyed(expected, kind), kind
