@@ -3,6 +3,7 @@ about, else (asked outside any call) by the sole client of a hub serving stdio, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -157,3 +158,54 @@ async def test_over_stdio_a_client_that_cannot_be_asked_leaves_the_server_no_roo
     """A handshake-era client that did not declare `roots`, or a 2026-07-28 client (asked only in calls)."""
     async with stdio_hub(tmp_path, mode) as client:
         assert await heard(client) == [""]
+
+
+# -- npm's @modelcontextprotocol/server-filesystem, which asks for roots as soon as it starts ---------
+
+FILESYSTEM = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "mcp-server-filesystem"
+needs_filesystem = pytest.mark.skipif(not FILESYSTEM.exists(), reason="npm's server-filesystem is not in tests/npm")
+
+
+async def allowed_directories(client: Client, expected: str) -> str:
+    """The filesystem server's allowed directories, once `expected` is among them (it takes roots in the
+    background, after it has initialized)."""
+    text = ""
+
+    async def allowed() -> bool:
+        nonlocal text
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        if "files_list_allowed_directories" not in tools:
+            return False
+        result = await client.call_tool("files_list_allowed_directories", {})
+        text = result.content[0].text  # type: ignore[union-attr]
+        return expected in text
+
+    with contextlib.suppress(TimeoutError):
+        await wait_for(allowed, timeout=30)
+    return text
+
+
+@needs_filesystem
+async def test_server_filesystem_serves_the_configured_roots(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    config = make_config(tmp_path, {"files": {"command": str(FILESYSTEM), "roots": [str(docs)]}})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        assert str(docs) in await allowed_directories(client, str(docs))
+
+
+@needs_filesystem
+async def test_server_filesystem_serves_the_roots_of_the_hubs_stdio_client(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    config = write_config(tmp_path / "hub.toml", {"files": {"command": str(FILESYSTEM)}})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        cwd=str(tmp_path),
+        env={**get_default_environment(), "PYTHONPATH": str(ROOT)},
+    )
+    client_roots = Roots(project.as_uri())
+    async with Client(params, mode="legacy", cache=None, list_roots_callback=client_roots) as client:
+        assert str(project) in await allowed_directories(client, str(project))
+    assert client_roots.asked == 1
