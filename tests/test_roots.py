@@ -18,7 +18,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import get_default_environment
 
-from mcp_hub.config import ServerConfig
+from mcp_hub.config import ServerConfig, parse_config
+from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, fixture_server, hub_client, make_config, running_hub, serve_app, wait_for, write_config
 from tests.test_relay import Person
@@ -72,6 +73,22 @@ async def heard(client: Client, count: int = 1, tool: str = "ra_heard") -> list[
 def test_configured_roots_become_file_uris() -> None:
     config = ServerConfig(name="files", command="x", roots=["/home/me/docs", "/srv/a b/../c", "file:///srv/data"])
     assert config.roots == ("file:///home/me/docs", "file:///srv/c", "file:///srv/data")
+
+
+@pytest.mark.parametrize(
+    ("roots", "reason"),
+    [
+        ('["docs"]', "'docs' is not an absolute path; write the folder's full path, like '/home/me/docs'"),
+        ('["https://example.com/x"]', "'https://example.com/x' is not a local folder; a root is an absolute path"),
+        ('["file://host/x"]', "'file://host/x' is not a local file:// URI; write it as file:///absolute/path"),
+        ('"/srv/docs"', "must be an array"),
+    ],
+)
+def test_a_root_that_is_not_a_local_folder_is_a_clear_error(roots: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f'[servers.files]\ncommand = "x"\nroots = {roots}\n', "hub.toml")
+    assert str(caught.value).startswith("hub.toml: servers.files.roots")
+    assert reason in str(caught.value)
 
 
 async def test_configured_roots_answer_a_server_that_asks_on_its_own(tmp_path: Path) -> None:
