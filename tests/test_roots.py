@@ -119,13 +119,18 @@ async def test_configured_roots_answer_a_server_that_asks_during_a_call(
     assert ada.asked == ["sampling"]
 
 
-async def test_a_2026_server_hears_that_it_may_ask_for_configured_roots(tmp_path: Path) -> None:
-    """A 2026-07-28 server is told, per request, what the client can be asked; the hub answers roots for a
-    mount with configured roots, so `roots` is declared even for a client without it."""
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_2026_server_hears_that_it_may_ask_for_configured_roots(tmp_path: Path, mode: str) -> None:
+    """A 2026-07-28 server hears with each request what the client can be asked; for a mount with configured
+    roots the hub answers roots, so `roots` is declared even for a client without it (and nothing else is)."""
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="2026-07-28", roots=CONFIGURED)})
-    async with running_hub(config) as hub, hub_client(hub, "2026-07-28") as client:
+    declared = "io.modelcontextprotocol/clientCapabilities"
+    async with running_hub(config) as hub, hub_client(hub, mode) as client:
         with anyio.fail_after(10):
+            heard = await client.call_tool("srv_request_meta", {})
             result = await client.call_tool("srv_ask", {"what": "roots", "text": "hello"})
+    assert heard.structured_content is not None
+    assert set(heard.structured_content[declared]) & {"sampling", "elicitation", "roots"} == {"roots"}
     assert result.content[0].text == "roots: file:///srv/docs, file:///srv/data"  # type: ignore[union-attr]
 
 

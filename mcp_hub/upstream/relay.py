@@ -29,12 +29,12 @@ connection are paused: a person reading an elicitation form is not a hung
 server.
 
 `roots/list` is answered differently (see `InFlight.list_roots`): from the
-mount's configured roots (`configured`) whenever it has them (the administrator's word on
-what the server may see); else as above, except that a question no client's
-call explains goes to the sole client of a hub serving stdio (`sole_client`)
-if there is one and it declared `roots`, and is otherwise answered with an
-empty list, never an error: many servers ask for roots on their own as soon
-as they start.
+mount's configured roots (`configured`) whenever it has them (the
+administrator's word on what the server may see); else as above, except that a
+question no client's call explains goes to the sole client of a hub serving
+stdio (`sole_client`) if there is one and it declared `roots`, and is otherwise
+answered with an empty list, never an error: many servers ask for roots on
+their own as soon as they start.
 
 A URL-mode elicitation goes only to a client that declared URL mode. Once such
 a client accepts, the server may later send `notifications/elicitation/complete`
