@@ -7,7 +7,7 @@
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
-   headers), in `[auth] api_keys` and in `[telemetry] endpoint` and `headers`, then step 3
+   headers, roots), in `[auth] api_keys` and in `[telemetry] endpoint` and `headers`, then step 3
    again on the expanded values (a url may come from a variable).
 
 Disabled servers are not expanded: their variables need not be set.
@@ -289,6 +289,9 @@ class ServerConfig(BaseModel):
     isolation: Literal["shared", "per-client"] = "shared"
     idle_timeout: _Seconds = 300.0
     max_sessions: int = Field(default=16, ge=1)
+    roots: tuple[str, ...] | None = Field(default=None, strict=False)
+    """The folders the server may see, as `file://` URIs (absolute paths in hub.toml become URIs): the
+    hub's answer to every `roots/list` the server asks. None: the server hears a client's roots."""
 
     @property
     def kind(self) -> Literal["stdio", "auto", "streamable-http", "sse"]:
@@ -322,11 +325,42 @@ class ServerConfig(BaseModel):
                 )
         return {name: value.strip(" \t") for name, value in headers.items()}
 
+    @field_validator("roots")
+    @classmethod
+    def _root_uris(cls, roots: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if roots is None:
+            return None
+        return tuple(_root_uri(root, index) for index, root in enumerate(roots))
+
     @model_validator(mode="after")
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)
         _check_kind(self)
         return self
+
+
+def _root_uri(root: str, index: int) -> str:
+    """A root as a `file://` URI: an absolute path converted, a `file://` URI kept as written."""
+    if root.startswith("${"):  # from a variable: checked once expanded
+        return root
+    if "\x00" in root:
+        raise rule_error("a root cannot contain a NUL character; write the folder's absolute path", index)
+    parts = urlsplit(root)
+    if parts.scheme.lower() == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise rule_error(
+                f"{root!r} is not a local file:// URI; write it as file:///absolute/path, or give the absolute path",
+                index,
+            )
+        return root
+    if parts.scheme and "://" in root:
+        raise rule_error(
+            f"{root!r} is not a local folder; a root is an absolute path or a file:// URI, like 'file:///srv/data'",
+            index,
+        )
+    if not os.path.isabs(root):
+        raise rule_error(f"{root!r} is not an absolute path; write the folder's full path, like '/home/me/docs'", index)
+    return Path(os.path.normpath(root)).as_uri()
 
 
 def _check_mount_name(name: str) -> None:
@@ -555,7 +589,7 @@ def _describe(value: Any) -> str:
 
 _REFERENCE = re.compile(r"\$\$|\$\{(?P<body>[^}]*)\}|\$\{")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^$]*))?\Z")
-_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers"))
+_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots"))
 
 
 def expand_env(value: str, environ: Mapping[str, str], *, file: str, key: str) -> str:

@@ -40,7 +40,7 @@ from mcp_hub.server.http import build_app
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.snapshot import CatalogSnapshot
 from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
-from mcp_hub.upstream import State, Upstream
+from mcp_hub.upstream import Origin, State, Upstream
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
@@ -66,7 +66,13 @@ class Hub:
         """Shared stdio mounts listed from the snapshot: no listing waits for them, so they start a few at
         a time. (A per-client mount starts at once: its clients' sessions need its supervisor running.)"""
         self.upstreams = {
-            name: Upstream(server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated)
+            name: Upstream(
+                server,
+                self._on_listing,
+                on_log=self._on_log,
+                on_updated=self._on_updated,
+                sole_client=self._sole_client,
+            )
             for name, server in servers.items()
         }
         self.startup = Startup(self.upstreams, config.hub.startup_grace, listed=listed)
@@ -170,6 +176,9 @@ class Hub:
             for name, upstream in self.upstreams.items()
         ]
 
+    async def _sole_client(self) -> Origin | None:
+        return await self.endpoint.sole_client()
+
     async def _on_log(self, params: Mapping[str, Any]) -> None:
         await self.endpoint.broadcast_log(params)
 
@@ -250,6 +259,8 @@ class Hub:
         self, transport: Literal["stdio", "http"], host: str | None = None, port: int | None = None
     ) -> None:
         """Serve until the client goes away (stdio) or a signal arrives."""
+        if transport == "stdio":
+            self.endpoint.serve_one_client()
         async with self.running():
             if transport == "stdio":
                 await self._serve_stdio()

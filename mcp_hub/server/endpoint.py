@@ -64,6 +64,10 @@ that runs without the request at hand (`Endpoint._input_schema`). Set by the HTT
 
 _NOTIFY_TIMEOUT = 5.0
 
+SOLE_CLIENT_WAIT = 10.0
+"""How long a server's `roots/list` outside any call waits for the client of a hub serving stdio to arrive
+(a server may ask as soon as it starts, while the client that launched the hub is still initializing)."""
+
 _NO_CACHING: dict[CacheableMethod, CacheHint] = {
     method: CacheHint(ttl_ms=0, scope="private")
     for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read")
@@ -101,6 +105,16 @@ _LIST_RESULT_KEY = {
 }
 
 
+@dataclass(eq=False)
+class _SoleClient:
+    """The one client of a hub serving stdio: asked a server's `roots/list` that no call explains."""
+
+    arrived: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the client is known: a handshake-era client initialized, or a 2026-07-28 client's first request."""
+    origin: ClientOrigin | None = None
+    """A handshake-era client, outside its requests (a 2026-07-28 client can be asked only during a call)."""
+
+
 class _HubServer(Server[Any]):
     """The SDK server, advertising what the mounted servers offer, and that the hub's lists
     change as mounts come and go."""
@@ -113,6 +127,8 @@ class _HubServer(Server[Any]):
         and under None the latest without one (in a hub serving stdio, its one client's)."""
         self.lane: CallLane | None = None
         """Where clients' calls are served past the SDK runner's generic steps (see lane.py)."""
+        self.sole: _SoleClient | None = None
+        """Set while the hub serves stdio, which has one client (see `Endpoint.serve_one_client`)."""
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
@@ -527,12 +543,40 @@ class Endpoint:
     # -- clients and their notifications ------------------------------------------
 
     async def _client_initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-        self._register(ctx.session)
+        client = self._register(ctx.session)
+        sole = self._sole
+        if sole is not None and sole.origin is None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            sole.origin = ClientOrigin(ctx, client, scoped=False)
+            sole.arrived.set()
 
     async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
         key = _connection_of(ctx.session)
+        sole = self._sole is not None and self._sole.origin is not None and self._sole.origin.client_key is key
         for upstream in self._upstreams.values():
-            await upstream.roots_changed(key)
+            await upstream.roots_changed(key, sole=sole)
+
+    # -- the one client of a hub serving stdio --------------------------------------
+
+    @property
+    def _sole(self) -> _SoleClient | None:
+        return self.server.sole if isinstance(self.server, _HubServer) else None
+
+    def serve_one_client(self) -> None:
+        """The hub serves stdio, to one client: servers' `roots/list` that no call explains go to it
+        (shared sessions' questions, on its behalf), and its `notifications/roots/list_changed` reaches
+        the shared sessions too. Call before the mounts start."""
+        if isinstance(self.server, _HubServer) and self.server.sole is None:
+            self.server.sole = _SoleClient()
+
+    async def sole_client(self) -> ClientOrigin | None:
+        """The client of a hub serving stdio, waiting (up to `SOLE_CLIENT_WAIT`) for it to arrive; None: not
+        serving stdio, no client yet, or a 2026-07-28 client (which can be asked only during its calls)."""
+        sole = self._sole
+        if sole is None:
+            return None
+        with anyio.move_on_after(SOLE_CLIENT_WAIT):
+            await sole.arrived.wait()
+        return sole.origin
 
     def _register(self, session: ServerSession) -> _Client:
         connection = _connection_of(session)
@@ -750,6 +794,14 @@ def session_connections(server: Server[Any]) -> Mapping[str | None, Connection]:
     """The hub's initialized handshake-era connections, by session id (see `_HubServer.connections`);
     none for another server."""
     return server.connections if isinstance(server, _HubServer) else {}
+
+
+def client_opened(server: Server[Any], modern: bool) -> None:
+    """The client of a hub serving stdio sent its first request (`modern`: a 2026-07-28 one, which is all
+    there is to know of it; a handshake-era client is known once it has initialized)."""
+    sole = server.sole if isinstance(server, _HubServer) else None
+    if sole is not None and modern:
+        sole.arrived.set()
 
 
 def call_lane(server: Server[Any]) -> CallLane | None:

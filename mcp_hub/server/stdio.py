@@ -25,6 +25,7 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from functools import partial
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
@@ -59,7 +60,7 @@ from mcp_hub.server.direct import (
     run_request,
     runner_for,
 )
-from mcp_hub.server.endpoint import call_lane, session_connections
+from mcp_hub.server.endpoint import call_lane, client_opened, session_connections
 from mcp_hub.server.lane import serving
 from mcp_hub.server.modern import Envelopes, ModernContext, notification, serve_modern
 from mcp_hub.upstream.streams import Incoming, LineStart, ReadStreamBase
@@ -80,8 +81,8 @@ async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncItera
     """
     claim = getattr(mcp.server.stdio, "_claim_fd", None)
     if claim is None or not _is_stream(0) or not _is_stream(1) or not on_asyncio():
-        async with stdio_server() as streams:
-            yield streams
+        async with stdio_server() as (read_stream, write_stream):
+            yield _EraWatch(read_stream, partial(client_opened, server)), write_stream
         return
     with contextlib.ExitStack() as claims:
         stdin_file = _claimed(claims, claim, 0, sys.stdin, "rb", mcp.server.stdio._open_stdin_diversion)  # pyright: ignore[reportPrivateUsage]
@@ -314,6 +315,7 @@ class _DirectRequests:
     def opened(self, modern: bool) -> None:
         """The SDK's loop took the client's first request, which opened the connection in one era for good."""
         self._modern = modern
+        client_opened(self._server, modern)
 
     def take(self, line: bytes) -> bool:
         """Serve `line` here if it is a request this serves (True); else leave it to the SDK (False)."""

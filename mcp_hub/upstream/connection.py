@@ -41,7 +41,7 @@ from mcp_hub.telemetry import CURRENT
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("mcp_hub.upstream")
 
 _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 """Results stay the server's own JSON: the hub forwards, it does not re-model."""
@@ -101,17 +101,31 @@ class Connection:
         """
 
         result = await self.send(method, params, on_progress=on_progress, origin=origin)
-        if result.get("resultType") == "input_required" and origin is not None and not origin.modern:
+        if result.get("resultType") != "input_required" or origin is None:
+            return result
 
-            async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
-                return await self.send(method, params, on_progress=on_progress, origin=origin)
+        async def send(params: Mapping[str, Any] | None) -> dict[str, Any]:
+            return await self.send(method, params, on_progress=on_progress, origin=origin)
 
-            result = await drive_input_required(send, params or {}, result, origin)
+        if not origin.modern:
+            return await drive_input_required(send, params or {}, result, partial(self.inflight.ask_for, origin))
+        if self.inflight.configured is not None:  # the configured roots answer; what else the server asks, the client
+            return await drive_input_required(
+                send, params or {}, result, partial(self.inflight.ask_for, origin), _only_roots
+            )
         return result
 
     @property
     def modern(self) -> bool:
         return self.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def roots_changed(self) -> None:
+        """Tell the server its client's roots changed (`notifications/roots/list_changed`)."""
+        try:
+            with anyio.fail_after(self.config.timeout):
+                await self.session.send_notification(types.RootsListChangedNotification())
+        except Exception as exc:  # boundary: a session on its way out misses the news, nothing else
+            logger.debug("server %r: roots list_changed not delivered: %s", self.config.name, exc)
 
     async def learn_tools(self) -> set[str]:
         """List a 2026-07-28 server's tools through the SDK session; the names of those it keeps.
@@ -301,11 +315,15 @@ async def _negotiated(
             discovered = await client.session.send_discover(config.protocol)
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
         if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            _declare_callers_capabilities(client.session)
+            _declare_callers_capabilities(client.session, config.roots is not None)
         yield client.session
 
 
-def _declare_callers_capabilities(session: ClientSession) -> None:
+def _only_roots(method: str) -> bool:
+    return method == "roots/list"
+
+
+def _declare_callers_capabilities(session: ClientSession, configured_roots: bool) -> None:
     """Declare, on each 2026-07-28 request, what the client it is sent for can be asked.
 
     The server decides from these whether it may ask (sampling, elicitation,
@@ -313,7 +331,8 @@ def _declare_callers_capabilities(session: ClientSession) -> None:
     hub's own offer would claim for every client what only some have. The SDK
     stamps its session-wide capabilities on every request and has no per-request
     setting, so its stamp is wrapped (narrowly: one key, only when a request is
-    sent for a client).
+    sent for a client). A mount with configured roots is answered `roots/list` by
+    the hub, so `roots` is declared for every client.
     """
     stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
 
@@ -326,6 +345,8 @@ def _declare_callers_capabilities(session: ClientSession) -> None:
         capabilities = caller.capabilities
         if capabilities is not None:
             meta[CLIENT_CAPABILITIES_META_KEY] = dict(capabilities)
+            if configured_roots:
+                meta[CLIENT_CAPABILITIES_META_KEY]["roots"] = {}
 
     session._stamp = stamp_for_caller  # pyright: ignore[reportPrivateUsage]
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
-import mcp_types as types
 from mcp.client.session import IncomingMessage
 
 from mcp_hub.config import ServerConfig
@@ -88,12 +87,8 @@ class SessionPool:
     async def roots_changed(self, key: Hashable) -> None:
         """Tell the client's own session that the client's roots changed."""
         seat = self._seats.get(key)
-        if seat is None or seat.connection is None:
-            return
-        try:
-            await seat.connection.session.send_notification(types.RootsListChangedNotification())
-        except Exception as exc:  # boundary: a session on its way out misses the news, nothing else
-            logger.debug("server %r: roots list_changed not delivered: %s", self._config.name, exc)
+        if seat is not None and seat.connection is not None:
+            await seat.connection.roots_changed()
 
     def done(self, seat: _Seat) -> None:
         seat.busy -= 1
@@ -120,7 +115,7 @@ class SessionPool:
             with seat.scope:
                 async with connect(
                     self._config,
-                    inflight=InFlight(self._config.name, owner=origin.for_client()),
+                    inflight=InFlight(self._config.name, owner=origin.for_client(), configured=self._config.roots),
                     message_handler=ignore,
                     on_broken=broken,
                     choice=self._transport,

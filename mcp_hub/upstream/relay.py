@@ -28,6 +28,14 @@ While a client is answering, the deadlines of its requests on that
 connection are paused: a person reading an elicitation form is not a hung
 server.
 
+`roots/list` is answered differently (see `InFlight.list_roots`): from the
+mount's configured roots (`configured`) whenever it has them (the
+administrator's word on what the server may see); else as above, except that a
+question no client's call explains goes to the sole client of a hub serving
+stdio (`sole_client`) if there is one and it declared `roots`, and is otherwise
+answered with an empty list, never an error: many servers ask for roots on
+their own as soon as they start.
+
 A URL-mode elicitation goes only to a client that declared URL mode. Once such
 a client accepts, the server may later send `notifications/elicitation/complete`
 naming the elicitation: `InFlight` remembers which client each open URL
@@ -66,6 +74,13 @@ _SAMPLING_RESULT: TypeAdapter[types.CreateMessageResult | types.CreateMessageRes
 
 class ClientCannotAnswer(MCPError):
     """The client cannot be asked this: it lacks the capability, or its protocol era has no way."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(INVALID_REQUEST, message)
+
+
+class _NoCall(MCPError):
+    """A server's question that no client's call explains (and no client owns the session)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(INVALID_REQUEST, message)
@@ -113,6 +128,10 @@ class Origin(Protocol):
     def capabilities(self) -> Mapping[str, Any] | None:
         """What the client can be asked (its `sampling`, `elicitation`, `roots` capabilities), as declared."""
         ...
+
+
+SoleClient = Callable[[], Awaitable[Origin | None]]
+"""The one client of a hub serving stdio, asked a question no client's call explains (None: there is none)."""
 
 
 @runtime_checkable
@@ -178,6 +197,10 @@ class InFlight:
     owner: Origin | None = None
     broadcast: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
     """Where a log message goes that no single client's request explains."""
+    configured: tuple[str, ...] | None = None
+    """The mount's configured roots (`file://` URIs), the answer to every `roots/list`; None: ask a client."""
+    sole_client: SoleClient | None = None
+    """Asked `roots/list` when no client's call explains the question (set on a hub serving stdio)."""
     _entries: set[_Entry] = field(default_factory=set)
     _open_elicitations: OrderedDict[str, tuple[Origin, float]] = field(
         default_factory=OrderedDict[str, tuple[Origin, float]]
@@ -198,7 +221,44 @@ class InFlight:
         Raises:
             ClientCannotAnswer: a URL-mode elicitation, for a client that did not declare URL mode.
         """
-        origin = self._whose()
+        if method == "roots/list":
+            return await self.list_roots()
+        return await self._relay(self._whose(), method, params)
+
+    async def ask_for(self, origin: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Put a 2026-07-28 server's question about `origin`'s call to `origin`, or answer it from the
+        configured roots."""
+        if method == "roots/list" and self.configured is not None:
+            return self.configured_roots()
+        return await origin.ask(method, params)
+
+    def configured_roots(self) -> dict[str, Any]:
+        """The answer to `roots/list` from the mount's configured roots (only when it has them)."""
+        return {"roots": [{"uri": uri} for uri in self.configured or ()]}
+
+    async def list_roots(self) -> dict[str, Any]:
+        """Answer a handshake-era server's `roots/list`: the configured roots if any; else the roots of the
+        client whose call it is (as any question); else of the sole client of a hub serving stdio; else none.
+
+        Outside any client's call (or on a client's own session, outside its calls) a client that cannot
+        be asked (it did not declare `roots`, or speaks 2026-07-28) makes an empty list, not an error.
+        """
+        if self.configured is not None:
+            return self.configured_roots()
+        try:
+            origin = self._whose()
+        except _NoCall:
+            origin = await self.sole_client() if self.sole_client is not None else None
+        if origin is None:
+            return {"roots": []}
+        try:
+            return await self._relay(origin, "roots/list", {})
+        except ClientCannotAnswer:
+            if any(entry.origin is origin for entry in self._entries):
+                raise  # asked during one of its calls: the client is told, as for any question
+            return {"roots": []}
+
+    async def _relay(self, origin: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         url_id = _url_elicitation_id(method, params)
         if url_id is not None:
             if not _takes_url_elicitation(origin.capabilities):
@@ -272,15 +332,15 @@ class InFlight:
         """The client the question being answered (in this task) is for.
 
         Raises:
-            MCPError: no client, or several, and nothing says which.
+            _NoCall: no client's call explains the question.
+            MCPError: several clients' calls, and nothing says which.
         """
         sending = _SENDING.get()
         if sending is not None and sending[0] is self:  # it arrived on the stream of a request sent here
             call = sending[1]
             if call is not None and call in self._entries:
                 return call.origin
-            raise MCPError(
-                INVALID_REQUEST,
+            raise _NoCall(
                 f"mcp-hub: '{self.mount}' asked about a request no client is waiting for "
                 "(one that ended, or the hub's own)",
             )
@@ -288,7 +348,7 @@ class InFlight:
         if not origins:
             if self.owner is not None:
                 return self.owner.for_client()
-            raise MCPError(INVALID_REQUEST, f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
+            raise _NoCall(f"mcp-hub: no client request is in flight on '{self.mount}' to ask")
         clients = {_client_of(origin) for origin in origins}
         if len(clients) > 1:
             advice = (
@@ -348,20 +408,28 @@ async def drive_input_required(
     send: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]],
     params: Mapping[str, Any],
     result: dict[str, Any],
-    origin: Origin,
+    ask: Callable[[str, Mapping[str, Any]], Awaitable[dict[str, Any]]],
+    answerable: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
-    """Answer a 2026-07-28 server's `input_required` results for a handshake-era client.
+    """Answer a 2026-07-28 server's `input_required` results in the hub.
 
-    Each round puts the server's questions to the client as requests, then sends
-    the original request again with `inputResponses` and the echoed `requestState`.
+    Each round puts the server's questions to `ask` (for a handshake-era client: the
+    client, as requests), then sends the original request again with `inputResponses`
+    and the echoed `requestState`. With `answerable`, only rounds whose every question
+    it accepts are answered here; the first other result is returned as it is (for a
+    2026-07-28 client to answer).
     """
     for _ in range(MAX_INPUT_ROUNDS):
         if result.get("resultType") != "input_required":
             return result
         requests = result.get("inputRequests") or {}
+        if answerable is not None and (
+            not requests or not all(answerable(request.get("method", "")) for request in requests.values())
+        ):
+            return result
         responses = {}
         for key, request in requests.items():
-            responses[key] = await origin.ask(request.get("method", ""), request.get("params") or {})
+            responses[key] = await ask(request.get("method", ""), request.get("params") or {})
         retry = {k: v for k, v in params.items() if k not in ("inputResponses", "requestState")}
         if responses:
             retry["inputResponses"] = responses

@@ -44,7 +44,7 @@ from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
-from mcp_hub.upstream.relay import InFlight, Origin
+from mcp_hub.upstream.relay import InFlight, Origin, SoleClient
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -106,7 +106,10 @@ class Upstream:
         on_listing: ListingHook,
         on_log: LogHook | None = None,
         on_updated: UpdatedHook | None = None,
+        sole_client: SoleClient | None = None,
     ) -> None:
+        """`sole_client`: the one client of a hub serving stdio, asked the shared session's `roots/list`
+        when no client's call explains it (see relay.py)."""
         self.config = config
         self.name = config.name
         self.transport = TransportChoice(config)
@@ -114,6 +117,7 @@ class Upstream:
         self._on_listing = on_listing
         self._on_log = on_log
         self._on_updated = on_updated
+        self._sole_client = sole_client
         self._log_level: str | None = None
         self._subscribed: set[str] = set()
         """The server's URIs of the resources some client wants to hear about."""
@@ -269,14 +273,21 @@ class Upstream:
         except (MCPError, UpstreamError) as exc:
             logger.warning("server %r: %s %s failed: %s", self.name, method, uri, exc)
 
-    async def roots_changed(self, client_key: Hashable) -> None:
-        """A client's roots changed: tell its own session (isolation = "per-client").
+    async def roots_changed(self, client_key: Hashable, *, sole: bool = False) -> None:
+        """A client's roots changed: tell its own session (isolation = "per-client"), and, when it is the
+        sole client of a hub serving stdio (`sole`), the shared session, which asks it outside calls.
 
-        A shared session serves many clients, and asks about roots only during a
-        client's call, where it hears that client's current roots.
+        A shared session serving many clients asks about roots only during a
+        client's call, where it hears that client's current roots. A mount with
+        configured roots hears those whatever the clients say: nothing to tell.
         """
+        if self.config.roots is not None:
+            return
         if self._pool is not None:
             await self._pool.roots_changed(client_key)
+        connection = self._connection
+        if sole and connection is not None and not connection.modern:  # 2026-07-28 has no such notice
+            await connection.roots_changed()
 
     async def list_all(self, kind: str) -> list[dict[str, Any]]:
         """Every item of one catalog kind, following the server's cursors."""
@@ -341,7 +352,9 @@ class Upstream:
         with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
             async with connect(
                 self.config,
-                inflight=InFlight(self.name, broadcast=self._on_log),
+                inflight=InFlight(
+                    self.name, broadcast=self._on_log, configured=self.config.roots, sole_client=self._sole_client
+                ),
                 message_handler=self._on_message,
                 on_broken=self._lost,
                 choice=self.transport,
