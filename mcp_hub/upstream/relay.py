@@ -240,8 +240,8 @@ class InFlight:
         """Answer a handshake-era server's `roots/list`: the configured roots if any; else the roots of the
         client whose call it is (as any question); else of the sole client of a hub serving stdio; else none.
 
-        Outside any client's call (or on a client's own session, outside its calls) a client that cannot
-        be asked (it did not declare `roots`, or speaks 2026-07-28) makes an empty list, not an error.
+        A client that cannot be asked (it did not declare `roots`, or speaks 2026-07-28) makes an empty
+        list, not an error.
         """
         if self.configured is not None:
             return self.configured_roots()
@@ -254,8 +254,8 @@ class InFlight:
         try:
             return await self._relay(origin, "roots/list", {})
         except ClientCannotAnswer:
-            if any(entry.origin is origin for entry in self._entries):
-                raise  # asked during one of its calls: the client is told, as for any question
+            # A stdio or SSE server's question carries no call of its own: the one call in flight is a guess,
+            # and a client without roots has none to give. Never an error: the hub told the server it may ask.
             return {"roots": []}
 
     async def _relay(self, origin: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
