@@ -166,24 +166,18 @@ async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call
             ]
             for bad in forged:
                 with pytest.raises(MCPError) as caught:
-                    await client.session.call_tool(
-                        "srv_ask", asked, input_responses={key: answer}, request_state=bad
-                    )
+                    await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=bad)
                 assert "requestState is not valid" in caught.value.message
             # Bound to the tool it was issued for.
             with pytest.raises(MCPError):
                 await client.session.call_tool(
                     "srv_echo", {"text": "x"}, input_responses={key: answer}, request_state=state
                 )
-            done = await client.session.call_tool(
-                "srv_ask", asked, input_responses={key: answer}, request_state=state
-            )
+            done = await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=state)
             assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
             # Used up: the call it belonged to is over.
             with pytest.raises(MCPError) as caught:
-                await client.session.call_tool(
-                    "srv_ask", asked, input_responses={key: answer}, request_state=state
-                )
+                await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=state)
             assert "has ended" in caught.value.message
 
 
