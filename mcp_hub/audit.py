@@ -9,6 +9,10 @@ behind that the queue is full, the line is dropped, counted and reported, rather
 the hub until the disk catches up: a bounded queue that blocks would turn a slow disk into a hub-wide outage,
 and an unbounded one into unbounded memory. Dropping the newest line (not the oldest) keeps what is written a
 gap-free prefix in order; the gap is visible in `dropped` and on "mcp_hub.audit.errors".
+
+A line keeps non-ASCII text readable (é, 日本), and escapes the characters that would deceive a person reading
+it in a terminal or a viewer (bidi overrides, invisible characters, C1 controls, line separators: see shown.py);
+the line stays JSON, and parses to the same values.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from mcp_hub.errors import ConfigError
+from mcp_hub.shown import shown
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
 
@@ -58,9 +63,10 @@ class AuditEvent:
         values = {field.name: getattr(self, field.name) for field in fields(self)}
         try:
             arguments = None if self.arguments is None else dict(self.arguments)  # a MappingProxyType too
-            return json.dumps({**values, "arguments": arguments}, **_JSON)
+            line = json.dumps({**values, "arguments": arguments}, **_JSON)
         except Exception:  # field by field, so one bad value spoils only itself
-            return "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
+            line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
+        return shown(line, json_escapes=True)
 
 
 def _repr(value: object) -> str:  # json.dumps(default=): what JSON cannot hold becomes its repr

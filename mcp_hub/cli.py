@@ -31,6 +31,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.pins import PinStore
 from mcp_hub.policy import Target, empty_policy, load_policies
+from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 
 _KIND_KEYS = {
@@ -169,7 +170,8 @@ def _tools(args: argparse.Namespace) -> int:
         for item in items:
             label = item.get("name") if kind in ("tools", "prompts") else item.get("uri") or item.get("uriTemplate")
             description = (item.get("description") or "").strip().splitlines()
-            print(f"  {label}" + (f"  {description[0]}" if description else ""))
+            # Servers' names and descriptions, shown with the characters that would deceive a reader escaped.
+            print(f"  {shown(str(label))}" + (f"  {shown(description[0])}" if description else ""))
     return 1 if down else 0
 
 

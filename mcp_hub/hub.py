@@ -95,8 +95,9 @@ class Hub:
         links: list[Link] = []
         if observer is not None:
             links.append(CallRecorder())
-        if audit.file:
-            links.append(AuditTrail(self.audit, self.policy))
+        trail = AuditTrail(self.audit, self.policy) if audit.file else None
+        if trail is not None:
+            links.append(trail)
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter()))
         self.endpoint = Endpoint(
@@ -110,6 +111,7 @@ class Hub:
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,
             startup=self.startup,
+            on_refused=trail.refused if trail is not None else None,
         )
         observe_server(self.endpoint.server, observer)
 

@@ -128,6 +128,17 @@ def test_values_json_cannot_hold_are_written_as_their_repr() -> None:
         }
 
 
+def test_a_line_escapes_what_would_deceive_its_reader_and_parses_to_the_same_values() -> None:
+    """Read in a terminal or a viewer, a right-to-left override would reorder the line and a C1 control
+    start a terminal sequence: they are written as JSON escapes; other non-ASCII text is written as it is."""
+    arguments = {"path": "invoice\u202efdp.exe", "note": "\x9b2J\u2028\U000e0041", "title": "日本 café"}
+    line = replace(BASE, name="delete\u200bnote", arguments=arguments).to_json()
+    assert not {"\u202e", "\x9b", "\u2028", "\U000e0041", "\u200b"} & set(line)
+    assert '"invoice\\u202efdp.exe"' in line and "日本 café" in line
+    record = strict_loads(line)
+    assert record["arguments"] == arguments and record["name"] == "delete\u200bnote"
+
+
 def test_events_reach_the_file_one_line_each(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "dir" / "audit.log"  # parent directories are created
     arguments = {"title": "café ☕", "text": "a\nb", "lone": "\udc80"}  # a lone surrogate: written as a \u escape

@@ -1,6 +1,6 @@
 """Dependencies point one way: errors <- config <- naming, policy, audit, telemetry <- upstream <- catalog
-<- router <- chain <- server <- hub <- cli; `wire` (JSON writing), `scopes` (cancel scopes) and `allocator`
-import nothing of the hub."""
+<- router <- chain <- server <- hub <- cli; `wire` (JSON writing), `scopes` (cancel scopes), `allocator` and
+`shown` (text shown to a person) import nothing of the hub."""
 
 from __future__ import annotations
 
@@ -17,19 +17,20 @@ ALLOWED = {
     "wire": set(),
     "scopes": set(),
     "allocator": set(),
+    "shown": set(),
     "naming": {"errors"},
     "config": {"errors"},
     "importer": {"errors", "config"},
     "telemetry": {"errors", "config", "__init__"},
     "upstream": {"errors", "config", "telemetry", "wire", "scopes", "__init__"},
     "catalog": {"naming"},
-    "policy": {"config", "errors"},
+    "policy": {"config", "errors", "shown"},
     "router": {"catalog", "errors", "upstream"},
-    "audit": {"errors"},
+    "audit": {"errors", "shown"},
     "policy_store": {"errors", "policy"},
     "pins": {"errors"},
     "snapshot": {"config"},
-    "chain": {"audit", "catalog", "errors", "policy", "telemetry", "upstream"},
+    "chain": {"audit", "catalog", "errors", "policy", "shown", "telemetry", "upstream"},
     "server": {"catalog", "chain", "errors", "naming", "policy", "router", "upstream", "wire", "scopes", "__init__"},
     "hub": {
         "audit",

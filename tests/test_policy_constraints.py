@@ -168,6 +168,12 @@ INSIDE = [
     "file://{root}/a%20b",  # read as {root}/a%20b and as {root}/a b: both inside
     "file://{root}/a.txt?x=1",
     "file://{root}/x?http://evil/",  # {root}/x with or without the query: a URI in a query is no URI to read
+    # Unicode that normalization (NFKC) changes without changing the path's steps stays readable.
+    "{root}/\uff46\uff49\uff4c\uff45.txt",  # fullwidth letters: "file.txt" once normalized, in the same place
+    "{root}/日本/é.txt",
+    "{root}/会议\uff1a纪要.txt",  # a fullwidth colon in a name is no scheme
+    "{root}/a\uff0eb",  # a dot inside a name is no dot segment
+    "{root}/ﬁle",
 ]
 
 # A relative path is refused: the hub would check it against a root, but the server resolves it
@@ -264,6 +270,26 @@ OUTSIDE = {
     "sub\\..\\..": "Windows-style",
     "%2e%2e%5c": "Windows-style",
     "{root}/..\\..\\etc": "Windows-style",
+    # Read NFKC-normalized, as some servers do, these step out or elsewhere: refused however read.
+    "{root}/\uff0e\uff0e/outside/secret": "Unicode-normalized",  # U+FF0E FULLWIDTH FULL STOP
+    "{root}/\uff0e\uff0e/\uff0e\uff0e/etc/passwd": "Unicode-normalized",
+    "{root}/\u2024\u2024/outside": "Unicode-normalized",  # U+2024 ONE DOT LEADER
+    "{root}/‥/outside": "Unicode-normalized",  # U+2025 TWO DOT LEADER is two dots
+    "{root}/﹒﹒/outside": "Unicode-normalized",  # U+FE52 SMALL FULL STOP
+    "{root}/sub/\uff0e\uff0e/a.txt": "Unicode-normalized",  # inside either way, but the two readings differ
+    "{root}/\uff0e/a.txt": "Unicode-normalized",
+    "{root}/…": "Unicode-normalized",  # "..." to a server that normalizes
+    "{root}/..\uff0f..\uff0fetc": "Unicode-normalized",  # U+FF0F FULLWIDTH SOLIDUS
+    "{root}/a\uff0fb": "Unicode-normalized",
+    "{root}/..\uff3c..\uff3cetc": "Unicode-normalized",  # U+FF3C FULLWIDTH REVERSE SOLIDUS
+    "{root}/\uff052e\uff052e/outside": "Unicode-normalized",  # U+FF05: "%2e%2e" once normalized, ".." once decoded
+    "{root}/%EF%BC%8E%EF%BC%8E/outside": "Unicode-normalized",  # two FULLWIDTH FULL STOPs once decoded
+    "{root}/%25EF%25BC%258E%25EF%25BC%258E/x": "Unicode-normalized",  # double-encoded
+    "file://{root}/\uff0e\uff0e/outside": "Unicode-normalized",
+    "\uff46\uff49\uff4c\uff45:///etc/passwd": "outside",  # fullwidth letters: a file: URI once normalized
+    "%EF%BD%86ile:///etc/passwd": "outside",
+    "\uff0fetc\uff0fpasswd": "Unicode-normalized",  # relative as written, absolute once normalized
+    "\uff5e/x": "'~'",  # U+FF5E FULLWIDTH TILDE
     "": "empty",
     "%ff": "not UTF-8",
     "{root}/%ff": "not UTF-8",

@@ -397,6 +397,13 @@ def test_explain_lists_every_rule_and_the_outcome() -> None:
     assert "s3cr3t" not in text and '"api_token": "***"' in text
 
 
+def test_explain_shows_deceiving_characters_escaped() -> None:
+    p = policy(CONSTRAINED)
+    text = p.explain("x", tool("files", "read\u202efile", {"path": "/srv/docs/invoice\u202efdp.exe", "t": "日本"}))
+    assert "\u202e" not in text
+    assert "'read\\u202efile'" in text and '"/srv/docs/invoice\\u202efdp.exe"' in text and "日本" in text
+
+
 def test_explain_no_match_denied_and_hidden() -> None:
     p = policy(PRECEDENCE)
     text = p.explain("alice", tool("notes", "delete_secret"))

@@ -155,6 +155,9 @@ async def test_hidden_items_are_neither_listed_nor_callable(tmp_path: Path, mode
         "{tmp}/docs/%2e%2e/outside/x",
         "{tmp}/docs/%252e%252e/outside/x",
         "{tmp}/docs/escape/secret",
+        "{tmp}/docs/\uff0e\uff0e/outside/x",  # FULLWIDTH FULL STOPs: ".." to a server that normalizes (NFKC)
+        "{tmp}/docs/\u2024\u2024/outside/x",  # ONE DOT LEADERs
+        "{tmp}/docs/..\uff0f..\uff0foutside/x",  # FULLWIDTH SOLIDUS
         "file://{tmp}/outside/x",
         "file%3a//{tmp}/outside/x",
         "~/x",

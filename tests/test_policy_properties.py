@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import unicodedata
 from typing import Any
 from urllib.parse import unquote
 
@@ -134,10 +135,24 @@ def test_visible_is_decide_not_denied_and_decide_follows_the_precedence(
 # -- paths -------------------------------------------------------------------------------------
 
 ROOT = "/srv/docs"
-path_values = st.lists(
-    st.sampled_from(["a", "..", ".", "/", "%2e", "%2f", "%25", "2e", "%5c", "\\", "~", "docs", "srv", "file:", "?"]),
-    max_size=10,
-).map("".join)
+PIECES = ["a", "..", ".", "/", "%2e", "%2f", "%25", "2e", "%5c", "\\", "~", "docs", "srv", "file:", "?"]
+LOOKALIKES = [
+    "\uff0e",  # FULLWIDTH FULL STOP: "."
+    "\u2024",  # ONE DOT LEADER: "."
+    "\u2025",  # TWO DOT LEADER: ".."
+    "\u2026",  # HORIZONTAL ELLIPSIS: "..."
+    "\ufe52",  # SMALL FULL STOP: "."
+    "\uff0f",  # FULLWIDTH SOLIDUS: "/"
+    "\uff3c",  # FULLWIDTH REVERSE SOLIDUS: "\\"
+    "\uff05",  # FULLWIDTH PERCENT SIGN: "%"
+    "\uff5e",  # FULLWIDTH TILDE: "~"
+    "\uff46\uff49\uff4c\uff45\uff1a",  # "file:" in fullwidth letters
+    "%EF%BC%8E",  # FULLWIDTH FULL STOP, percent-encoded
+    "\u00e9",
+    "\u65e5",
+]
+path_values = st.lists(st.sampled_from(PIECES), max_size=10).map("".join)
+unicode_path_values = st.lists(st.sampled_from(PIECES + LOOKALIKES), max_size=10).map("".join)
 
 
 def inside(path: str) -> bool:
@@ -154,6 +169,36 @@ def test_accepted_paths_stay_inside_however_decoded(value: str) -> None:
             assert inside(spelling), spelling
             assert "\x00" not in spelling and not spelling.startswith("~")
             spelling = unquote(spelling)
+
+
+def readings(value: str) -> set[str]:
+    """Every way a server might read `value`: percent-decoded, NFKC-normalized, both, in any order, repeatedly."""
+    found, pending = set(), [value]
+    while pending:
+        text = pending.pop()
+        if text in found or len(found) > 200:
+            continue
+        found.add(text)
+        pending += [unquote(text), unicodedata.normalize("NFKC", text)]
+    return found
+
+
+def steps(path: str) -> list[str]:
+    return path.replace("\\", "/").split("/")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(unicode_path_values, unicode_path_values.map(lambda v: ROOT + "/" + v)))
+def test_accepted_paths_stay_inside_however_decoded_or_normalized(value: str) -> None:
+    if path_problem(value, [ROOT], os.path.normpath) is None:
+        for reading in readings(value):
+            assert inside(reading), reading
+            assert "\x00" not in reading and not reading.startswith("~")
+            # Normalization changes no step: the same separators, the same dot segments, in the same places.
+            normal = unicodedata.normalize("NFKC", reading)
+            written, read = steps(unquote(reading)), steps(unquote(normal))
+            assert len(written) == len(read), (reading, normal)
+            assert all(a == b or (a.strip(".") and b.strip(".")) for a, b in zip(written, read, strict=True))
 
 
 # -- masking -----------------------------------------------------------------------------------

@@ -150,11 +150,10 @@ async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call
     """A legacy server's question parks the call; only the untouched state, on the same call, resumes it."""
     config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
     answer = {"action": "accept", "content": {"answer": "ada"}}
+    asked = {"what": "elicitation", "text": "x"}  # a retry sends the arguments of the call again
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", **Person("ada").options()) as client:
         with anyio.fail_after(10):
-            first = await client.session.call_tool(
-                "srv_ask", {"what": "elicitation", "text": "x"}, allow_input_required=True
-            )
+            first = await client.session.call_tool("srv_ask", asked, allow_input_required=True)
             assert isinstance(first, types.InputRequiredResult) and first.input_requests
             assert first.request_state is not None
             (key,) = first.input_requests
@@ -167,24 +166,18 @@ async def test_the_state_a_modern_client_carries_is_sealed_and_bound_to_its_call
             ]
             for bad in forged:
                 with pytest.raises(MCPError) as caught:
-                    await client.session.call_tool(
-                        "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=bad
-                    )
+                    await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=bad)
                 assert "requestState is not valid" in caught.value.message
             # Bound to the tool it was issued for.
             with pytest.raises(MCPError):
                 await client.session.call_tool(
                     "srv_echo", {"text": "x"}, input_responses={key: answer}, request_state=state
                 )
-            done = await client.session.call_tool(
-                "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=state
-            )
+            done = await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=state)
             assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
             # Used up: the call it belonged to is over.
             with pytest.raises(MCPError) as caught:
-                await client.session.call_tool(
-                    "srv_ask", {"what": "elicitation"}, input_responses={key: answer}, request_state=state
-                )
+                await client.session.call_tool("srv_ask", asked, input_responses={key: answer}, request_state=state)
             assert "has ended" in caught.value.message
 
 
@@ -257,6 +250,7 @@ async def test_a_sealed_state_is_refused_to_another_principal(tmp_path: Path) ->
     keys = {"alice": "a" * 32, "bob": "b" * 32}
     config = load_config(path, environ={"ALICE_KEY": keys["alice"], "BOB_KEY": keys["bob"]})
     answer = {"action": "accept", "content": {"answer": "ada"}}
+    asked = {"what": "elicitation", "text": "x"}  # a retry sends the arguments of the call again
 
     @asynccontextmanager
     async def client_of(base: str, who: str) -> AsyncIterator[Client]:
@@ -271,16 +265,14 @@ async def test_a_sealed_state_is_refused_to_another_principal(tmp_path: Path) ->
         )
         async with serve_app(app) as base, client_of(base, "alice") as alice, client_of(base, "bob") as bob:
             with anyio.fail_after(15):
-                first = await alice.session.call_tool(
-                    "srv_ask", {"what": "elicitation", "text": "x"}, allow_input_required=True
-                )
+                first = await alice.session.call_tool("srv_ask", asked, allow_input_required=True)
                 assert isinstance(first, types.InputRequiredResult) and first.request_state is not None
                 (key,) = first.input_requests or {}
                 resumed = {"input_responses": {key: answer}, "request_state": first.request_state}
                 with pytest.raises(MCPError) as caught:
-                    await bob.session.call_tool("srv_ask", {"what": "elicitation"}, **resumed)
+                    await bob.session.call_tool("srv_ask", asked, **resumed)
                 assert "requestState is not valid" in caught.value.message
-                done = await alice.session.call_tool("srv_ask", {"what": "elicitation"}, **resumed)
+                done = await alice.session.call_tool("srv_ask", asked, **resumed)
     assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
 
 

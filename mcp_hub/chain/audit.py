@@ -66,6 +66,15 @@ class AuditTrail:
             except Exception:  # a failure to record must not replace what the call raised or returned
                 errors_log.exception("audit: could not record a decision on %s %s", ctx.method, ctx.public)
 
+    def refused(self, ctx: CallContext, reason: str) -> None:
+        """A request refused before the chain (a 2026-07-28 retry whose requestState was issued for another
+        call): one line, outcome "refused", for what it asked."""
+        ctx.verdict.outcome, ctx.verdict.reason = "refused", reason
+        try:
+            self._record(ctx, None, None, 0.0)
+        except Exception:
+            errors_log.exception("audit: could not record a refusal of %s %s", ctx.method, ctx.public)
+
     def _record(self, ctx: CallContext, outcome: str | None, reason: str | None, elapsed: float) -> None:
         verdict = ctx.verdict
         if verdict.revision is not None and verdict.mask is not None:

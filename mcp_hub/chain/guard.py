@@ -9,7 +9,9 @@ The decision is the policy's (`PolicySet.decide`, pure); this link enforces it:
   the rule says "shared"), over the limit answered with when to retry;
 - CONFIRM: a person is asked through the client (elicitation) and the call
   proceeds only on an explicit yes; no, cancel, silence past the timeout, or a
-  client that cannot ask (unless the policy allows that) refuse it.
+  client that cannot ask (unless the policy allows that) refuse it. The question
+  quotes the names and arguments with the characters that would deceive a person
+  (bidi overrides, invisible and control characters) escaped (see shown.py).
 
 Refusals of tool calls are tool errors so the model reads why; the same
 refusal elsewhere is a JSON-RPC error.
@@ -17,7 +19,6 @@ refusal elsewhere is a JSON-RPC error.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ from limits.storage import storage_from_string
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import RateLimited, Refused, UnknownName
 from mcp_hub.policy import Decision, Outcome, PolicySet, RateLimit, Target, mask_arguments
+from mcp_hub.shown import shown, shown_json
 from mcp_hub.upstream import ClientCannotAnswer
 
 _CONFIRM_SCHEMA = {
@@ -103,10 +105,10 @@ class PolicyGuard:
 
     async def _confirm(self, ctx: CallContext, decision: Decision, policy: PolicySet) -> None:
         settings = policy.confirmation
-        shown = mask_arguments(ctx.arguments, policy.audit.mask_arguments)
+        arguments = mask_arguments(ctx.arguments, policy.audit.mask_arguments)
         message = (
-            f"Allow {ctx.kind} '{ctx.public}' on server '{ctx.mount}'"
-            + (f" with arguments {json.dumps(shown, ensure_ascii=False)}" if shown else "")
+            f"Allow {ctx.kind} '{shown(ctx.public)}' on server '{shown(ctx.mount)}'"
+            + (f" with arguments {shown_json(arguments)}" if arguments else "")
             + f"? (policy rule {decision.rule}{': ' + decision.reason if decision.reason else ''})"
         )
         params = {"message": message, "requestedSchema": _CONFIRM_SCHEMA}
@@ -131,7 +133,8 @@ class PolicyGuard:
             ctx.verdict.outcome = "confirmed"
             return
         ctx.verdict.outcome = "declined"
-        raise Refused(f"Not confirmed ({answer.get('action', 'no answer')}; policy rule {decision.rule})", None)
+        action = shown(str(answer.get("action", "no answer")))
+        raise Refused(f"Not confirmed ({action}; policy rule {decision.rule})", None)
 
 
 def _tool_error(text: str) -> dict[str, Any]:

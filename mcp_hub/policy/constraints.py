@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -31,6 +32,7 @@ ABSENT = object()
 MAX_DECODE_ROUNDS = 8
 MAX_SPELLINGS = 64
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # two letters at least: "C:" is a drive, not a scheme
+_SEPARATOR = re.compile(r"[/\\]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +195,12 @@ def path_problem(value: Any, roots: Sequence[str], realpath: Realpath = os.path.
     1. it must be a non-empty string;
     2. the value as given, and every percent-decoding of it until decoding changes nothing
        (`%252e` -> `%2e` -> `.`), are all spellings to check: the server might decode or might not;
+       so is the Unicode compatibility normalization (NFKC) of each, which some servers apply
+       (U+FF0F FULLWIDTH SOLIDUS -> `/`, two U+FF0E FULLWIDTH FULL STOPs or one U+2025 TWO DOT
+       LEADER -> `..`, U+FF05 FULLWIDTH PERCENT SIGN -> `%`). A value that normalization would
+       give other separators or other dot segments (`{root}/\uff0e\uff0e/etc` is a name inside the
+       root as written, and a step out of it once normalized) is refused outright, whichever
+       reading stays inside: the two readings would point to different files;
     3. a spelling that is a `file:` URI (any case: `file:///p`, `file://localhost/p`, `file:/p`),
        however it was reached (`file%3a///p` decodes to one), is read as its path, with and
        without what follows a `?` or `#`, and that path is decoded in turn; a `file:` URI naming
@@ -256,6 +264,14 @@ def _spellings(value: str) -> list[str] | str:
             if rounds >= MAX_DECODE_ROUNDS:
                 return "is percent-encoded too many times"
             pending.append((decoded, rounds + 1))
+        normal = unicodedata.normalize("NFKC", text)
+        if normal != text:
+            if _steps_differ(text, normal):
+                return (
+                    "reads as other path separators or dot segments once Unicode-normalized (NFKC), as some "
+                    "servers read it; write the path in plain characters"
+                )
+            pending.append((normal, rounds))
         paths = _uri_paths(text)
         if isinstance(paths, str):
             return paths
@@ -264,6 +280,33 @@ def _spellings(value: str) -> list[str] | str:
         else:
             pending.extend((path, rounds) for path in paths)
     return spellings
+
+
+def _steps_differ(text: str, normal: str) -> bool:
+    """Whether `normal` (the NFKC form of `text`) has other separators or dot segments than `text`, each read
+    percent-decoded as far as it goes (`\uff052e` normalizes to `%2e`, which decodes to `.`)."""
+    written, read = _SEPARATOR.split(_decoded(text)), _SEPARATOR.split(_decoded(normal))
+    if len(written) != len(read):
+        return True
+    return any(a != b and (_dots(a) or _dots(b)) for a, b in zip(written, read, strict=True))
+
+
+def _decoded(text: str) -> str:
+    """`text` percent-decoded until decoding changes nothing (as far as it decodes)."""
+    for _ in range(MAX_DECODE_ROUNDS + 1):
+        try:
+            decoded = unquote(text, errors="strict")
+        except UnicodeDecodeError:
+            return text
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _dots(segment: str) -> bool:
+    """A segment of dots only: `.` and `..` step, and some systems read `...` as one of them."""
+    return bool(segment) and segment.strip(".") == ""
 
 
 def _uri_paths(text: str) -> list[str] | str | None:

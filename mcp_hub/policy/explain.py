@@ -2,17 +2,18 @@
 
 The outcome shown is `decide()`'s own; the rule lines re-run the same matching and the same
 constraint checks, one rule at a time, so every rule considered appears, matched or not.
-Argument values are shown masked with the [audit] settings.
+Argument values are shown masked with the [audit] settings, and names and values with the
+characters that would deceive a reader escaped (see shown.py).
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
 from mcp_hub.policy.constraints import Realpath
 from mcp_hub.policy.masking import mask_arguments
+from mcp_hub.shown import shown, shown_json
 
 if TYPE_CHECKING:
     from mcp_hub.policy.decide import Decision, PolicySet, Target
@@ -24,7 +25,8 @@ _MAX_ARGUMENTS_TEXT = 300
 def render(policy: PolicySet, principal: str, target: Target, decision: Decision, realpath: Realpath) -> str:
     files = f" ({', '.join(policy.sources)})" if policy.sources else " (built-in policy)"
     lines = [f"Policy revision {policy.revision}{files}", _principal_line(policy, principal)]
-    lines.append(f"Target: {target.kind} {target.name!r} on mount {target.mount!r}; {_arguments_text(policy, target)}")
+    target_text = f"{target.kind} {shown(repr(target.name))} on mount {shown(repr(target.mount))}"
+    lines.append(f"Target: {target_text}; {_arguments_text(policy, target)}")
     if decision.profile is not None:
         lines.extend(_profile_lines(policy, target, realpath, decision.profile))
     lines.append(_outcome_line(decision))
@@ -48,10 +50,10 @@ def _arguments_text(policy: PolicySet, target: Target) -> str:
         return "resources take no arguments"
     if target.arguments is None:
         return "no arguments given (checked as a call without arguments)"
-    shown = json.dumps(mask_arguments(target.arguments, policy.audit.mask_arguments), default=repr, ensure_ascii=False)
-    if len(shown) > _MAX_ARGUMENTS_TEXT:
-        shown = shown[:_MAX_ARGUMENTS_TEXT] + "..."
-    return f"arguments (masked): {shown}"
+    text = shown_json(mask_arguments(target.arguments, policy.audit.mask_arguments))
+    if len(text) > _MAX_ARGUMENTS_TEXT:
+        text = text[:_MAX_ARGUMENTS_TEXT] + "..."
+    return f"arguments (masked): {text}"
 
 
 def _profile_lines(policy: PolicySet, target: Target, realpath: Realpath, name: str) -> list[str]:

@@ -47,7 +47,7 @@ from mcp_hub.errors import HubError, InvalidCursor, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.router import Router
 from mcp_hub.server.lane import CallLane
-from mcp_hub.server.parking import ParkingLot, sealed_by_hub
+from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.upstream import ClientCannotAnswer, Upstream
 from mcp_hub.upstream.startup import Startup
@@ -254,6 +254,7 @@ class Endpoint:
         on_log_level: Callable[[str], Awaitable[None]] | None = None,
         confirms: bool = False,
         startup: Startup | None = None,
+        on_refused: Callable[[CallContext, str], None] | None = None,
     ) -> None:
         self._catalog = catalog
         self._startup = startup
@@ -272,6 +273,8 @@ class Endpoint:
         self._clients: dict[Connection, _Client] = {}
         self._upstreams = upstreams
         self._confirms = confirms
+        self._on_refused = on_refused
+        """Records a request refused outside the chain (a retry whose requestState is for another call)."""
         self.parking = ParkingLot()
         """Where 2026-07-28 clients' calls wait for answers (its `run()` belongs in the hub's task group)."""
         self._subscriptions = Subscriptions(upstreams)
@@ -451,7 +454,12 @@ class Endpoint:
                 if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
                     raise UnknownName(route.kind, route.public)
                 answers = (ctx.params or {}).get("inputResponses")
-                return _complete_result(await self.parking.resume(call, state, answers))
+                try:
+                    return _complete_result(await self.parking.resume(call, state, answers))
+                except StateRefused as refusal:
+                    if self._on_refused is not None:
+                        self._on_refused(call, refusal.message)
+                    raise
             if self._may_ask(route.mount):
                 return _complete_result(await self.parking.call(call, self._call, origin.check_can_ask))
         return _complete_result(await self._call(call))

@@ -12,10 +12,14 @@ request again with `inputResponses` and that state; the hub hands the answers
 to the parked call and waits for its result, or for its next question.
 
 The state the client carries is sealed (HMAC-SHA256 under a key that never
-leaves this process) and names the principal, the method and the name the
-call was for: a state presented by anyone else, for anything else, after it
-expired, or altered in any way is refused. A parked call the client never
-comes back to ends when its time runs out.
+leaves this process) and names the principal, the method, the name and the
+arguments (a digest of their canonical JSON) of the call it was issued for:
+the call that runs is the one the client was asked about. A state presented
+by anyone else, for anything else (another name, other arguments: a person
+confirmed deleting one file, and the retry names another), after it expired,
+or altered in any way is refused (`StateRefused`), and the parked call waits
+on, untouched, for the right retry. A parked call the client never comes
+back to ends when its time runs out.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class _Parked:
     principal: str
     method: str
     public: str
+    arguments: str
+    """`arguments_digest` of the call's arguments."""
     scope: anyio.CancelScope
     questions: dict[str, _Question] = field(default_factory=dict)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -75,6 +81,21 @@ class _Parked:
 
     def poke(self) -> None:
         self.changed.set()
+
+
+class StateRefused(MCPError):
+    """A `requestState` presented for something other than the call it was issued for (or forged): refused
+    with invalid params, and nothing runs."""
+
+    def __init__(self, why: str = "") -> None:
+        super().__init__(INVALID_PARAMS, "mcp-hub: requestState is not valid for this request" + why)
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    """A digest of a call's arguments as JSON with sorted keys: equal for the same JSON values only (`1` is
+    not `1.0` nor `true`), whatever the order of their keys."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return _b64(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
 
 
 class _AskingOrigin:
@@ -148,7 +169,14 @@ class ParkingLot:
         `can_ask(method)` raises `ClientCannotAnswer` for a question the client cannot take.
         """
         assert self._task_group is not None
-        parked = _Parked(secrets.token_urlsafe(16), ctx.principal, ctx.method, ctx.public, anyio.CancelScope())
+        parked = _Parked(
+            secrets.token_urlsafe(16),
+            ctx.principal,
+            ctx.method,
+            ctx.public,
+            arguments_digest(ctx.arguments),
+            anyio.CancelScope(),
+        )
         asking = replace(ctx, origin=_AskingOrigin(ctx.origin, parked, can_ask))
 
         async def run() -> None:
@@ -170,7 +198,11 @@ class ParkingLot:
         return await self._next(parked)
 
     async def resume(self, ctx: CallContext, state: str, responses: Any) -> dict[str, Any]:
-        """The client came back with answers: hand them to its parked call, and wait for what comes next."""
+        """The client came back with answers: hand them to its parked call, and wait for what comes next.
+
+        Raises `StateRefused` for a state not issued for this request (its principal, method, name and
+        arguments), before any answer is handed over.
+        """
         parked = self._unseal(state, ctx)
         parked.scope.deadline = math.inf
         if not isinstance(responses, dict):
@@ -218,6 +250,7 @@ class ParkingLot:
             "sub": parked.principal,
             "method": parked.method,
             "name": parked.public,
+            "args": parked.arguments,
             "exp": time.time() + self._ttl,
         }
         body = _b64(json.dumps(claims, separators=(",", ":")).encode())
@@ -230,13 +263,14 @@ class ParkingLot:
             claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))) if valid else {}
         except (ValueError, UnicodeDecodeError):
             claims = {}
-        if (
-            not isinstance(claims, dict)
-            or claims.get("sub") != ctx.principal
-            or claims.get("method") != ctx.method
-            or claims.get("name") != ctx.public
-        ):
-            raise MCPError(INVALID_PARAMS, "mcp-hub: requestState is not valid for this request")
+        if not isinstance(claims, dict) or claims.get("sub") != ctx.principal:
+            raise StateRefused()
+        if claims.get("method") != ctx.method or claims.get("name") != ctx.public:
+            raise StateRefused(": it was issued for a call of something else; call anew")
+        if claims.get("args") != arguments_digest(ctx.arguments):
+            raise StateRefused(
+                ": it was issued for a call with other arguments; retry with that call's arguments, or call anew"
+            )
         parked = self._parked.get(str(claims.get("id")))
         if parked is None or not isinstance(claims.get("exp"), int | float) or claims["exp"] < time.time():
             raise MCPError(INVALID_REQUEST, "mcp-hub: the call this requestState belongs to has ended; call again")
