@@ -9,6 +9,14 @@ own loop. A request to a mount still making its first connection waits for it
 (up to the mount's `timeout`); one to a mount that is down, or whose first
 connection failed, fails at once with an error that names it.
 
+A server is taken as it is. A list method it does not implement (-32601, or a
+capability it did not declare) is an empty list of that kind; an optional
+request the hub makes on its own (ping, logging/setLevel, resources/subscribe,
+subscriptions/listen, and completion/complete, which the hub answers with no
+completions) that the server answers with an error leaves that feature out for
+the server: `refused` records what it refused and why, logged once, and the
+connection stays up.
+
 `Upstream.request()` is the one way the hub talks to a mounted server: on the
 shared session, or on the calling client's own session when the mount is
 `isolation = "per-client"` and the client has one to keep (a handshake-era
@@ -38,7 +46,9 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
@@ -62,6 +72,9 @@ LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "resource_templates": ("resources/templates/list", "resourceTemplates"),
 }
 """Catalog kind -> (list method, result key)."""
+
+_NO_COMPLETIONS: Mapping[str, Any] = {"completion": {"values": [], "total": 0, "hasMore": False}}
+"""What a client hears when the server it asks for completions has none to offer."""
 
 _LISTEN_EVENTS: Mapping[type[Any], frozenset[str]] = {
     ToolsListChanged: frozenset({"tools"}),
@@ -122,6 +135,8 @@ class Upstream:
         self._known_capabilities: types.ServerCapabilities | None = None
         self.state = State.STARTING if config.enabled else State.DISABLED
         self.last_error: str | None = None
+        self.refused: dict[str, str] = {}
+        """What the server answered with an error that the hub goes on without: method -> reason."""
         self.restarts = 0
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
@@ -198,6 +213,18 @@ class Upstream:
             UpstreamError: the mount's per-client sessions are all taken.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
+        if method == "completion/complete":
+            return await self._complete(params, on_progress=on_progress, origin=origin)
+        return await self._request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
+    ) -> dict[str, Any]:
         if self._pool is not None and origin is not None and origin.client_key is not None:
             connection, seat = await self._pool.acquire(origin)
             try:
@@ -211,6 +238,36 @@ class Upstream:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _complete(
+        self, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin | None
+    ) -> dict[str, Any]:
+        """Completion is optional: a server that does not offer it, or refuses it, has no completions."""
+        caps = self.capabilities
+        if caps is not None and caps.completions is None:
+            return dict(_NO_COMPLETIONS)
+        try:
+            result = await self._request("completion/complete", params, on_progress=on_progress, origin=origin)
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise  # about the arguments it was given: the client's to hear
+            self._refused("completion/complete", exc)
+            return dict(_NO_COMPLETIONS)
+        self._answered("completion/complete")
+        return result
+
+    def _refused(self, method: str, exc: MCPError) -> None:
+        """Note that the server answered an optional `method` with an error (logged once per reason)."""
+        reason = f"{exc.message} ({exc.code})"
+        if self.refused.get(method) == reason:
+            return
+        self.refused[method] = reason
+        level = logging.INFO if exc.code == METHOD_NOT_FOUND else logging.WARNING
+        logger.log(level, "server %r refused %s: %s; going on without it", self.name, method, reason)
+
+    def _answered(self, method: str) -> None:
+        if self.refused.pop(method, None) is not None:
+            logger.info("server %r: answers %s again", self.name, method)
 
     async def _first_connection(self) -> Connection | None:
         """Wait (up to the mount's `timeout`) for the first connection attempt to end; the connection, if it came.
@@ -244,8 +301,12 @@ class Upstream:
             return
         try:
             await self._connection.send("logging/setLevel", {"level": self._log_level})
-        except (MCPError, UpstreamError) as exc:
+        except MCPError as exc:
+            self._refused("logging/setLevel", exc)
+        except UpstreamError as exc:
             logger.warning("server %r: could not set its log level: %s", self.name, exc)
+        else:
+            self._answered("logging/setLevel")
 
     async def subscribe(self, uri: str) -> None:
         """Hear about changes to the resource at (the server's) `uri`; kept across reconnects."""
@@ -266,8 +327,12 @@ class Upstream:
             return
         try:
             await self._connection.send(method, {"uri": uri})
-        except (MCPError, UpstreamError) as exc:
+        except MCPError as exc:
+            self._refused(method, exc)
+        except UpstreamError as exc:
             logger.warning("server %r: %s %s failed: %s", self.name, method, uri, exc)
+        else:
+            self._answered(method)
 
     async def roots_changed(self, client_key: Hashable) -> None:
         """A client's roots changed: tell its own session (isolation = "per-client").
@@ -278,19 +343,38 @@ class Upstream:
         if self._pool is not None:
             await self._pool.roots_changed(client_key)
 
-    async def list_all(self, kind: str) -> list[dict[str, Any]]:
-        """Every item of one catalog kind, following the server's cursors."""
+    async def list_all(self, kind: str) -> list[Any]:
+        """Every item of one catalog kind, following the server's cursors, as the server sent them.
+
+        A kind the server did not declare is empty. So is one whose list method it
+        answers with an error (-32601 from a server that does not implement it): the
+        refusal is noted in `refused`, and the connection stays up.
+        """
+        if not self.offers(kind):
+            return []
         method, key = LIST_METHODS[kind]
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         cursor: str | None = None
         for _ in range(_MAX_LIST_PAGES):
-            result = await self.request(method, {"cursor": cursor} if cursor else None)
-            items.extend(result.get(key) or [])
+            try:
+                result = await self.request(method, {"cursor": cursor} if cursor else None)
+            except MCPError as exc:
+                self._refused(method, exc)
+                return []
+            page = result.get(key)
+            items.extend(page if isinstance(page, list) else [])
             cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                cursor = None
             if not cursor:
+                self._answered(method)
                 if kind == "tools" and self._connection is not None and self._connection.modern:
-                    kept = await self._connection.learn_tools()
-                    items = [tool for tool in items if tool.get("name") in kept]
+                    try:
+                        kept = await self._connection.learn_tools()
+                    except (MCPError, ValidationError) as exc:  # a listing the SDK cannot read whole
+                        logger.warning("server %r: its tools/list, read by the SDK: %s", self.name, exc)
+                    else:
+                        items = [tool for tool in items if isinstance(tool, dict) and tool.get("name") in kept]
                 return items
         raise UpstreamError(self.name, f"kept paginating {method} past {_MAX_LIST_PAGES} pages")
 
@@ -418,11 +502,12 @@ class Upstream:
             if wanted is None:
                 await self._wake_listen.wait()
                 continue
-            lost = False
+            lost = refused = False
             with anyio.CancelScope() as self._listen_scope:
                 try:
                     async with listen(connection.session, **wanted) as subscription:
                         backoff = _BACKOFF_FIRST
+                        self._answered("subscriptions/listen")
                         async for event in subscription:
                             if isinstance(event, ResourceUpdated):
                                 if self._on_updated is not None:
@@ -430,11 +515,20 @@ class Upstream:
                             else:
                                 self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))
                     lost = True
-                except (SubscriptionLost, MCPError) as exc:
+                except MCPError as exc:
+                    if exc.code == METHOD_NOT_FOUND:
+                        self._refused("subscriptions/listen", exc)
+                        refused = True
+                    else:
+                        logger.warning("server %r: change stream ended: %s", self.name, exc)
+                        lost = True
+                except SubscriptionLost as exc:
                     logger.warning("server %r: change stream ended: %s", self.name, exc)
                     lost = True
             self._listen_scope = None
-            if lost:
+            if refused:  # asked again only with another filter
+                await self._wake_listen.wait()
+            elif lost:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
                 self._queue(frozenset(LIST_METHODS))
@@ -445,8 +539,8 @@ class Upstream:
                 await self._connection.send("ping", None)
         except UpstreamError as exc:
             raise _ConnectionLost(f"health check failed: {exc}") from exc
-        except MCPError:
-            pass  # answered, just not with a result: the connection works
+        except MCPError as exc:
+            self._refused("ping", exc)  # answered, just not with a result: the connection works
 
     def _lost(self, reason: str) -> None:
         """Mark the current connection unusable; its watcher reconnects."""
