@@ -65,9 +65,7 @@ async def test_a_refused_list_is_logged_once(tmp_path: Path, caplog: pytest.LogC
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging/setLevel
-async def test_optional_requests_a_server_refuses_leave_it_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_optional_requests_a_server_refuses_leave_it_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(supervisor, "_HEALTH_INTERVAL", 0.2)  # ping soon
     config = make_config(tmp_path, {"r": partial_server("--refuse", protocol="legacy")})
     async with running_hub(config, settle=40) as hub:
