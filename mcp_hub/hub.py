@@ -234,6 +234,7 @@ class Hub:
                 "protocol": upstream.protocol_version,
                 "restarts": upstream.restarts,
                 "last_error": upstream.last_error,
+                "waiting_for": upstream.waiting_for,
                 **{kind: len(self.catalog.items_of(name, kind)) for kind in KINDS},
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),

@@ -55,6 +55,7 @@ from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import InFlight, Origin
+from mcp_hub.upstream.stderr import StderrTail
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -137,6 +138,11 @@ class Upstream:
         self.last_error: str | None = None
         self.refused: dict[str, str] = {}
         """What the server answered with an error that the hub goes on without: method -> reason."""
+        self.stderr = StderrTail()
+        """The last lines a stdio server wrote to stderr (its shared session's child; see stderr.py)."""
+        self._attempt_started: float | None = None
+        self._awaiting = "initialize"
+        """What the connection attempt under way waits for: the handshake, then each first listing."""
         self.restarts = 0
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
@@ -169,6 +175,16 @@ class Upstream:
     def modern(self) -> bool:
         """Whether the server speaks 2026-07-28 (per-request envelopes, no session)."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def waiting_for(self) -> str | None:
+        """While a connection attempt is under way: what the hub waits for, and how long it has."""
+        if self.state != State.STARTING or self._attempt_started is None:
+            return None
+        waited = time.monotonic() - self._attempt_started
+        if waited >= self.config.connect_timeout:
+            return f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s"
+        return f"waiting for an answer to {self._awaiting} ({waited:.0f}s so far)"
 
     @property
     def client_sessions(self) -> int:
@@ -355,6 +371,8 @@ class Upstream:
         method, key = LIST_METHODS[kind]
         items: list[Any] = []
         cursor: str | None = None
+        if self.state == State.STARTING:
+            self._awaiting = method
         for _ in range(_MAX_LIST_PAGES):
             try:
                 result = await self.request(method, {"cursor": cursor} if cursor else None)
@@ -422,7 +440,11 @@ class Upstream:
         # One scope spans the whole connection (the client's task groups must be
         # exited in the scope they were entered in); its deadline bounds only
         # the connect phase and is lifted once the mount is up.
-        with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
+        self._attempt_started, self._awaiting = time.monotonic(), "initialize"
+        with (
+            self.stderr.capturing(),
+            anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting,
+        ):
             async with connect(
                 self.config,
                 inflight=InFlight(self.name, broadcast=self._on_log),
@@ -446,7 +468,7 @@ class Upstream:
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
                 await self._watch(connection)
         if connecting.cancelled_caught:
-            raise TimeoutError
+            raise TimeoutError(f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s")
 
     async def _watch(self, connection: Connection) -> None:
         """Serve until the connection ends; refresh listings when the server says they changed."""
@@ -569,7 +591,7 @@ class Upstream:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
-        return "timed out connecting"
+        return str(exc) or "timed out connecting"
     if isinstance(exc, ExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     text = str(exc) or type(exc).__name__

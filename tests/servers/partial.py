@@ -10,14 +10,11 @@ Options:
   --refuse         declare logging, resource subscriptions and completions, and answer
                    logging/setLevel, resources/subscribe, completion/complete and ping
                    with -32601
-  --hang-on-start  write a few lines to stderr, then never answer anything
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from typing import Any
 
 import anyio
@@ -81,13 +78,7 @@ def build_server(*, refuse: bool = False) -> Server[Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--refuse", action="store_true")
-    parser.add_argument("--hang-on-start", action="store_true")
     opts = parser.parse_args()
-    if opts.hang_on_start:
-        print("partial: loading the model", file=sys.stderr)
-        print("partial: waiting for the GPU", file=sys.stderr, flush=True)
-        while True:
-            time.sleep(3600)
     server = build_server(refuse=opts.refuse)
 
     async def run() -> None:
