@@ -210,9 +210,14 @@ class Hub:
                 await self.endpoint.notify_changed(changed)
 
     async def _on_listing(self, upstream: Upstream, kinds: frozenset[str]) -> None:
-        # A kind the server does not offer, or refuses to list, is empty (see `Upstream.list_all`);
-        # items that cannot be served are left out here, before pinning sees them (see `Catalog.admit`).
-        listings = {kind: self.catalog.admit(upstream.name, kind, await upstream.list_all(kind)) for kind in kinds}
+        # A kind the server does not offer or implement is empty, one it failed to list this time keeps
+        # what it had (see `Upstream.list_all`); items that cannot be served are left out here, before
+        # pinning sees them (see `Catalog.admit`).
+        listings: dict[str, list[dict[str, Any]]] = {}
+        for kind in kinds:
+            items = await upstream.list_all(kind)
+            if items is not None:
+                listings[kind] = self.catalog.admit(upstream.name, kind, items)
         if "tools" in listings:
             self._served_tools[upstream.name] = listings["tools"]
             listings["tools"] = self.pins.admit(upstream.name, listings["tools"], self.policy().pinning.on_change)

@@ -93,6 +93,25 @@ async def test_optional_requests_a_server_refuses_leave_it_up(tmp_path: Path, mo
         assert upstream.state == State.UP and upstream.restarts == 0
 
 
+async def test_a_list_that_fails_is_asked_for_again_and_the_rest_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(supervisor, "_HEALTH_INTERVAL", 0.2)  # the next health check comes soon
+    config = make_config(tmp_path, {"f": partial_server("--flaky-prompts", protocol="legacy")})
+    async with running_hub(config, settle=40) as hub:
+        upstream = hub.upstreams["f"]
+        assert upstream.state == State.UP, upstream.last_error
+        async with hub_client(hub) as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["f_echo"]
+
+            async def prompts_listed() -> bool:
+                return [p.name for p in (await client.list_prompts()).prompts] == ["f_greet"]
+
+            await wait_for(prompts_listed)
+        assert hub.health()["servers"]["f"]["refused"] == {"resources/templates/list": "Method not found (-32601)"}
+        assert upstream.restarts == 0
+
+
 async def test_completion_from_a_server_that_offers_none_is_empty(tmp_path: Path) -> None:
     """The hub offers completions when any mount does; a prompt of a mount without them completes to nothing."""
     config = make_config(

@@ -153,6 +153,8 @@ class Upstream:
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
+        self._relist_later: set[str] = set()
+        """Kinds whose listing the server answered with an error: asked for again at the next health check."""
         self._broken = False
         self._wake = anyio.Event()
 
@@ -359,11 +361,12 @@ class Upstream:
         if self._pool is not None:
             await self._pool.roots_changed(client_key)
 
-    async def list_all(self, kind: str) -> list[Any]:
+    async def list_all(self, kind: str) -> list[Any] | None:
         """Every item of one catalog kind, following the server's cursors, as the server sent them.
 
-        A kind the server did not declare is empty. So is one whose list method it
-        answers with an error (-32601 from a server that does not implement it): the
+        A kind the server did not declare is empty, and so is one whose list method it
+        does not implement (-32601). Another error it answers is None, "no listing this
+        time", and the kind is asked for again at the next health check. Either way the
         refusal is noted in `refused`, and the connection stays up.
         """
         if not self.offers(kind):
@@ -378,7 +381,10 @@ class Upstream:
                 result = await self.request(method, {"cursor": cursor} if cursor else None)
             except MCPError as exc:
                 self._refused(method, exc)
-                return []
+                if exc.code == METHOD_NOT_FOUND:
+                    return []
+                self._relist_later.add(kind)
+                return None
             page = result.get(key)
             items.extend(page if isinstance(page, list) else [])
             cursor = result.get("nextCursor")
@@ -455,6 +461,7 @@ class Upstream:
                 self._connection = connection
                 self._known_capabilities = connection.session.server_capabilities
                 self._dirty.clear()  # whatever a previous connection left behind
+                self._relist_later.clear()
                 self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
                 await self._apply_log_level()
@@ -492,6 +499,10 @@ class Upstream:
                     await self._on_listing(self, kinds)
                     continue
                 await self._ping()
+                if self._relist_later:
+                    kinds = frozenset(self._relist_later)
+                    self._relist_later.clear()
+                    await self._on_listing(self, kinds)
 
     def _listen_filter(self) -> dict[str, Any] | None:
         """What to ask a 2026-07-28 server to stream: list changes it offers and the subscribed resources."""

@@ -10,6 +10,7 @@ Options:
   --refuse         declare logging, resource subscriptions and completions, and answer
                    logging/setLevel, resources/subscribe, completion/complete and ping
                    with -32601
+  --flaky-prompts  offer prompts, and answer the first prompts/list with -32603
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND
+from mcp_types import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 Ctx = ServerRequestContext[Any, Any]
 
@@ -36,7 +37,7 @@ ECHO = {
 README = {"uri": "partial://readme", "name": "readme", "mimeType": "text/plain"}
 
 
-def build_server(*, refuse: bool = False) -> Server[Any]:
+def build_server(*, refuse: bool = False, flaky_prompts: bool = False) -> Server[Any]:
     tools = [ECHO]
     resources = [README]
 
@@ -63,6 +64,16 @@ def build_server(*, refuse: bool = False) -> Server[Any]:
         on_list_resources=list_resources,
         on_read_resource=read_resource,
     )
+    if flaky_prompts:
+        asked = [0]
+
+        async def list_prompts(ctx: Ctx, params: Any) -> Any:
+            asked[0] += 1
+            if asked[0] == 1:
+                raise MCPError(code=INTERNAL_ERROR, message="database is locked")
+            return {"prompts": [{"name": "greet", "description": "Greet someone."}], "resultType": "complete"}
+
+        server.add_request_handler("prompts/list", types.PaginatedRequestParams, list_prompts)
     if refuse:
 
         async def not_found(ctx: Ctx, params: Any) -> Any:
@@ -78,8 +89,9 @@ def build_server(*, refuse: bool = False) -> Server[Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--refuse", action="store_true")
+    parser.add_argument("--flaky-prompts", action="store_true")
     opts = parser.parse_args()
-    server = build_server(refuse=opts.refuse)
+    server = build_server(refuse=opts.refuse, flaky_prompts=opts.flaky_prompts)
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
