@@ -40,6 +40,8 @@ class StderrTail:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._open = ""
         """The start of a line not ended yet."""
+        self._cutting = False
+        """Whether the line under way was kept cut already (the rest of it is dropped)."""
         self._pipes: set[asyncio.ReadTransport] = set()
 
     def lines(self) -> list[str]:
@@ -61,12 +63,17 @@ class StderrTail:
                 pipe.close()
 
     def feed(self, data: bytes) -> None:
-        text = self._open + self._decoder.decode(data)
-        *ended, self._open = text.split("\n")
+        text = self._decoder.decode(data)
+        if self._cutting:  # the rest of a line already kept cut
+            end = text.find("\n")
+            if end < 0:
+                return
+            text, self._cutting = text[end + 1 :], False
+        *ended, self._open = (self._open + text).split("\n")
         self._lines.extend(line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip())
         if len(self._open) > _LINE_CHARS:  # a line without end is kept cut, not grown
             self._lines.append(self._open[:_LINE_CHARS])
-            self._open = ""
+            self._open, self._cutting = "", True
 
     async def _pipe(self) -> int:
         """A pipe whose read end feeds this tail; its write end, for the child (the caller closes it)."""
