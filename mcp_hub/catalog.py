@@ -9,17 +9,30 @@ per request: a page is a slice, a lookup is a dict access.
 Names are assigned by `naming.assign_names` over the whole kind at once, which
 is what makes them collision-free; resource URIs and templates get the
 reversible `mount+` prefix.
+
+What a server lists is checked here, once, before anything else reads it
+(`Catalog.admit`): an item the protocol's own model rejects (a tool without a
+name, a tool whose inputSchema is not an object, a resource without a uri, ...),
+or a second item of the same name from one server, is left out with a warning
+that names the server and the item; the rest of its listing serves. A client
+whose SDK validates lists would otherwise reject the whole merged list.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+import mcp_types as types
+from pydantic import TypeAdapter, ValidationError
+
 from mcp_hub import naming
+
+logger = logging.getLogger("mcp_hub.catalog")
 
 KINDS = ("tools", "prompts", "resources", "resource_templates")
 
@@ -28,6 +41,38 @@ Kind = Literal["tool", "prompt", "resource"]
 NAMED_KINDS = ("tools", "prompts")
 
 _ITEM_KEY = {"tools": "name", "prompts": "name", "resources": "uri", "resource_templates": "uriTemplate"}
+
+_MODELS: Mapping[str, TypeAdapter[Any]] = {
+    "tools": TypeAdapter(types.Tool),
+    "prompts": TypeAdapter(types.Prompt),
+    "resources": TypeAdapter(types.Resource),
+    "resource_templates": TypeAdapter(types.ResourceTemplate),
+}
+"""The protocol's model of each kind's items: what a client's SDK checks each listed item against."""
+
+_NOUN = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resource_templates": "resource template"}
+
+
+def malformed(kind: str, item: Any) -> str | None:
+    """Why a listed item cannot be served (None: it can)."""
+    if not isinstance(item, dict):
+        return f"not an object but {type(item).__name__}"
+    try:
+        _MODELS[kind].validate_python(item)
+    except ValidationError as exc:
+        return "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'item'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+    if kind == "tools" and item["inputSchema"].get("type", "object") != "object":
+        return f"inputSchema: its type is {item['inputSchema']['type']!r}, not 'object'"
+    return None
+
+
+def _label(kind: str, position: int, item: Any) -> str:
+    key = item.get(_ITEM_KEY[kind]) if isinstance(item, dict) else None
+    named = f" {key!r}" if isinstance(key, str) else ""
+    return f"{_NOUN[kind]}{named} (item {position + 1})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +116,7 @@ class Catalog:
         self._raw: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in self._mounts}
         self._views: dict[str, View] = {kind: View() for kind in KINDS}
         self._revisions = itertools.count(1)
+        self._skipped: dict[str, dict[str, list[str]]] = {m: {} for m in self._mounts}
 
     @property
     def mounts(self) -> tuple[str, ...]:
@@ -85,6 +131,40 @@ class Catalog:
     def listings(self, mount: str) -> dict[str, list[dict[str, Any]]]:
         """The listings a mount has in the catalog, by kind; empty if it has none yet."""
         return dict(self._raw.get(mount, {}))
+
+    def skipped(self, mount: str) -> list[str]:
+        """What the mount listed last that is not served, and why (see `admit`)."""
+        known = self._skipped.get(mount, {})
+        return [line for kind in KINDS for line in known.get(kind, ())]
+
+    def admit(self, mount: str, kind: str, items: Sequence[Any]) -> list[dict[str, Any]]:
+        """The items of a mount's listing that can be served: well formed, and the first of their name.
+
+        Each item left out is logged as a warning the first time it is seen, and
+        listed in `skipped(mount)` until the mount's next listing of the kind.
+        """
+        key = _ITEM_KEY[kind]
+        kept: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        skipped: list[str] = []
+        for position, item in enumerate(items):
+            reason = malformed(kind, item)
+            if reason is None and item[key] in seen:
+                reason = f"a second {_NOUN[kind]} of the same {key} (the first is served)"
+            if reason is not None:
+                skipped.append(f"{_label(kind, position, item)}: {reason}")
+                continue
+            seen.add(item[key])
+            kept.append(item)
+        known = self._skipped.setdefault(mount, {})
+        for line in skipped:
+            if line not in known.get(kind, ()):
+                logger.warning("server %r: skipped %s", mount, line)
+        if skipped:
+            known[kind] = skipped
+        else:
+            known.pop(kind, None)
+        return kept
 
     def update(self, mount: str, listings: Mapping[str, list[dict[str, Any]]]) -> frozenset[str]:
         """Replace some of a mount's listings; return the kinds whose public view changed."""

@@ -13,6 +13,7 @@ Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or inp
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import sys
@@ -40,6 +41,9 @@ _KIND_KEYS = {
     "resources": "resources",
     "resource_templates": "resourceTemplates",
 }
+
+_STDERR_LINES = 10
+"""How many of its last stderr lines `check --connect` shows under a stdio server that did not come up."""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -149,8 +153,21 @@ def _check(args: argparse.Namespace) -> int:
             print(f"  {name}: up ({report['transport']}, protocol {report['protocol']}): {counts}")
         else:
             failed += 1
-            print(f"  {name}: {report['state']}: {report['last_error']}")
+            reason = report["waiting_for"] or report["last_error"] or "no connection attempt yet"
+            print(f"  {name}: {report['state']}: {reason}")
+            for line in _collapsed(report["stderr"])[-_STDERR_LINES:]:
+                print(f"    stderr: {line}")
+        for method, why in report["refused"].items():
+            print(f"    refused {method}: {why}")
+        for line in report["skipped"]:
+            print(f"    skipped {line}")
     return 1 if failed else 0
+
+
+def _collapsed(lines: Sequence[str]) -> list[str]:
+    """`lines`, a run of the same line written once (a server that fails the same way at each restart)."""
+    runs = [(line, len(list(run))) for line, run in itertools.groupby(lines)]
+    return [line if count == 1 else f"{line} ({count} times)" for line, count in runs]
 
 
 def _tools(args: argparse.Namespace) -> int:
@@ -184,7 +201,10 @@ async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, An
         if catalog is not None:
             for kind in KINDS:
                 catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
-        return hub.health()["servers"]
+        servers: dict[str, Any] = hub.health()["servers"]
+        for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
+            report["stderr"] = hub.upstreams[name].stderr.lines()
+        return servers
 
 
 def _pins(args: argparse.Namespace) -> int:

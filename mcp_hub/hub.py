@@ -221,7 +221,14 @@ class Hub:
                 await self.endpoint.notify_changed(changed)
 
     async def _on_listing(self, upstream: Upstream, kinds: frozenset[str]) -> None:
-        listings = {kind: await upstream.list_all(kind) if upstream.offers(kind) else [] for kind in kinds}
+        # A kind the server does not offer or implement is empty, one it failed to list this time keeps
+        # what it had (see `Upstream.list_all`); items that cannot be served are left out here, before
+        # pinning sees them (see `Catalog.admit`).
+        listings: dict[str, list[dict[str, Any]]] = {}
+        for kind in kinds:
+            items = await upstream.list_all(kind)
+            if items is not None:
+                listings[kind] = self.catalog.admit(upstream.name, kind, items)
         if "tools" in listings:
             self._served_tools[upstream.name] = listings["tools"]
             listings["tools"] = self.pins.admit(upstream.name, listings["tools"], self.policy().pinning.on_change)
@@ -232,7 +239,9 @@ class Hub:
             await self.endpoint.notify_changed(changed)
 
     def health(self) -> dict[str, Any]:
-        """Hub status and each mount's state, counts and last error (served at /healthz)."""
+        """Hub status and each mount's state, counts and last error (served at /healthz), with what it
+        refused (optional requests answered with an error, which the hub goes on without) and the items
+        of its listings that cannot be served."""
         servers: dict[str, Any] = {}
         for name, upstream in self.upstreams.items():
             servers[name] = {
@@ -241,7 +250,10 @@ class Hub:
                 "protocol": upstream.protocol_version,
                 "restarts": upstream.restarts,
                 "last_error": upstream.last_error,
+                "waiting_for": upstream.waiting_for,
                 **{kind: len(self.catalog.items_of(name, kind)) for kind in KINDS},
+                "refused": dict(upstream.refused),
+                "skipped": self.catalog.skipped(name),
             }
         states = [u.state for u in self.upstreams.values()]
         status = "ok" if all(s == State.UP for s in states) else "degraded"

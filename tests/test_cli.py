@@ -56,6 +56,39 @@ def test_check_connect_fails_when_a_server_cannot_start(tmp_path: Path) -> None:
     assert "bad: down" in result.stdout
 
 
+def test_check_connect_says_what_it_waited_for_and_what_the_server_wrote(tmp_path: Path) -> None:
+    hang = "import sys, time; print('hang: loading the model', file=sys.stderr, flush=True); time.sleep(1000)"
+    crash = "import sys; print('crash: no such file: /etc/crash.json', file=sys.stderr); sys.exit(3)"
+    servers = {
+        "hang": {"command": sys.executable, "args": ["-c", hang], "connect_timeout": 2},
+        "crash": {"command": sys.executable, "args": ["-c", crash], "connect_timeout": 2},
+    }
+    config = write_config(tmp_path / "hub.toml", servers)
+    result = mcp_hub("check", "--config", str(config), "--connect")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("  hang: ") and "no answer to initialize within 2s" in line for line in lines), lines
+    assert "    stderr: hang: loading the model" in lines
+    assert any(line.startswith("    stderr: crash: no such file: /etc/crash.json") for line in lines), lines
+    assert "crash: no such file" in result.stderr  # still passed on to the hub's own stderr
+
+
+def test_check_connect_shows_what_a_server_refused_and_what_it_listed_wrong(tmp_path: Path) -> None:
+    servers = {
+        "p": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "partial.py")]},
+        "s": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "sloppy.py")]},
+    }
+    config = write_config(tmp_path / "hub.toml", servers)
+    result = mcp_hub("check", "--config", str(config), "--connect")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("  p: up (stdio") and "1 tools" in line for line in lines), lines
+    assert "    refused resources/templates/list: Method not found (-32601)" in lines
+    assert any(line.startswith("  s: up (stdio") and "2 tools" in line for line in lines), lines
+    assert "    skipped tool 'stringly' (item 3): inputSchema: Input should be a valid dictionary" in lines
+    assert "    skipped resource (item 2): uri: Field required" in lines
+
+
 def test_tools_prints_the_merged_catalog(tmp_path: Path) -> None:
     config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
     result = mcp_hub("tools", "--config", str(config), "--json")

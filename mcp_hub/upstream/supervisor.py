@@ -9,6 +9,14 @@ own loop. A request to a mount still making its first connection waits for it
 (up to the mount's `timeout`); one to a mount that is down, or whose first
 connection failed, fails at once with an error that names it.
 
+A server is taken as it is. A list method it does not implement (-32601, or a
+capability it did not declare) is an empty list of that kind; an optional
+request the hub makes on its own (ping, logging/setLevel, resources/subscribe,
+subscriptions/listen, and completion/complete, which the hub answers with no
+completions) that the server answers with an error leaves that feature out for
+the server: `refused` records what it refused and why, logged once, and the
+connection stays up.
+
 `Upstream.request()` is the one way the hub talks to a mounted server: on the
 shared session, or on the calling client's own session when the mount is
 `isolation = "per-client"` and the client has one to keep (a handshake-era
@@ -38,13 +46,16 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types import METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import InFlight, Origin, SoleClient
+from mcp_hub.upstream.stderr import StderrTail
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -62,6 +73,9 @@ LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "resource_templates": ("resources/templates/list", "resourceTemplates"),
 }
 """Catalog kind -> (list method, result key)."""
+
+_NO_COMPLETIONS: Mapping[str, Any] = {"completion": {"values": [], "total": 0, "hasMore": False}}
+"""What a client hears when the server it asks for completions has none to offer."""
 
 _LISTEN_EVENTS: Mapping[type[Any], frozenset[str]] = {
     ToolsListChanged: frozenset({"tools"}),
@@ -126,6 +140,13 @@ class Upstream:
         self._known_capabilities: types.ServerCapabilities | None = None
         self.state = State.STARTING if config.enabled else State.DISABLED
         self.last_error: str | None = None
+        self.refused: dict[str, str] = {}
+        """What the server answered with an error that the hub goes on without: method -> reason."""
+        self.stderr = StderrTail()
+        """The last lines a stdio server wrote to stderr (its shared session's child; see stderr.py)."""
+        self._attempt_started: float | None = None
+        self._awaiting = "initialize"
+        """What the connection attempt under way waits for: the handshake, then each first listing."""
         self.restarts = 0
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
@@ -136,6 +157,8 @@ class Upstream:
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
+        self._relist_later: set[str] = set()
+        """Kinds whose listing the server answered with an error: asked for again at the next health check."""
         self._broken = False
         self._wake = anyio.Event()
 
@@ -158,6 +181,16 @@ class Upstream:
     def modern(self) -> bool:
         """Whether the server speaks 2026-07-28 (per-request envelopes, no session)."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def waiting_for(self) -> str | None:
+        """While a connection attempt is under way: what the hub waits for, and how long it has."""
+        if self.state != State.STARTING or self._attempt_started is None:
+            return None
+        waited = time.monotonic() - self._attempt_started
+        if waited >= self.config.connect_timeout:
+            return f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s"
+        return f"waiting for an answer to {self._awaiting} ({waited:.0f}s so far)"
 
     @property
     def client_sessions(self) -> int:
@@ -202,6 +235,18 @@ class Upstream:
             UpstreamError: the mount's per-client sessions are all taken.
             MCPError: the server answered with a JSON-RPC error (passed through).
         """
+        if method == "completion/complete":
+            return await self._complete(params, on_progress=on_progress, origin=origin)
+        return await self._request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        on_progress: ProgressFnT | None = None,
+        origin: Origin | None = None,
+    ) -> dict[str, Any]:
         if self._pool is not None and origin is not None and origin.client_key is not None:
             connection, seat = await self._pool.acquire(origin)
             try:
@@ -215,6 +260,36 @@ class Upstream:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _complete(
+        self, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin | None
+    ) -> dict[str, Any]:
+        """Completion is optional: a server that does not offer it, or refuses it, has no completions."""
+        caps = self.capabilities
+        if caps is not None and caps.completions is None:
+            return dict(_NO_COMPLETIONS)
+        try:
+            result = await self._request("completion/complete", params, on_progress=on_progress, origin=origin)
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                raise  # about the arguments it was given: the client's to hear
+            self._refused("completion/complete", exc)
+            return dict(_NO_COMPLETIONS)
+        self._answered("completion/complete")
+        return result
+
+    def _refused(self, method: str, exc: MCPError) -> None:
+        """Note that the server answered an optional `method` with an error (logged once per reason)."""
+        reason = f"{exc.message} ({exc.code})"
+        if self.refused.get(method) == reason:
+            return
+        self.refused[method] = reason
+        level = logging.INFO if exc.code == METHOD_NOT_FOUND else logging.WARNING
+        logger.log(level, "server %r refused %s: %s; going on without it", self.name, method, reason)
+
+    def _answered(self, method: str) -> None:
+        if self.refused.pop(method, None) is not None:
+            logger.info("server %r: answers %s again", self.name, method)
 
     async def _first_connection(self) -> Connection | None:
         """Wait (up to the mount's `timeout`) for the first connection attempt to end; the connection, if it came.
@@ -248,8 +323,12 @@ class Upstream:
             return
         try:
             await self._connection.send("logging/setLevel", {"level": self._log_level})
-        except (MCPError, UpstreamError) as exc:
+        except MCPError as exc:
+            self._refused("logging/setLevel", exc)
+        except UpstreamError as exc:
             logger.warning("server %r: could not set its log level: %s", self.name, exc)
+        else:
+            self._answered("logging/setLevel")
 
     async def subscribe(self, uri: str) -> None:
         """Hear about changes to the resource at (the server's) `uri`; kept across reconnects."""
@@ -270,8 +349,12 @@ class Upstream:
             return
         try:
             await self._connection.send(method, {"uri": uri})
-        except (MCPError, UpstreamError) as exc:
+        except MCPError as exc:
+            self._refused(method, exc)
+        except UpstreamError as exc:
             logger.warning("server %r: %s %s failed: %s", self.name, method, uri, exc)
+        else:
+            self._answered(method)
 
     async def roots_changed(self, client_key: Hashable, *, sole: bool = False) -> None:
         """A client's roots changed: tell its own session (isolation = "per-client"), and, when it is the
@@ -289,19 +372,44 @@ class Upstream:
         if sole and connection is not None and not connection.modern:  # 2026-07-28 has no such notice
             await connection.roots_changed()
 
-    async def list_all(self, kind: str) -> list[dict[str, Any]]:
-        """Every item of one catalog kind, following the server's cursors."""
+    async def list_all(self, kind: str) -> list[Any] | None:
+        """Every item of one catalog kind, following the server's cursors, as the server sent them.
+
+        A kind the server did not declare is empty, and so is one whose list method it
+        does not implement (-32601). Another error it answers is None, "no listing this
+        time", and the kind is asked for again at the next health check. Either way the
+        refusal is noted in `refused`, and the connection stays up.
+        """
+        if not self.offers(kind):
+            return []
         method, key = LIST_METHODS[kind]
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         cursor: str | None = None
+        if self.state == State.STARTING:
+            self._awaiting = method
         for _ in range(_MAX_LIST_PAGES):
-            result = await self.request(method, {"cursor": cursor} if cursor else None)
-            items.extend(result.get(key) or [])
+            try:
+                result = await self.request(method, {"cursor": cursor} if cursor else None)
+            except MCPError as exc:
+                self._refused(method, exc)
+                if exc.code == METHOD_NOT_FOUND:
+                    return []
+                self._relist_later.add(kind)
+                return None
+            page = result.get(key)
+            items.extend(page if isinstance(page, list) else [])
             cursor = result.get("nextCursor")
+            if not isinstance(cursor, str):
+                cursor = None
             if not cursor:
+                self._answered(method)
                 if kind == "tools" and self._connection is not None and self._connection.modern:
-                    kept = await self._connection.learn_tools()
-                    items = [tool for tool in items if tool.get("name") in kept]
+                    try:
+                        kept = await self._connection.learn_tools()
+                    except (MCPError, ValidationError) as exc:  # a listing the SDK cannot read whole
+                        logger.warning("server %r: its tools/list, read by the SDK: %s", self.name, exc)
+                    else:
+                        items = [tool for tool in items if isinstance(tool, dict) and tool.get("name") in kept]
                 return items
         raise UpstreamError(self.name, f"kept paginating {method} past {_MAX_LIST_PAGES} pages")
 
@@ -349,7 +457,11 @@ class Upstream:
         # One scope spans the whole connection (the client's task groups must be
         # exited in the scope they were entered in); its deadline bounds only
         # the connect phase and is lifted once the mount is up.
-        with anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting:
+        self._attempt_started, self._awaiting = time.monotonic(), "initialize"
+        with (
+            self.stderr.capturing(),
+            anyio.CancelScope(deadline=anyio.current_time() + self.config.connect_timeout) as connecting,
+        ):
             async with connect(
                 self.config,
                 inflight=InFlight(
@@ -362,6 +474,7 @@ class Upstream:
                 self._connection = connection
                 self._known_capabilities = connection.session.server_capabilities
                 self._dirty.clear()  # whatever a previous connection left behind
+                self._relist_later.clear()
                 self._broken = False
                 await self._on_listing(self, frozenset(LIST_METHODS))
                 await self._apply_log_level()
@@ -375,7 +488,7 @@ class Upstream:
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
                 await self._watch(connection)
         if connecting.cancelled_caught:
-            raise TimeoutError
+            raise TimeoutError(f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s")
 
     async def _watch(self, connection: Connection) -> None:
         """Serve until the connection ends; refresh listings when the server says they changed."""
@@ -399,6 +512,10 @@ class Upstream:
                     await self._on_listing(self, kinds)
                     continue
                 await self._ping()
+                if self._relist_later:
+                    kinds = frozenset(self._relist_later)
+                    self._relist_later.clear()
+                    await self._on_listing(self, kinds)
 
     def _listen_filter(self) -> dict[str, Any] | None:
         """What to ask a 2026-07-28 server to stream: list changes it offers and the subscribed resources."""
@@ -431,11 +548,12 @@ class Upstream:
             if wanted is None:
                 await self._wake_listen.wait()
                 continue
-            lost = False
+            lost = refused = False
             with anyio.CancelScope() as self._listen_scope:
                 try:
                     async with listen(connection.session, **wanted) as subscription:
                         backoff = _BACKOFF_FIRST
+                        self._answered("subscriptions/listen")
                         async for event in subscription:
                             if isinstance(event, ResourceUpdated):
                                 if self._on_updated is not None:
@@ -443,11 +561,20 @@ class Upstream:
                             else:
                                 self._queue(_LISTEN_EVENTS.get(type(event), frozenset()))
                     lost = True
-                except (SubscriptionLost, MCPError) as exc:
+                except MCPError as exc:
+                    if exc.code == METHOD_NOT_FOUND:
+                        self._refused("subscriptions/listen", exc)
+                        refused = True
+                    else:
+                        logger.warning("server %r: change stream ended: %s", self.name, exc)
+                        lost = True
+                except SubscriptionLost as exc:
                     logger.warning("server %r: change stream ended: %s", self.name, exc)
                     lost = True
             self._listen_scope = None
-            if lost:
+            if refused:  # asked again only with another filter
+                await self._wake_listen.wait()
+            elif lost:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
                 self._queue(frozenset(LIST_METHODS))
@@ -458,8 +585,8 @@ class Upstream:
                 await self._connection.send("ping", None)
         except UpstreamError as exc:
             raise _ConnectionLost(f"health check failed: {exc}") from exc
-        except MCPError:
-            pass  # answered, just not with a result: the connection works
+        except MCPError as exc:
+            self._refused("ping", exc)  # answered, just not with a result: the connection works
 
     def _lost(self, reason: str) -> None:
         """Mark the current connection unusable; its watcher reconnects."""
@@ -488,7 +615,7 @@ class Upstream:
 
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
-        return "timed out connecting"
+        return str(exc) or "timed out connecting"
     if isinstance(exc, ExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     text = str(exc) or type(exc).__name__

@@ -48,6 +48,7 @@ from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.upstream.lines import DirectLines
+from mcp_hub.upstream.stderr import stderr_for_child
 from mcp_hub.upstream.streams import LineStart, ReadStreamBase
 
 if TYPE_CHECKING:
@@ -109,7 +110,8 @@ def _read_stdio_in_lines() -> None:
     if not getattr(spawn, "_noted", False):
 
         async def noted(*args: Any, **kwargs: Any) -> Any:
-            process = await spawn(*args, **kwargs)
+            async with stderr_for_child() as errlog:  # see stderr.py
+                process = await spawn(*args, **(kwargs if errlog is None else {**kwargs, "errlog": errlog}))
             pipes = _PIPES.get()
             if pipes is not None and process.stdin is not None:
                 pipes.stdin = StdinLines(process.stdin)

@@ -1,0 +1,135 @@
+"""The last lines a stdio server wrote to stderr, kept per mount to explain why it did not start.
+
+A stdio child's stderr goes on to the hub's own stderr, as it always did; while
+a mount's supervisor connects (`StderrTail.capturing()`), the child is given a
+pipe instead of the hub's stderr, read by the event loop (no task, no thread):
+each chunk is passed on to the hub's stderr at once, and its last
+`StderrTail.size` lines are kept. `mcp-hub check --connect` prints them under a
+server that did not come up.
+
+The SDK's stdio client has no parameter for a child's stderr other than a file
+it hands to the process; the hub's spawn hook (`transports._read_stdio_in_lines`)
+asks `stderr_for_child()` which one to hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import collections
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+_TAIL: ContextVar[StderrTail | None] = ContextVar("mcp_hub_stderr_tail", default=None)
+"""The tail that a stdio child started in this context writes to (None: the hub's stderr, as it is)."""
+
+_LINE_CHARS = 500
+"""A kept line is cut to this many characters."""
+
+
+class StderrTail:
+    """The last `size` lines of a stdio server's stderr, across its restarts."""
+
+    def __init__(self, size: int = 20) -> None:
+        self.size = size
+        self._lines: collections.deque[str] = collections.deque(maxlen=size)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._open = ""
+        """The start of a line not ended yet."""
+        self._cutting = False
+        """Whether the line under way was kept cut already (the rest of it is dropped)."""
+        self._pipes: set[asyncio.ReadTransport] = set()
+
+    def lines(self) -> list[str]:
+        """The last lines, oldest first (with the start of an unfinished one, if any)."""
+        lines = list(self._lines)
+        if self._open.strip():
+            lines.append(self._open[:_LINE_CHARS])
+        return lines[-self.size :]
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[None]:
+        """Capture the stderr of the stdio children started within; stop reading them on exit."""
+        token = _TAIL.set(self)
+        try:
+            yield
+        finally:
+            _TAIL.reset(token)
+            for pipe in list(self._pipes):
+                pipe.close()
+
+    def feed(self, data: bytes) -> None:
+        text = self._decoder.decode(data)
+        if self._cutting:  # the rest of a line already kept cut
+            end = text.find("\n")
+            if end < 0:
+                return
+            text, self._cutting = text[end + 1 :], False
+        *ended, self._open = (self._open + text).split("\n")
+        self._lines.extend(line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip())
+        if len(self._open) > _LINE_CHARS:  # a line without end is kept cut, not grown
+            self._lines.append(self._open[:_LINE_CHARS])
+            self._open, self._cutting = "", True
+
+    async def _pipe(self) -> int:
+        """A pipe whose read end feeds this tail; its write end, for the child (the caller closes it)."""
+        read_fd, write_fd = os.pipe()
+        try:
+            loop = asyncio.get_running_loop()
+            pipe, _ = await loop.connect_read_pipe(lambda: _Reader(self), os.fdopen(read_fd, "rb", buffering=0))
+        except BaseException:
+            os.close(write_fd)
+            raise
+        self._pipes.add(pipe)
+        return write_fd
+
+    def _closed(self, pipe: asyncio.ReadTransport) -> None:
+        self._pipes.discard(pipe)
+
+
+class _Reader(asyncio.Protocol):
+    """Passes a child's stderr on to the hub's stderr, and keeps its tail."""
+
+    def __init__(self, tail: StderrTail) -> None:
+        self._tail = tail
+        self._transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._tail.feed(data)
+        with contextlib.suppress(OSError, ValueError):
+            out = sys.stderr
+            buffer = getattr(out, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+            else:
+                out.write(data.decode("utf-8", "replace"))
+            out.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            self._tail._closed(self._transport)  # pyright: ignore[reportPrivateUsage]
+
+
+@contextlib.asynccontextmanager
+async def stderr_for_child() -> AsyncIterator[int | None]:
+    """What to give a stdio child started within as its stderr: a pipe to the capturing tail, if any
+    (None: no tail, leave it as it is).
+
+    The write end is the child's alone once it has started (closed here on exit).
+    """
+    tail = _TAIL.get()
+    if tail is None:
+        yield None
+        return
+    write_fd = await tail._pipe()  # pyright: ignore[reportPrivateUsage]
+    try:
+        yield write_fd
+    finally:
+        os.close(write_fd)

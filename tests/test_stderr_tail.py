@@ -1,0 +1,23 @@
+"""The tail of a stdio server's stderr, as `check --connect` shows it (the pipe itself: see test_cli.py)."""
+
+from __future__ import annotations
+
+from mcp_hub.upstream.stderr import StderrTail
+
+
+def test_lines_arrive_in_pieces_and_only_the_last_are_kept() -> None:
+    tail = StderrTail(size=3)
+    for chunk in (b"one\ntw", b"o\n\nthree\r\nfo", b"ur\nfi"):
+        tail.feed(chunk)
+    assert tail.lines() == ["three", "four", "fi"]  # blank lines dropped; the unfinished one shown as it is
+
+
+def test_a_long_line_is_cut_and_bad_bytes_spoil_only_themselves() -> None:
+    tail = StderrTail()
+    tail.feed(b"x" * 10_000)
+    tail.feed(b"y" * 10_000)
+    tail.feed(b"\ncaf\xc3")
+    tail.feed(b"\xa9 \xff ok\n")
+    lines = tail.lines()
+    assert [len(line) for line in lines[:-1]] == [500]
+    assert lines[-1] == "café \ufffd ok"
