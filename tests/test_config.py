@@ -79,6 +79,7 @@ def test_full_example_loads() -> None:
         "page_size": 25,
         "log_level": "debug",
         "access_log": False,
+        "startup_grace": 10.0,
         "catalog_snapshot": "",
     }
     assert config.http.model_dump() == {
@@ -109,6 +110,7 @@ def test_defaults() -> None:
         "page_size": 0,
         "log_level": "info",
         "access_log": False,
+        "startup_grace": 10.0,
         "catalog_snapshot": "",
     }
     assert config.http.model_dump() == {
@@ -194,6 +196,7 @@ ERRORS = [
     ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),
     ("[hub]\nname = 3", "hub.name", ["valid string", "put it in quotes"]),
     ("[hub]\ncatalog_snapshot = true", "hub.catalog_snapshot", ["valid string", "got true"]),
+    ("[hub]\nstartup_grace = -1", "hub.startup_grace", ["greater than or equal to 0"]),
     ("[hub]\ncatalog_snapshot = 'state/'", "hub.catalog_snapshot", ["names a folder", '"state/catalog.json"']),
     ("[hub]\ncatalog_snapshot = '.'", "hub.catalog_snapshot", ["names a folder", '"./catalog.json"']),
     ("[hub]\ncatalog_snapsht = 'c.json'", "hub.catalog_snapsht", ["did you mean 'catalog_snapshot'?"]),

@@ -656,7 +656,7 @@ async def test_ten_megabytes_each_way(tmp_path: Path, upstream: str, mode: str) 
         servers = {"near": fixture_server("near"), "tight": {"url": f"{tight_base}/mcp"}}
         servers["far"] = fixture_server("far") if upstream == "stdio" else {"url": f"{roomy_base}/mcp"}
         async with hub_serving(tmp_path, servers) as (hub, url, _):
-            assert hub.upstreams["far"].config.kind == ("stdio" if upstream == "stdio" else "streamable-http")
+            assert hub.upstreams["far"].transport.kind == ("stdio" if upstream == "stdio" else "streamable-http")
             async with http_client(url, mode) as client, anyio.create_task_group() as tg:
                 # Two calls at once, as below: the hub's pool of connections to an HTTP server grows to two.
                 for tool in ("far_echo", "far_echo", "tight_echo"):
