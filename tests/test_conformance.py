@@ -513,15 +513,7 @@ NO_UPSTREAM_OAUTH = (
 DIRECT_CLIENT_FAILURES: dict[tuple[str, str], Known] = {}
 """(suite, scenario) -> how the SDK's client fails it when connected directly."""
 
-HUB_CLIENT_FAILURES: dict[tuple[str, str], Known] = {
-    ("2025-11-25", "sse-retry"): Known(
-        frozenset({"client-sse-retry-timing"}),
-        "the hub POSTs its requests itself (mcp_hub/upstream/posts.py, `DirectPosts._answer_of`): when a "
-        "request's SSE stream ends without the answer, it gives up and sends notifications/cancelled instead "
-        "of waiting the stream's `retry` and resuming with a GET carrying `Last-Event-ID` (SEP-1699), as the "
-        "SDK's transport does",
-    ),
-}
+HUB_CLIENT_FAILURES: dict[tuple[str, str], Known] = {}
 """(suite, scenario) -> how it fails through the hub while it passes directly."""
 
 

@@ -16,6 +16,8 @@ import pytest
 from anyio.abc import TaskStatus
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http import EventCallback, EventMessage, EventStore, StreamId
 from mcp.shared.exceptions import MCPError
 from sse_starlette.event import ServerSentEvent
 
@@ -172,7 +174,9 @@ async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, m
 def misbehaving(app: Any) -> Any:
     """ASGI middleware: answer a `tools/call` of `echo` whose text names a fault with that fault; pass the
     rest to the server. Faults: `garbage` (a 200 JSON body that is not JSON), `cut` (an SSE stream that
-    ends before the answer), `500` (a bare HTTP 500), `error-400` (a JSON-RPC error at HTTP 400)."""
+    ends before the answer), `unresumable` (one that ends after an event with an id, which the server,
+    keeping no events, cannot resume), `resume-later` (one asking to be resumed in an hour), `500` (a bare
+    HTTP 500), `error-400` (a JSON-RPC error at HTTP 400)."""
 
     async def faulty(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -190,6 +194,8 @@ def misbehaving(app: Any) -> Any:
         replies = {
             "garbage": (200, "application/json", b"{not json"),
             "cut": (200, "text/event-stream", b'event: message\r\ndata: {"jsonrpc": "2.0", "method": "x"}\r\n\r\n'),
+            "unresumable": (200, "text/event-stream", b"id: 1\r\nretry: 10\r\ndata: \r\n\r\n"),
+            "resume-later": (200, "text/event-stream", b"id: 1\r\nretry: 3600000\r\ndata: \r\n\r\n"),
             "500": (500, "text/plain", b"boom"),
             "error-400": (
                 400,
@@ -221,15 +227,15 @@ def misbehaving(app: Any) -> Any:
 
 @pytest.mark.parametrize("upstream_era", MODES)
 async def test_an_http_server_that_answers_nonsense_gets_its_caller_an_error(tmp_path: Path, upstream_era: str) -> None:
-    """An HTTP server that answers a call with a body that is not JSON, a stream without the answer, a bare
-    500 or a JSON-RPC error at HTTP 400: each call gets a JSON-RPC error at once, and the server, and the
-    hub's other mounts, serve on."""
+    """An HTTP server that answers a call with a body that is not JSON, a stream without the answer (one it
+    cannot resume too), a bare 500 or a JSON-RPC error at HTTP 400: each call gets a JSON-RPC error at once,
+    and the server, and the hub's other mounts, serve on."""
     async with serve_app(misbehaving(build_server("remote").streamable_http_app())) as upstream:
         servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era}, "local": fixture_server("local")}
         config = make_config(tmp_path, servers)
         async with running_hub(config) as hub, hub_client(hub) as client:
             errors = {}
-            for fault in ("garbage", "cut", "500", "error-400"):
+            for fault in ("garbage", "cut", "unresumable", "500", "error-400"):
                 with anyio.fail_after(10), pytest.raises(MCPError) as caught:
                     await client.call_tool("remote_echo", {"text": fault})
                 errors[fault] = caught.value.error.code
@@ -239,6 +245,98 @@ async def test_an_http_server_that_answers_nonsense_gets_its_caller_an_error(tmp
     assert all(isinstance(code, int) for code in errors.values())
     assert echo.structured_content == {"text": "fine", "server": "remote"}
     assert local.structured_content == {"text": "fine", "server": "local"}
+
+
+class EventLog(EventStore):
+    """Every event of every stream, kept in order, so a stream can be resumed (the SDK ships no event store)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, StreamId, types.JSONRPCMessage | None]] = []
+
+    async def store_event(self, stream_id: StreamId, message: types.JSONRPCMessage | None) -> str:
+        self.events.append((event_id := str(len(self.events) + 1), stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: EventCallback) -> StreamId | None:
+        ids = [event_id for event_id, _, _ in self.events]
+        if last_event_id not in ids:
+            return None
+        index = ids.index(last_event_id)
+        stream = self.events[index][1]
+        for event_id, stream_id, message in self.events[index + 1 :]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
+
+
+def interrupting_server() -> Server[Any]:
+    """A server whose one tool, `interrupted`, reports progress, closes its call's SSE stream (the SDK's
+    `close_sse_stream`, as a server polling a long operation does), reports progress again and answers."""
+    tool = {"name": "interrupted", "description": "Answer after closing the call's stream.", "inputSchema": {}}
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return {"tools": [{**tool, "inputSchema": {"type": "object"}}]}
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        if ctx.close_sse_stream is None:
+            return {"content": [{"type": "text", "text": "no stream to close"}], "isError": True}
+        await ctx.session.report_progress(1, 2, "before the close")
+        await ctx.close_sse_stream()
+        await ctx.session.report_progress(2, 2, "after the close")
+        return {"content": [{"type": "text", "text": "answered after the close"}]}
+
+    return Server("interrupting", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def resumptions(app: Any, seen: list[str]) -> Any:
+    """ASGI middleware: remember the `Last-Event-ID` of every GET that carries one."""
+
+    async def recorded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            headers = dict(scope["headers"])
+            if b"last-event-id" in headers:
+                seen.append(headers[b"last-event-id"].decode())
+        await app(scope, receive, send)
+
+    return recorded
+
+
+async def test_a_call_whose_stream_the_http_server_closes_is_resumed_and_answered(tmp_path: Path) -> None:
+    """A server that closes a call's SSE stream before the answer, after an event with an id and a `retry`
+    delay: the hub resumes the stream with a GET carrying `Last-Event-ID` and the call gets its answer,
+    with the progress reported before and after the close."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    resumed: list[str] = []
+    app = interrupting_server().streamable_http_app(event_store=EventLog(), retry_interval=100)
+    async with serve_app(resumptions(app, resumed)) as upstream:
+        config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp", "protocol": "legacy", "timeout": 20}})
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            with anyio.fail_after(20):
+                result = await client.call_tool("remote_interrupted", {}, progress_callback=on_progress)
+    assert not result.is_error, result
+    assert result.content[0].text == "answered after the close"  # type: ignore[union-attr]
+    assert heard == [(1.0, 2.0, "before the close"), (2.0, 2.0, "after the close")]
+    assert len(resumed) == 1
+
+
+@pytest.mark.parametrize("upstream_era", MODES)
+async def test_a_stream_to_resume_later_than_the_calls_deadline_times_the_call_out(
+    tmp_path: Path, upstream_era: str
+) -> None:
+    """A call's stream that ends asking to be resumed in an hour: the mount's timeout still ends the call
+    (-32001 naming the mount), and the server serves on."""
+    async with serve_app(misbehaving(build_server("remote").streamable_http_app())) as upstream:
+        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era, "timeout": 1}}
+        async with running_hub(make_config(tmp_path, servers)) as hub, hub_client(hub) as client:
+            with anyio.fail_after(10), pytest.raises(MCPError) as caught:
+                await client.call_tool("remote_echo", {"text": "resume-later"})
+            echo = await client.call_tool("remote_echo", {"text": "after"})
+    assert caught.value.error.code == -32001 and "'remote'" in caught.value.error.message
+    assert echo.structured_content == {"text": "after", "server": "remote"}
 
 
 async def test_legacy_sse_upstream(tmp_path: Path) -> None:
