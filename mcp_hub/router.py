@@ -108,6 +108,8 @@ class Router:
                     else m
                     for m in messages
                 ]
+        elif method == "tasks/get" and isinstance(result.get("result"), dict):
+            result["result"] = self._map_content_list(mount, result["result"], "content")  # a task's call result
         elif method == "resources/read":
             contents = result.get("contents")
             if isinstance(contents, list):

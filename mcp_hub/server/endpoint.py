@@ -49,6 +49,7 @@ from mcp_hub.router import Router
 from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
+from mcp_hub.server.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
 from mcp_hub.upstream import ClientCannotAnswer, Upstream
 from mcp_hub.upstream.startup import Startup
 
@@ -161,7 +162,7 @@ class _HubServer(Server[Any]):
         if any(c is None for c in known):
             return caps
         offered = [c for c in known if c is not None]
-        update: dict[str, Any] = {}
+        update: dict[str, Any] = _tasks_offered(caps, offered, protocol_version)
         for capability in ("tools", "prompts", "resources", "completions"):
             if not any(getattr(c, capability) for c in offered):
                 update[capability] = None
@@ -186,6 +187,17 @@ class _HubServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
+
+
+def _tasks_offered(
+    caps: types.ServerCapabilities, offered: list[types.ServerCapabilities], protocol_version: str | None
+) -> dict[str, Any]:
+    """The tasks extension, declared to a 2026-07-28 client when a mount offers it (see tasks.py)."""
+    if protocol_version not in MODERN_PROTOCOL_VERSIONS or not any(
+        TASKS_EXTENSION in (c.extensions or {}) for c in offered
+    ):
+        return {}
+    return {"extensions": {**(caps.extensions or {}), TASKS_EXTENSION: {}}}
 
 
 async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -299,6 +311,8 @@ class Endpoint:
             ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
             ("subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen),
         ]
+        self._tasks = Tasks(router)
+        handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
         self.server.middleware.append(_translate_errors)
@@ -455,14 +469,23 @@ class Endpoint:
                     raise UnknownName(route.kind, route.public)
                 answers = (ctx.params or {}).get("inputResponses")
                 try:
-                    return _complete_result(await self.parking.resume(call, state, answers))
+                    return self._finish(call, await self.parking.resume(call, state, answers))
                 except StateRefused as refusal:
                     if self._on_refused is not None:
                         self._on_refused(call, refusal.message)
                     raise
             if self._may_ask(route.mount):
-                return _complete_result(await self.parking.call(call, self._call, origin.check_can_ask))
-        return _complete_result(await self._call(call))
+                return self._finish(call, await self.parking.call(call, self._call, origin.check_can_ask))
+        return self._finish(call, await self._call(call))
+
+    def _finish(self, call: CallContext, result: dict[str, Any]) -> dict[str, Any]:
+        """A call's result as the client gets it: a task handle with the hub's task id (see tasks.py)."""
+        return _complete_result(self._tasks.adopt(call.principal, call.mount, result))
+
+    async def _follow_task(self, ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> Any:
+        """`tasks/get`, `tasks/update`, `tasks/cancel`: to the server whose task it is, for its caller only."""
+        origin = ClientOrigin(ctx, None)
+        return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin)
 
     def _may_ask(self, mount: str) -> bool:
         """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
@@ -711,7 +734,12 @@ class ClientOrigin:
     @property
     def capabilities(self) -> Mapping[str, Any] | None:
         declared = self._session.client_capabilities
-        return {} if declared is None else relayed_capabilities(declared)
+        if declared is None:
+            return {}
+        relayed = relayed_capabilities(declared)
+        if not self.modern and "extensions" in relayed:  # a handshake-era client cannot be sent a task handle
+            return {name: value for name, value in relayed.items() if name != "extensions"}
+        return relayed
 
     def check_can_ask(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Raise `ClientCannotAnswer` unless the client declared the capability `method` needs.
@@ -765,7 +793,7 @@ async def _deliver(
 
 
 _RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
-"""The client capabilities a server's questions need, which the hub relays."""
+"""The client capabilities a server's questions need, which the hub relays (and the tasks extension)."""
 _RELAYED: LRUCache[int, tuple[weakref.ref[Any], Mapping[str, Any]]] = LRUCache(256)
 """`relayed_capabilities` of the models seen last, by `id`, each with a weak reference to its model."""
 
@@ -784,6 +812,9 @@ def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
         return kept[1]
     dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
     relayed = {name: value for name, value in dumped.items() if name in _RELAYED_CAPABILITIES}
+    extensions = dumped.get("extensions")
+    if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:  # the hub relays tasks (see tasks.py)
+        relayed["extensions"] = {TASKS_EXTENSION: extensions[TASKS_EXTENSION]}
 
     def forget(ref: weakref.ref[Any]) -> None:
         entry = _RELAYED.get(key)

@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
@@ -49,6 +50,15 @@ _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
 
 _MAX_TOOL_PAGES = 1000
+
+
+class _TaskRequest(types.Request[dict[str, Any], str]):
+    """A request that names a task (SEP-2663): over HTTP, its `Mcp-Name` header is the task id."""
+
+    name_param = "taskId"
+
+
+_NAMED_BY_TASK = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 _CALLER: ContextVar[Origin | None] = ContextVar("mcp_hub_caller", default=None)
 """The client a request is sent for, while it is being sent (its capabilities are read only if stamped)."""
@@ -189,7 +199,8 @@ class Connection:
             with scope, self.inflight.track(origin, scope):
                 if self._direct is not None:
                     return await self._post(method, params, on_progress)
-                request = types.Request[dict[str, Any], str](method=method, params=dict(params or {}))
+                kind = _TaskRequest if method in _NAMED_BY_TASK else types.Request[dict[str, Any], str]
+                request = kind(method=method, params=dict(params or {}))
                 result: dict[str, Any] = await self.session.send_request(
                     request, _RAW_RESULT, progress_callback=on_progress
                 )
@@ -214,10 +225,14 @@ class Connection:
         data: dict[str, Any] = {"method": method, "params": dict(params or {})}
         options: dict[str, Any] = {}
         self.session._stamp(data, options)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        headers = options.get("headers") or {}
+        task_id = data["params"].get("taskId")
+        if method in _NAMED_BY_TASK and isinstance(task_id, str):
+            headers = {**headers, MCP_NAME_HEADER: encode_header_value(task_id)}
         return await self._direct.request(
             method,
             data["params"],
-            options.get("headers") or {},
+            headers,
             on_progress=on_progress,
             modern=self.modern,
         )

@@ -1,0 +1,98 @@
+"""Tasks (SEP-2663, the `io.modelcontextprotocol/tasks` extension of 2026-07-28): a call that a server
+answers with a task handle, and the requests that follow it (`tasks/get`, `tasks/update`, `tasks/cancel`).
+
+A server's handle (`resultType: "task"`) reaches the client with a task id of the hub's own: 32 random
+bytes, URL-safe, kept with the principal that made the call, the mount that answered it and the
+server's own id. A follow-up request is looked up under the caller's principal only, so another
+principal's request for that id, like a request for an id the hub never issued or has forgotten,
+is answered as the extension answers an unknown task (-32602): nothing tells the two apart. The
+follow-up goes to the mount with the server's id (and, over HTTP, `Mcp-Name` set to it), on behalf
+of the calling client (its capabilities, its per-client session), and its answer comes back with the
+hub's id; a completed task's inlined result has its resource URIs mapped as a call's.
+
+The policy decides at the call: a task exists at the hub only if the call that created it was
+allowed, and its follow-ups are allowed to whoever made that call. The table is bounded (per
+principal, and in principals); a task is forgotten when its server's `ttlMs` has passed.
+`tasks/list` and `tasks/result` do not exist in the extension, and the handshake era's tasks (the
+2025-11-25 `tasks` capability) are not relayed: the SDK validates a handshake-era call's result as a
+`CallToolResult`, which a task handle is not.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from mcp_hub.errors import UnknownName
+from mcp_hub.router import Router
+from mcp_hub.upstream import Origin
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The extension's identifier, under `capabilities.extensions`."""
+
+TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+"""The requests that follow a task, each naming it by `taskId`."""
+
+_PRINCIPALS = 1_000
+"""How many principals' tasks the hub keeps (the least recently used principal's go first)."""
+_TASKS_PER_PRINCIPAL = 1_000
+"""How many tasks of one principal the hub keeps (the least recently used go first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    mount: str
+    native: str
+    """The server's own task id."""
+    expires: float | None
+    """Monotonic time after which the server no longer keeps the task (None: it said nothing)."""
+
+
+class Tasks:
+    """The tasks the hub relays, by principal and the hub's task id."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+        self._tasks: LRUCache[str, LRUCache[str, _Task]] = LRUCache(maxsize=_PRINCIPALS)
+
+    def adopt(self, principal: str, mount: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A call's result: a task handle is kept and given the hub's id; any other result is returned as is."""
+        native = result.get("taskId")
+        if result.get("resultType") != "task" or not isinstance(native, str):
+            return result
+        ttl = result.get("ttlMs")
+        expires = time.monotonic() + ttl / 1000 if isinstance(ttl, int | float) and ttl > 0 else None
+        own = self._tasks.get(principal)
+        if own is None:
+            own = self._tasks[principal] = LRUCache(maxsize=_TASKS_PER_PRINCIPAL)
+        task_id = secrets.token_urlsafe(32)
+        own[task_id] = _Task(mount, native, expires)
+        return {**result, "taskId": task_id}
+
+    def _find(self, principal: str, task_id: Any) -> _Task:
+        own = self._tasks.get(principal)
+        task = own.get(task_id) if own is not None and isinstance(task_id, str) else None
+        if task is None or (task.expires is not None and time.monotonic() > task.expires):
+            if task is not None and own is not None:
+                own.pop(task_id, None)
+            raise UnknownName("task", str(task_id))
+        return task
+
+    async def follow(
+        self, method: str, principal: str, params: Mapping[str, Any], origin: Origin | None
+    ) -> dict[str, Any]:
+        """Send a task's follow-up request (`TASK_METHODS`) to the server that issued it.
+
+        Raises `UnknownName` for a task id the caller's principal was not given."""
+        task_id = params.get("taskId")
+        task = self._find(principal, task_id)
+        native = {**params, "taskId": task.native}
+        result = await self._router.forward(method, task.mount, native, origin=origin)
+        if result.get("taskId") == task.native:
+            result["taskId"] = task_id
+        return result
