@@ -1,0 +1,175 @@
+"""Tasks (SEP-2663) through the hub: a server's task handle, and `tasks/get`, `tasks/update`, `tasks/cancel`.
+
+The server is `tests/servers/tasks_server.py` (as a stdio child, and in-process over streamable
+HTTP); the clients are the SDK's, declaring the `io.modelcontextprotocol/tasks` extension. The SDK
+has no typed tasks API, so its session sends the requests with their raw params, `Mcp-Name` set
+to the task id as the extension requires. The handshake era's tasks are not relayed (see
+mcp_hub/server/tasks.py), so only the 2026-07-28 era is tested.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.extension import advertise
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from pydantic import TypeAdapter
+
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app, write_config
+from tests.servers.tasks_server import TASKS, build_server
+
+pytestmark = pytest.mark.anyio
+
+SERVER = str(ROOT / "tests" / "servers" / "tasks_server.py")
+KEYS = {"alice": "a" * 32, "bob": "b" * 32}
+
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class _TaskRequest(types.Request[dict[str, Any], str]):
+    name_param = "taskId"  # sent as `Mcp-Name`
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    request = types.Request[dict[str, Any], str](method="tools/call", params={"name": tool, "arguments": arguments})
+    return await client.session.send_request(request, _RAW)
+
+
+async def follow(client: Client, method: str, task_id: str, **params: Any) -> dict[str, Any]:
+    return await client.session.send_request(_TaskRequest(method=method, params={"taskId": task_id, **params}), _RAW)
+
+
+async def settled(client: Client, task_id: str) -> dict[str, Any]:
+    """`tasks/get` until the task is no longer working (bounded)."""
+    with anyio.fail_after(15):
+        while (task := await follow(client, "tasks/get", task_id))["status"] == "working":
+            await anyio.sleep(0.05)
+    return task
+
+
+async def extensions_of(client: Client) -> dict[str, Any]:
+    """The extensions the hub declares in its `server/discover` answer."""
+    discovered = await client.session.send_discover("2026-07-28")
+    return dict(discovered["capabilities"].get("extensions") or {})
+
+
+async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs_uris(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    async with (
+        running_hub(config) as hub,
+        hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
+        hub_client(hub, "2026-07-28") as plain,
+    ):
+        assert TASKS in await extensions_of(client)
+        handle = await call(client, "work_slow_compute", seconds=0.2, label="x")
+        assert handle["resultType"] == "task"
+        assert handle["status"] == "working"
+        assert len(handle["taskId"]) == 43  # the hub's: 32 random bytes, not the server's UUID
+        assert "task" not in handle
+        working = await follow(client, "tasks/get", handle["taskId"])
+        assert working["taskId"] == handle["taskId"]
+        assert working["status"] in ("working", "completed")
+        done = await settled(client, handle["taskId"])
+        assert done["status"] == "completed"
+        assert done["taskId"] == handle["taskId"]
+        assert done["result"]["content"] == [
+            {"type": "text", "text": "computed x"},
+            {"type": "resource_link", "uri": "work+note://x", "name": "x"},
+        ]
+        assert (await follow(client, "tasks/update", handle["taskId"], inputResponses={}))["resultType"] == "complete"
+        # A client that does not declare the extension is answered synchronously.
+        assert (await call(plain, "work_slow_compute", seconds=5, label="y"))["content"][0]["text"] == "computed y"
+        assert (await call(client, "work_greet", name="Ann"))["content"][0]["text"] == "Hello, Ann!"
+
+
+async def test_a_cancelled_task_is_cancelled_at_its_server_and_an_unknown_id_is_unknown(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
+        handle = await call(client, "work_slow_compute", seconds=600, label="long")
+        ack = await follow(client, "tasks/cancel", handle["taskId"])
+        assert ack["resultType"] == "complete"
+        assert "taskId" not in ack
+        assert (await settled(client, handle["taskId"]))["status"] == "cancelled"
+        for method in ("tasks/get", "tasks/cancel", "tasks/update"):
+            with pytest.raises(MCPError) as unknown:
+                await follow(client, method, "no-such-task")
+            assert unknown.value.error.code == INVALID_PARAMS
+            assert unknown.value.error.message == "Unknown task: no-such-task"
+
+
+def _recording(app: Any, seen: list[tuple[str, str]]) -> Any:
+    """The ASGI app, noting each request's `Mcp-Method` and `Mcp-Name` headers."""
+
+    async def recorded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            seen.append((headers.get(b"mcp-method", b"").decode(), headers.get(b"mcp-name", b"").decode()))
+        await app(scope, receive, send)
+
+    return recorded
+
+
+Connect = Callable[[str], AbstractAsyncContextManager[Client]]
+
+
+@asynccontextmanager
+async def keyed_hub(tmp_path: Path, seen: list[tuple[str, str]]) -> AsyncIterator[tuple[Hub, Connect]]:
+    """The hub mounting the tasks server over streamable HTTP, its own HTTP endpoint taking `KEYS`."""
+    async with serve_app(_recording(build_server().streamable_http_app(), seen)) as upstream:
+        mount = {"url": f"{upstream}/mcp", "transport": "streamable-http"}
+        path = write_config(tmp_path / "hub.toml", {"work": mount})
+        with path.open("a", encoding="utf-8") as file:
+            file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
+        config = load_config(path, environ={"ALICE_KEY": KEYS["alice"], "BOB_KEY": KEYS["bob"]})
+        async with running_hub(config) as hub:
+            app = build_app(
+                hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
+            )
+            async with serve_app(app) as base:
+
+                @asynccontextmanager
+                async def connect(principal: str) -> AsyncIterator[Client]:
+                    async with httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http:
+                        transport = streamable_http_client(f"{base}/mcp", http_client=http)
+                        options: dict[str, Any] = {"mode": "2026-07-28", "cache": None}
+                        async with Client(transport, extensions=[advertise(TASKS)], **options) as client:
+                            yield client
+
+                yield hub, connect
+
+
+async def test_another_principal_cannot_see_or_cancel_a_task(tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+    async with keyed_hub(tmp_path, seen) as (_, connect), connect("alice") as alice, connect("bob") as bob:
+        assert TASKS in await extensions_of(alice)
+        handle = await call(alice, "work_slow_compute", seconds=600, label="mine")
+        task_id = handle["taskId"]
+        for method in ("tasks/get", "tasks/cancel", "tasks/update"):
+            answers = []
+            for task in (task_id, "no-such-task"):
+                with pytest.raises(MCPError) as refused:
+                    await follow(bob, method, task)
+                answers.append((refused.value.error.code, refused.value.error.message.replace(task, "ID")))
+            # Exactly as for a task that does not exist.
+            assert answers[0] == answers[1] == (INVALID_PARAMS, "Unknown task: ID")
+        assert (await follow(alice, "tasks/get", task_id))["status"] == "working"
+        await follow(alice, "tasks/cancel", task_id)
+        assert (await follow(alice, "tasks/get", task_id))["status"] == "cancelled"
+    # The server heard each follow-up named by its own task id, in `Mcp-Name`.
+    named = {name for method, name in seen if method.startswith("tasks/")}
+    assert len(named) == 1
+    assert named != {task_id} and named != {""}
