@@ -24,6 +24,7 @@ from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import TypeAdapter
 
 from mcp_hub.config import load_config
@@ -91,6 +92,11 @@ async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs
             {"type": "resource_link", "uri": "work+note://x", "name": "x"},
         ]
         assert (await follow(client, "tasks/update", handle["taskId"], inputResponses={}))["resultType"] == "complete"
+        # A client that does not declare the extension is refused its follow-ups, as by a server.
+        with pytest.raises(MCPError) as undeclared:
+            await follow(plain, "tasks/get", handle["taskId"])
+        assert undeclared.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+        assert undeclared.value.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         # A client that does not declare the extension is answered synchronously.
         assert (await call(plain, "work_slow_compute", seconds=5, label="y"))["content"][0]["text"] == "computed y"
         assert (await call(client, "work_greet", name="Ann"))["content"][0]["text"] == "Hello, Ann!"

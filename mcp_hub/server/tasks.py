@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 
-from mcp_hub.errors import UnknownName
+from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.router import Router
 from mcp_hub.upstream import Origin
 
@@ -42,6 +44,19 @@ _PRINCIPALS = 1_000
 """How many principals' tasks the hub keeps (the least recently used principal's go first)."""
 _TASKS_PER_PRINCIPAL = 1_000
 """How many tasks of one principal the hub keeps (the least recently used go first)."""
+
+
+class TasksUndeclared(HubError):
+    """A task's follow-up from a client that did not declare the tasks extension (-32021, as a server answers)."""
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} needs the client capability extensions[{TASKS_EXTENSION!r}]")
+
+    def to_mcp(self) -> MCPError:
+        data = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+        return MCPError(code=self.code, message=str(self), data=data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +103,11 @@ class Tasks:
     ) -> dict[str, Any]:
         """Send a task's follow-up request (`TASK_METHODS`) to the server that issued it.
 
-        Raises `UnknownName` for a task id the caller's principal was not given."""
+        Raises `TasksUndeclared` for a client that did not declare the extension, `UnknownName` for a task
+        id the caller's principal was not given."""
+        extensions = origin.capabilities.get("extensions") if origin is not None and origin.capabilities else None
+        if not isinstance(extensions, Mapping) or TASKS_EXTENSION not in extensions:
+            raise TasksUndeclared(method)
         task_id = params.get("taskId")
         task = self._find(principal, task_id)
         native = {**params, "taskId": task.native}
