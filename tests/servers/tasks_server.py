@@ -1,10 +1,14 @@
 """A real MCP server that answers some calls with a task (SEP-2663, the `io.modelcontextprotocol/tasks` extension).
 
-It advertises the extension, and for a request that declares it (in its client capabilities),
-`slow_compute` answers with a task handle (`resultType: "task"`) whose status is `working` for
-`seconds` seconds and then `completed`, with the tool's result inlined on `tasks/get`.
-`tasks/cancel` settles a working task as `cancelled`; `tasks/update` acknowledges. `greet` is
-always synchronous. Unknown task ids are answered with -32602, as the extension requires.
+The fixtures the conformance suite's `tasks-*` scenarios (0.2.x) call: it advertises the
+extension, and for a request that declares it (in its client capabilities) a task-supporting tool
+answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds` seconds, then
+completes with its result (inlined on `tasks/get`); `failing_job` completes after a second with a
+tool error (and needs the extension: -32021 without it); `protocol_error_job` fails with a JSON-RPC
+error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
+`tasks/update`. `tasks/cancel` settles an unfinished task as `cancelled`. `greet` is synchronous;
+without the extension the others are too. Unknown task ids are -32602, follow-ups from a client
+without the extension -32021, and an `Mcp-Name` other than the task id -32020.
 
 `python tests/servers/tasks_server.py` serves stdio; `--http PORT` serves streamable HTTP.
 """
@@ -24,7 +28,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp.shared.inbound import decode_header_value
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import ConfigDict
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -37,19 +43,21 @@ class TaskParams(types.RequestParams):
     task_id: str
 
 
+def _tool(tool: str, **properties: str) -> dict[str, Any]:
+    schema = {k: {"type": t} for k, t in properties.items()}
+    return {"name": tool, "inputSchema": {"type": "object", "properties": schema}}
+
+
 _TOOLS = [
-    {
-        "name": "greet",
-        "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}},
-    },
-    {
-        "name": "slow_compute",
-        "inputSchema": {
-            "type": "object",
-            "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
-        },
-    },
+    _tool("greet", name="string"),
+    _tool("slow_compute", seconds="number", label="string"),
+    _tool("failing_job"),
+    _tool("protocol_error_job"),
+    _tool("confirm_delete", filename="string"),
+    _tool("multi_input"),
 ]
+_REQUIRED = frozenset({"failing_job"})
+"""Tools that run only as tasks: a caller without the extension is answered -32021."""
 
 
 def _now() -> str:
@@ -61,20 +69,60 @@ def _declares_tasks(ctx: Ctx) -> bool:
     return caps is not None and bool(caps.extensions) and TASKS in (caps.extensions or {})
 
 
+def _undeclared() -> MCPError:
+    data = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+    return MCPError(code=MISSING_REQUIRED_CLIENT_CAPABILITY, message="the tasks extension is required", data=data)
+
+
+def _text(text: str, *, error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": error}
+
+
+def _confirm(message: str, field: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {field: {"type": "boolean" if field == "confirm" else "string"}}}
+    return {"method": "elicitation/create", "params": {"mode": "form", "message": message, "requestedSchema": schema}}
+
+
 def build_server(name: str = "tasks") -> Server[Any]:
     tasks: dict[str, dict[str, Any]] = {}
 
     def status_of(task: dict[str, Any]) -> str:
-        if task["status"] == "working" and time.monotonic() - task["started"] >= task["seconds"]:
-            task["status"] = "completed"
+        due = time.monotonic() - task["started"] >= task["seconds"]
+        if task["status"] == "working" and not task["pending"] and due:
+            task["status"] = "failed" if "error" in task else "completed"
             task["lastUpdatedAt"] = _now()
+        if task["status"] == "working" and task["pending"]:
+            return "input_required"
         return str(task["status"])
 
-    def known(task_id: str) -> dict[str, Any]:
-        task = tasks.get(task_id)
+    def known(ctx: Ctx, params: TaskParams) -> dict[str, Any]:
+        if not _declares_tasks(ctx):
+            raise _undeclared()
+        named = ctx.request.headers.get("mcp-name") if ctx.request is not None else None
+        if named is not None and decode_header_value(named.strip()) != params.task_id:
+            raise MCPError(code=HEADER_MISMATCH, message="Mcp-Name does not match params.taskId")
+        task = tasks.get(params.task_id)
         if task is None:
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown task: {task_id}")
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown task: {params.task_id}")
         return task
+
+    def outcome(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What a task-supporting tool's task does: how long it works, what it asks, how it ends."""
+        if tool == "slow_compute":
+            label = str(arguments.get("label", ""))
+            result = _text(f"computed {label}")
+            result["content"].append({"type": "resource_link", "uri": f"note://{label}", "name": label})
+            return {"seconds": float(arguments.get("seconds", 0)), "result": result}
+        if tool == "failing_job":
+            return {"seconds": 1.0, "result": _text("the job failed", error=True)}
+        if tool == "protocol_error_job":
+            return {"seconds": 0.0, "error": {"code": INTERNAL_ERROR, "message": "the job crashed"}}
+        if tool == "confirm_delete":
+            filename = str(arguments.get("filename", ""))
+            pending = {"confirm": _confirm(f"Delete {filename}?", "confirm")}
+            return {"seconds": 0.0, "pending": pending, "result": _text(f"deleted {filename}")}
+        pending = {"first": _confirm("First input", "name"), "second": _confirm("Second input", "name")}
+        return {"seconds": 0.0, "pending": pending, "result": _text("both inputs received")}
 
     async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
         return {"tools": _TOOLS, "resultType": "complete"}
@@ -82,62 +130,48 @@ def build_server(name: str = "tasks") -> Server[Any]:
     async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}
         if params.name == "greet":
-            text = f"Hello, {arguments.get('name', 'World')}!"
-            return {"content": [{"type": "text", "text": text}], "resultType": "complete"}
-        label = str(arguments.get("label", ""))
-        result = {
-            "content": [
-                {"type": "text", "text": f"computed {label}"},
-                {"type": "resource_link", "uri": f"note://{label}", "name": label},
-            ],
-            "isError": False,
-        }
+            return {**_text(f"Hello, {arguments.get('name', 'World')}!"), "resultType": "complete"}
+        if params.name not in {tool["name"] for tool in _TOOLS}:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         if not _declares_tasks(ctx):
-            return {**result, "resultType": "complete"}
+            if params.name in _REQUIRED:
+                raise _undeclared()
+            return {**_text(f"ran {params.name} synchronously"), "resultType": "complete"}
         task_id = str(uuid.uuid4())
         now = _now()
-        tasks[task_id] = {
-            "started": time.monotonic(),
-            "seconds": float(arguments.get("seconds", 0)),
-            "status": "working",
-            "createdAt": now,
-            "lastUpdatedAt": now,
-            "result": result,
-        }
-        return {
-            "resultType": "task",
-            "taskId": task_id,
-            "status": "working",
-            "createdAt": now,
-            "lastUpdatedAt": now,
-            "ttlMs": 60_000,
-            "pollIntervalMs": 50,
-        }
+        task = {"status": "working", "started": time.monotonic(), "createdAt": now, "lastUpdatedAt": now}
+        tasks[task_id] = {"pending": {}, **task, **outcome(params.name, arguments)}
+        return {"resultType": "task", "taskId": task_id, **_envelope(task), "pollIntervalMs": 50}
+
+    def _envelope(task: dict[str, Any]) -> dict[str, Any]:
+        fields = {"status": task["status"], "createdAt": task["createdAt"], "lastUpdatedAt": task["lastUpdatedAt"]}
+        return {**fields, "ttlMs": 60_000}
 
     async def get_task(ctx: Ctx, params: TaskParams) -> Any:
-        task = known(params.task_id)
+        task = known(ctx, params)
         status = status_of(task)
-        answer: dict[str, Any] = {
-            "taskId": params.task_id,
-            "status": status,
-            "createdAt": task["createdAt"],
-            "lastUpdatedAt": task["lastUpdatedAt"],
-            "ttlMs": 60_000,
-            "resultType": "complete",
-        }
-        if status == "completed":
+        answer: dict[str, Any] = {"taskId": params.task_id, **_envelope(task), "status": status}
+        if status == "input_required":
+            answer["inputRequests"] = dict(task["pending"])
+        elif status == "completed":
             answer["result"] = task["result"]
-        return answer
+        elif status == "failed":
+            answer["error"] = task["error"]
+        return {**answer, "resultType": "complete"}
 
     async def cancel_task(ctx: Ctx, params: TaskParams) -> Any:
-        task = known(params.task_id)
-        if status_of(task) == "working":
+        task = known(ctx, params)
+        if status_of(task) in ("working", "input_required"):
             task["status"] = "cancelled"
             task["lastUpdatedAt"] = _now()
         return {"resultType": "complete"}
 
     async def update_task(ctx: Ctx, params: TaskParams) -> Any:
-        known(params.task_id)
+        task = known(ctx, params)
+        answers = (params.model_extra or {}).get("inputResponses") or {}
+        for key in answers:
+            task["pending"].pop(key, None)
+        task["lastUpdatedAt"] = _now()
         return {"resultType": "complete"}
 
     hints = {"tools/list": CacheHint()}
