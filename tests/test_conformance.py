@@ -13,9 +13,11 @@ and checks what it answers. Its server scenarios call fixed names, which
   (`protocol = "legacy"`), so the 2026-07-28 suite runs through the hub's bridging of the two eras
   (questions asked mid-call become `input_required` rounds, and so on).
 
-Two suites: 0.1.16's active suite (its scenarios run on the 2025-11-25 handshake) and the
-0.2.0 alpha's 2026-07-28 scenarios (run on the stateless 2026-07-28 wire), each under the
-Node 22 that `tests/npm` installs. The rule: a scenario that passes directly passes through
+Three suites: 0.1.16's active suite (its scenarios run on the 2025-11-25 handshake), the
+0.2.0 alpha's 2026-07-28 scenarios (run on the stateless 2026-07-28 wire), and the alpha's
+`tasks-*` scenarios of the tasks extension (SEP-2663), each named and forced, against
+`tests/servers/tasks_server.py` in place of the conformance server; each under the Node 22 that
+`tests/npm` installs. The rule: a scenario that passes directly passes through
 the hub. A scenario fails when any of its checks is a `FAILURE` (warnings are SHOULDs).
 
 Every target's processes start once for the module, on first use; each suite runs once per
@@ -50,6 +52,7 @@ from tests.conftest import ROOT, free_port, write_config
 NPM = ROOT / "tests" / "npm" / "node_modules"
 NODE = NPM / ".bin" / "node"
 SERVER = ROOT / "tests" / "servers" / "conformance.py"
+TASKS_SERVER = ROOT / "tests" / "servers" / "tasks_server.py"
 
 SUITE_TIMEOUT = 300.0
 """Seconds one suite invocation may take (it runs every scenario of the suite)."""
@@ -63,6 +66,10 @@ class Suite:
     args: tuple[str, ...]
     scenarios: tuple[str, ...]
     """What the suite runs with `args`, in its order."""
+    server: Path = SERVER
+    """The reference server the suite's scenarios call (directly, and mounted in the hub)."""
+    one_by_one: bool = False
+    """Run each scenario on its own (`--scenario`): the suite runs extension scenarios only when named."""
 
 
 SUITES = {
@@ -151,6 +158,26 @@ SUITES = {
             "input-required-result-validate-input",
         ),
     ),
+    "tasks": Suite(
+        package="conformance-next",
+        version="0.2.0-alpha.12",
+        # The tasks extension's scenarios (SEP-2663), which are on no spec version's timeline: forced.
+        args=("--force", "--timeout", "20000"),
+        scenarios=(
+            "tasks-lifecycle",
+            "tasks-capability-negotiation",
+            "tasks-wire-fields",
+            "tasks-request-state-removal",
+            "tasks-mrtr-input",
+            "tasks-request-headers",
+            "tasks-dispatch-and-envelope",
+            "tasks-status-notifications",
+            "tasks-required-task-error",
+            "tasks-mrtr-composition",
+        ),
+        server=TASKS_SERVER,
+        one_by_one=True,
+    ),
 }
 
 HUBS = ("hub-stdio", "hub-http", "hub-stdio-legacy")
@@ -174,6 +201,10 @@ DIRECT_FAILURES: dict[tuple[str, str], Known] = {
         "the SDK (mcp 2.3.0) compares the Mcp-Name header with the body's name without trimming the whitespace "
         "around it, so `Mcp-Name:   test_simple_text  ` is refused with HTTP 400 / -32020",
     ),
+    ("tasks", "tasks-mrtr-composition"): Known(
+        frozenset({"sep-2663-mrtr-synchronous-before-task-creation"}),
+        "the tasks server has no `test_tool_with_task` (input_required rounds that end in a task)",
+    ),
 }
 """(suite, scenario) -> how the conformance server fails it when connected directly."""
 
@@ -196,8 +227,13 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
         "era, which no handshake-era server can send; the hub's bridging of a handshake-era server's mid-call "
         "questions into input_required rounds is tested in tests/test_relay.py"
     ),
+    ("tasks", "hub-stdio-legacy"): (
+        "the tasks extension is 2026-07-28's: a handshake-era server's call result is a CallToolResult (the SDK "
+        "validates it so), never a task handle"
+    ),
 }
-"""(suite, target) -> why the suite's `input-required-result-*` scenarios do not apply through that target."""
+"""(suite, target) -> why the suite's `input-required-result-*` and `tasks-*` scenarios do not apply through
+that target."""
 
 
 @dataclass
@@ -249,12 +285,19 @@ def run_suite(suite: Suite, url: str, workdir: Path) -> dict[str, Outcome]:
     output = workdir / "results"
     command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "server", "--url", url, "-o", str(output)]
     log = workdir / "suite.log"
+    runs = [["--scenario", scenario] for scenario in suite.scenarios] if suite.one_by_one else [[]]
+    deadline = time.monotonic() + SUITE_TIMEOUT
+    missing = f"the suite saved no checks for it; see {log}"
     with log.open("wb") as out:
         try:
-            subprocess.run(
-                [*command, *suite.args], cwd=workdir, stdout=out, stderr=subprocess.STDOUT, timeout=SUITE_TIMEOUT
-            )
-            missing = f"the suite saved no checks for it; see {log}"
+            for run in runs:
+                subprocess.run(
+                    [*command, *suite.args, *run],
+                    cwd=workdir,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=max(deadline - time.monotonic(), 1),
+                )
         except subprocess.TimeoutExpired:
             missing = f"the suite did not finish within {SUITE_TIMEOUT:g}s; see {log}"
     outcomes = read_results(output)
@@ -325,11 +368,11 @@ class Targets:
         self._targets: dict[str, Target] = {}
         self._broken: dict[str, str] = {}
 
-    def conformance_server(self, name: str) -> str:
-        """Start the conformance server over streamable HTTP; return its MCP URL."""
+    def conformance_server(self, name: str, server: Path = SERVER) -> str:
+        """Start a reference server (by default the conformance server) over streamable HTTP; return its MCP URL."""
         port = free_port()
         process = self._processes.start(
-            [sys.executable, str(SERVER), "--http", str(port)], self._workdir / f"{name}.log"
+            [sys.executable, str(server), "--http", str(port)], self._workdir / f"{name}.log"
         )
         self._processes.wait_until(process, lambda: _accepts(port), f"the conformance server ({name})")
         return f"http://127.0.0.1:{port}/mcp"
@@ -345,19 +388,21 @@ class Targets:
         self._processes.wait_until(process, lambda: _hub_up(port), f"the hub ({name})")
         return f"http://127.0.0.1:{port}/mcp"
 
-    def get(self, name: str) -> Target:
+    def get(self, target: str, server: Path = SERVER) -> Target:
+        """`target` in front of the reference server `server`."""
+        name = target if server == SERVER else f"{target}-{server.stem}"
         assert name not in self._broken, self._broken[name]  # a target that did not start is tried once
         if name not in self._targets:
             try:
-                if name == "direct":
-                    url = self.conformance_server("direct")
-                elif name == "hub-stdio":
-                    url = self.hub(name, {"command": sys.executable, "args": [str(SERVER)]})
-                elif name == "hub-stdio-legacy":
-                    mount = {"command": sys.executable, "args": [str(SERVER)], "protocol": "legacy"}
+                if target == "direct":
+                    url = self.conformance_server(name, server)
+                elif target == "hub-stdio":
+                    url = self.hub(name, {"command": sys.executable, "args": [str(server)]})
+                elif target == "hub-stdio-legacy":
+                    mount = {"command": sys.executable, "args": [str(server)], "protocol": "legacy"}
                     url = self.hub(name, mount)
                 else:
-                    upstream = self.conformance_server("upstream")
+                    upstream = self.conformance_server(f"{name}-upstream", server)
                     url = self.hub(name, {"url": upstream, "transport": "streamable-http"})
             except AssertionError as exc:
                 self._broken[name] = str(exc)
@@ -366,7 +411,7 @@ class Targets:
         return self._targets[name]
 
     def outcomes(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
-        target = self.get(target_name)
+        target = self.get(target_name, SUITES[suite_name].server)
         if suite_name not in target.results:
             workdir = self._workdir / f"{target_name}-{suite_name}"
             workdir.mkdir()
@@ -399,7 +444,7 @@ def _cases(*hubs: str) -> list[Any]:
                 )
                 marks = [pytest.mark.xfail(raises=KnownFailure, strict=True, reason=known.reason)] if known else []
                 skipped = NOT_APPLICABLE.get((suite_name, target)) if target else None
-                if skipped and scenario.startswith("input-required-result-"):
+                if skipped and scenario.startswith(("input-required-result-", "tasks-")):
                     marks = [pytest.mark.skip(reason=skipped)]
                 values = (suite_name, scenario, target) if target else (suite_name, scenario)
                 cases.append(pytest.param(*values, marks=marks, id="-".join(v for v in values if v)))

@@ -98,7 +98,8 @@ async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs
         assert undeclared.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
         assert undeclared.value.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         # A client that does not declare the extension is answered synchronously.
-        assert (await call(plain, "work_slow_compute", seconds=5))["content"][0]["text"] == "ran slow_compute synchronously"
+        synchronous = await call(plain, "work_slow_compute", seconds=5)
+        assert synchronous["content"][0]["text"] == "ran slow_compute synchronously"
         assert (await call(client, "work_greet", name="Ann"))["content"][0]["text"] == "Hello, Ann!"
 
 

@@ -484,8 +484,9 @@ class Endpoint:
 
     async def _follow_task(self, ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> Any:
         """`tasks/get`, `tasks/update`, `tasks/cancel`: to the server whose task it is, for its caller only."""
+        named = ctx.request.headers.get("mcp-name") if ctx.request is not None else None
         origin = ClientOrigin(ctx, None)
-        return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin)
+        return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin, named)
 
     def _may_ask(self, mount: str) -> bool:
         """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""

@@ -28,7 +28,8 @@ from typing import Any
 
 from cachetools import LRUCache
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp.shared.inbound import decode_header_value
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.router import Router
@@ -57,6 +58,15 @@ class TasksUndeclared(HubError):
     def to_mcp(self) -> MCPError:
         data = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
         return MCPError(code=self.code, message=str(self), data=data)
+
+
+class TaskNameMismatch(HubError):
+    """A task's follow-up whose `Mcp-Name` header is not its `taskId` (-32020, as a server answers)."""
+
+    code = HEADER_MISMATCH
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method}: the Mcp-Name header does not match params.taskId")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +109,15 @@ class Tasks:
         return task
 
     async def follow(
-        self, method: str, principal: str, params: Mapping[str, Any], origin: Origin | None
+        self, method: str, principal: str, params: Mapping[str, Any], origin: Origin | None, named: str | None = None
     ) -> dict[str, Any]:
         """Send a task's follow-up request (`TASK_METHODS`) to the server that issued it.
 
-        Raises `TasksUndeclared` for a client that did not declare the extension, `UnknownName` for a task
-        id the caller's principal was not given."""
+        `named` is the request's `Mcp-Name` header, if it came over HTTP. Raises `TaskNameMismatch` when it is
+        not the task id, `TasksUndeclared` for a client that did not declare the extension, `UnknownName`
+        for a task id the caller's principal was not given."""
+        if named is not None and decode_header_value(named.strip()) != params.get("taskId"):
+            raise TaskNameMismatch(method)
         extensions = origin.capabilities.get("extensions") if origin is not None and origin.capabilities else None
         if not isinstance(extensions, Mapping) or TASKS_EXTENSION not in extensions:
             raise TasksUndeclared(method)
