@@ -103,6 +103,17 @@ async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs
         assert (await call(client, "work_greet", name="Ann"))["content"][0]["text"] == "Hello, Ann!"
 
 
+async def test_a_handshake_era_client_is_answered_without_a_task(tmp_path: Path) -> None:
+    """Its call result can be no task handle, whatever it declares: the server hears no tasks extension."""
+    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    async with running_hub(config) as hub, hub_client(hub, "legacy", extensions=[advertise(TASKS)]) as client:
+        result = await client.call_tool("work_slow_compute", {"seconds": 5})
+        assert result.content == [types.TextContent(type="text", text="ran slow_compute synchronously")]
+        with pytest.raises(MCPError) as undeclared:
+            await follow(client, "tasks/get", "any")
+        assert undeclared.value.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+
+
 async def test_a_cancelled_task_is_cancelled_at_its_server_and_an_unknown_id_is_unknown(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
