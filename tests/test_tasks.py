@@ -145,10 +145,12 @@ Connect = Callable[[str], AbstractAsyncContextManager[Client]]
 
 
 @asynccontextmanager
-async def keyed_hub(tmp_path: Path, seen: list[tuple[str, str]]) -> AsyncIterator[tuple[Hub, Connect]]:
-    """The hub mounting the tasks server over streamable HTTP, its own HTTP endpoint taking `KEYS`."""
+async def keyed_hub(
+    tmp_path: Path, seen: list[tuple[str, str]], mount: dict[str, Any] | None = None
+) -> AsyncIterator[tuple[Hub, Connect]]:
+    """The hub mounting the tasks server (by default over streamable HTTP), its own HTTP endpoint taking `KEYS`."""
     async with serve_app(_recording(build_server().streamable_http_app(), seen)) as upstream:
-        mount = {"url": f"{upstream}/mcp", "transport": "streamable-http"}
+        mount = mount or {"url": f"{upstream}/mcp", "transport": "streamable-http"}
         path = write_config(tmp_path / "hub.toml", {"work": mount})
         with path.open("a", encoding="utf-8") as file:
             file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
@@ -191,3 +193,14 @@ async def test_another_principal_cannot_see_or_cancel_a_task(tmp_path: Path) -> 
     named = {name for method, name in seen if method.startswith("tasks/")}
     assert len(named) == 1
     assert named != {task_id} and named != {""}
+
+
+async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_path: Path) -> None:
+    """With `isolation = "per-client"`, each principal has a server process of its own, which alone knows its
+    tasks: the follow-ups go to it."""
+    mount = {"command": sys.executable, "args": [SERVER], "isolation": "per-client"}
+    async with keyed_hub(tmp_path, [], mount) as (_, connect), connect("alice") as alice, connect("bob") as bob:
+        mine = await call(alice, "work_slow_compute", seconds=0.1, label="alice")
+        theirs = await call(bob, "work_slow_compute", seconds=600, label="bob")
+        assert (await settled(alice, mine["taskId"]))["result"]["content"][0]["text"] == "computed alice"
+        assert (await follow(bob, "tasks/get", theirs["taskId"]))["status"] == "working"
