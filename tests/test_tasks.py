@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.extension import advertise
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import TypeAdapter
 
@@ -204,3 +204,15 @@ async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_pa
         theirs = await call(bob, "work_slow_compute", seconds=600, label="bob")
         assert (await settled(alice, mine["taskId"]))["result"]["content"][0]["text"] == "computed alice"
         assert (await follow(bob, "tasks/get", theirs["taskId"]))["status"] == "working"
+
+
+async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
+    mount = {"command": sys.executable, "args": [SERVER], "timeout": 1}
+    config = make_config(tmp_path, {"work": mount})
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
+        handle = await call(client, "work_stuck_job")
+        with anyio.fail_after(10), pytest.raises(MCPError) as timed_out:
+            await follow(client, "tasks/get", handle["taskId"])
+        assert timed_out.value.error.code == REQUEST_TIMEOUT
+        assert "did not answer tasks/get within 1s" in timed_out.value.error.message
+        assert (await follow(client, "tasks/cancel", handle["taskId"]))["resultType"] == "complete"

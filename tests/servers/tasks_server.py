@@ -6,7 +6,8 @@ answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds
 completes with its result (inlined on `tasks/get`); `failing_job` completes after a second with a
 tool error (and needs the extension: -32021 without it); `protocol_error_job` fails with a JSON-RPC
 error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
-`tasks/update`. `tasks/cancel` settles an unfinished task as `cancelled`. `greet` is synchronous;
+`tasks/update`; `tasks/get` of a `stuck_job` never answers. `tasks/cancel` settles an unfinished
+task as `cancelled`. `greet` is synchronous;
 without the extension the others are too. Unknown task ids are -32602, follow-ups from a client
 without the extension -32021, and an `Mcp-Name` other than the task id -32020.
 
@@ -55,6 +56,7 @@ _TOOLS = [
     _tool("protocol_error_job"),
     _tool("confirm_delete", filename="string"),
     _tool("multi_input"),
+    _tool("stuck_job"),
 ]
 _REQUIRED = frozenset({"failing_job"})
 """Tools that run only as tasks: a caller without the extension is answered -32021."""
@@ -121,6 +123,8 @@ def build_server(name: str = "tasks") -> Server[Any]:
             filename = str(arguments.get("filename", ""))
             pending = {"confirm": _confirm(f"Delete {filename}?", "confirm")}
             return {"seconds": 0.0, "pending": pending, "result": _text(f"deleted {filename}")}
+        if tool == "stuck_job":
+            return {"seconds": 600.0, "stuck": True, "result": _text("never")}
         pending = {"first": _confirm("First input", "name"), "second": _confirm("Second input", "name")}
         return {"seconds": 0.0, "pending": pending, "result": _text("both inputs received")}
 
@@ -149,6 +153,8 @@ def build_server(name: str = "tasks") -> Server[Any]:
 
     async def get_task(ctx: Ctx, params: TaskParams) -> Any:
         task = known(ctx, params)
+        if task.get("stuck"):
+            await anyio.sleep_forever()  # until the request is cancelled
         status = status_of(task)
         answer: dict[str, Any] = {"taskId": params.task_id, **_envelope(task), "status": status}
         if status == "input_required":
