@@ -41,8 +41,9 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 """The requests that follow a task, each naming it by `taskId`."""
 
-_PRINCIPALS = 1_000
-"""How many principals' tasks the hub keeps (the least recently used principal's go first)."""
+_PRINCIPALS = 256
+"""How many principals' tasks the hub keeps (the least recently used principal's go first); principals are
+the configured API keys, plus `anonymous` and `stdio`."""
 _TASKS_PER_PRINCIPAL = 1_000
 """How many tasks of one principal the hub keeps (the least recently used go first)."""
 
