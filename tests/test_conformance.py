@@ -201,10 +201,6 @@ DIRECT_FAILURES: dict[tuple[str, str], Known] = {
         "the SDK (mcp 2.3.0) compares the Mcp-Name header with the body's name without trimming the whitespace "
         "around it, so `Mcp-Name:   test_simple_text  ` is refused with HTTP 400 / -32020",
     ),
-    ("tasks", "tasks-mrtr-composition"): Known(
-        frozenset({"sep-2663-mrtr-synchronous-before-task-creation"}),
-        "the tasks server has no `test_tool_with_task` (input_required rounds that end in a task)",
-    ),
 }
 """(suite, scenario) -> how the conformance server fails it when connected directly."""
 

@@ -6,7 +6,8 @@ answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds
 completes with its result (inlined on `tasks/get`); `failing_job` completes after a second with a
 tool error (and needs the extension: -32021 without it); `protocol_error_job` fails with a JSON-RPC
 error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
-`tasks/update`; `tasks/get` of a `stuck_job` never answers. `tasks/cancel` settles an unfinished
+`tasks/update`; `test_tool_with_task` asks a name in an `input_required` round, then creates a
+task that greets it; `tasks/get` of a `stuck_job` never answers. `tasks/cancel` settles an unfinished
 task as `cancelled`. `greet` is synchronous;
 without the extension the others are too. Unknown task ids are -32602, follow-ups from a client
 without the extension -32021, and an `Mcp-Name` other than the task id -32020.
@@ -57,8 +58,9 @@ _TOOLS = [
     _tool("confirm_delete", filename="string"),
     _tool("multi_input"),
     _tool("stuck_job"),
+    _tool("test_tool_with_task"),
 ]
-_REQUIRED = frozenset({"failing_job"})
+_REQUIRED = frozenset({"failing_job", "test_tool_with_task"})
 """Tools that run only as tasks: a caller without the extension is answered -32021."""
 
 
@@ -123,6 +125,8 @@ def build_server(name: str = "tasks") -> Server[Any]:
             filename = str(arguments.get("filename", ""))
             pending = {"confirm": _confirm(f"Delete {filename}?", "confirm")}
             return {"seconds": 0.0, "pending": pending, "result": _text(f"deleted {filename}")}
+        if tool == "test_tool_with_task":
+            return {"seconds": 0.0, "result": _text(f"Hello, {arguments['name']}!")}
         if tool == "stuck_job":
             return {"seconds": 600.0, "stuck": True, "result": _text("never")}
         pending = {"first": _confirm("First input", "name"), "second": _confirm("Second input", "name")}
@@ -141,6 +145,14 @@ def build_server(name: str = "tasks") -> Server[Any]:
             if params.name in _REQUIRED:
                 raise _undeclared()
             return {**_text(f"ran {params.name} synchronously"), "resultType": "complete"}
+        if params.name == "test_tool_with_task":
+            # An input_required round first; the call that brings the answer creates the task.
+            answers = (ctx.params or {}).get("inputResponses") or {}
+            answer = answers.get("user_name") if isinstance(answers, dict) else None
+            if not isinstance(answer, dict):
+                asked = {"user_name": _confirm("What is your name?", "name")}
+                return {"resultType": "input_required", "inputRequests": asked}
+            arguments = {"name": str((answer.get("content") or {}).get("name", ""))}
         task_id = str(uuid.uuid4())
         now = _now()
         task = {"status": "working", "started": time.monotonic(), "createdAt": now, "lastUpdatedAt": now}
