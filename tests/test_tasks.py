@@ -30,7 +30,7 @@ from pydantic import TypeAdapter
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app, write_config
+from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app, wait_for, write_config
 from tests.servers.tasks_server import TASKS, build_server
 
 pytestmark = pytest.mark.anyio
@@ -216,3 +216,18 @@ async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
         assert timed_out.value.error.code == REQUEST_TIMEOUT
         assert "did not answer tasks/get within 1s" in timed_out.value.error.message
         assert (await follow(client, "tasks/cancel", handle["taskId"]))["resultType"] == "complete"
+
+
+async def test_a_follow_up_the_client_cancels_is_cancelled_at_its_server(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
+        handle = await call(client, "work_stuck_job")
+        with anyio.move_on_after(2) as waiting:  # the client gives up on its tasks/get
+            await follow(client, "tasks/get", handle["taskId"])
+        assert waiting.cancelled_caught
+        await follow(client, "tasks/cancel", handle["taskId"])
+
+        async def interrupted() -> bool:
+            return (await follow(client, "tasks/get", handle["taskId"]))["interruptedGets"] == 1
+
+        await wait_for(interrupted)

@@ -7,7 +7,8 @@ completes with its result (inlined on `tasks/get`); `failing_job` completes afte
 tool error (and needs the extension: -32021 without it); `protocol_error_job` fails with a JSON-RPC
 error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
 `tasks/update`; `test_tool_with_task` asks a name in an `input_required` round, then creates a
-task that greets it; `tasks/get` of a `stuck_job` never answers. `tasks/cancel` settles an unfinished
+task that greets it; `tasks/get` of a working `stuck_job` never answers (once cancelled, it tells how many such requests
+were cancelled, in `interruptedGets`). `tasks/cancel` settles an unfinished
 task as `cancelled`. `greet` is synchronous;
 without the extension the others are too. Unknown task ids are -32602, follow-ups from a client
 without the extension -32021, and an `Mcp-Name` other than the task id -32020.
@@ -165,10 +166,16 @@ def build_server(name: str = "tasks") -> Server[Any]:
 
     async def get_task(ctx: Ctx, params: TaskParams) -> Any:
         task = known(ctx, params)
-        if task.get("stuck"):
-            await anyio.sleep_forever()  # until the request is cancelled
+        if task.get("stuck") and task["status"] == "working":
+            try:
+                await anyio.sleep_forever()  # until the request is cancelled
+            except anyio.get_cancelled_exc_class():
+                task["interrupted"] = task.get("interrupted", 0) + 1
+                raise
         status = status_of(task)
         answer: dict[str, Any] = {"taskId": params.task_id, **_envelope(task), "status": status}
+        if task.get("stuck"):
+            answer["interruptedGets"] = task.get("interrupted", 0)
         if status == "input_required":
             answer["inputRequests"] = dict(task["pending"])
         elif status == "completed":
