@@ -148,16 +148,18 @@ class _HubServer(Server[Any]):
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
         """The hub's handlers, less what no mount offers (tools, prompts, resources, completions,
-        resource subscriptions).
+        resource subscriptions), and the extensions its connected mounts declared (`merged_extensions`).
 
         A mount that has not connected yet might offer anything, so it counts
         as offering everything: capabilities cannot grow after a client
         connects, while lists can.
         """
+        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
+        if not extensions:
+            extensions = merged_extensions(c.extensions for c in known if c is not None) or None
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
-        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
         if any(c is None for c in known):
             return caps
         offered = [c for c in known if c is not None]
@@ -764,15 +766,16 @@ async def _deliver(
         logger.debug("could not deliver %s to a client", notification.method, exc_info=True)
 
 
-_RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
-"""The client capabilities a server's questions need, which the hub relays."""
+_RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots", "extensions"})
+"""The client capabilities a server's questions need, and the extensions the client declared (each as
+declared, known to the hub or not), which the hub relays."""
 _RELAYED: LRUCache[int, tuple[weakref.ref[Any], Mapping[str, Any]]] = LRUCache(256)
 """`relayed_capabilities` of the models seen last, by `id`, each with a weak reference to its model."""
 
 
 def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
     """What a client's declared capabilities model (`ClientCapabilities`) lets it be asked: its `sampling`,
-    `elicitation` and `roots`, as sent on to a 2026-07-28 server. Read only.
+    `elicitation` and `roots`, and its `extensions`, as sent on to a 2026-07-28 server. Read only.
 
     Kept while the model lives, by its identity: a handshake-era connection's model stands for the
     connection's life, and the 2026-07-28 requests of one client share theirs (`Envelopes`). The entry
@@ -792,6 +795,35 @@ def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
 
     _RELAYED[key] = (weakref.ref(declared, forget), relayed)
     return relayed
+
+
+def merged_extensions(declared: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """The extensions several servers declared (identifier -> settings), as one declaration.
+
+    Every identifier any of them declared, unknown ones included. Settings of the same
+    identifier are merged key by key: lists are joined (each value once, in order of
+    first mention, e.g. MCP Apps' `mimeTypes`), objects merged alike, and for anything
+    else the first server's value stands.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for extensions in declared:
+        for identifier, settings in (extensions or {}).items():
+            if isinstance(settings, Mapping):
+                merged[identifier] = _merged_settings(merged.get(identifier, {}), settings)
+    return merged
+
+
+def _merged_settings(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(first)
+    for key, value in second.items():
+        kept = merged.get(key)
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(kept, list) and isinstance(value, list):
+            merged[key] = kept + [v for v in value if v not in kept]
+        elif isinstance(kept, Mapping) and isinstance(value, Mapping):
+            merged[key] = _merged_settings(kept, value)
+    return merged
 
 
 def _connection_of(session: ServerSession) -> Connection:

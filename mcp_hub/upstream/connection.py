@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client import advertise
 from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -47,6 +48,11 @@ _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 """Results stay the server's own JSON: the hub forwards, it does not re-model."""
 
 _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
+
+_RELAYED_EXTENSIONS = (advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]}),)
+"""The extensions the hub declares as its own: what it can carry between a client and a server.
+MCP Apps: it relays a page's `ui://` resource and the page's calls (the client renders the page).
+A 2026-07-28 request sent for a client declares that client's extensions instead."""
 
 _MAX_TOOL_PAGES = 1000
 
@@ -308,6 +314,7 @@ async def _negotiated(
         sampling_capabilities=_SAMPLING,
         elicitation_callback=inflight.elicitation,
         list_roots_callback=inflight.roots,
+        extensions=_RELAYED_EXTENSIONS,
     )
     async with client:
         if config.protocol not in ("auto", "legacy"):
