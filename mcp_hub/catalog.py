@@ -233,6 +233,17 @@ class Catalog:
         """Whether a mount lists a tool that names an MCP Apps page (`ui://`)."""
         return any(naming.links_page(t.get("_meta")) for t in self.items_of(mount, "tools"))
 
+    def page_owners(self, uri: str) -> list[str]:
+        """The mounts whose server lists the `ui://` page `uri` (its own URI), or names it in a tool."""
+        if not uri.startswith(naming.UI_SCHEME):
+            return []
+        owners: list[str] = []
+        for mount in self._mounts:
+            listed = any(r.get("uri") == uri for r in self.items_of(mount, "resources"))
+            if listed or any(uri in naming.page_uris(t.get("_meta")) for t in self.items_of(mount, "tools")):
+                owners.append(mount)
+        return owners
+
     def public_meta(self, mount: str, meta: Any) -> Any:
         """A tool's or a tool result's `_meta` with the `ui://` pages it names given their public URIs."""
         if not isinstance(meta, dict):

@@ -163,6 +163,14 @@ def map_ui_references(meta: Mapping[str, Any], to_public: Callable[[str], str]) 
     return mapped
 
 
+def page_uris(meta: Any) -> list[str]:
+    """The page URIs a tool's or a tool result's ``_meta`` names (see :func:`map_ui_references`)."""
+    named: list[str] = []
+    if isinstance(meta, Mapping):
+        map_ui_references(meta, lambda uri: named.append(uri) or uri)
+    return named
+
+
 def app_may_call(meta: Any) -> bool:
     """Whether an MCP Apps page may call a tool with this ``_meta``: its ``ui.visibility``
     includes ``"app"``, or is not given (the default is ``["model", "app"]``)."""
@@ -173,7 +181,7 @@ def app_may_call(meta: Any) -> bool:
 
 def links_page(meta: Any) -> bool:
     """Whether a tool with this ``_meta`` names an MCP Apps page."""
-    return isinstance(meta, Mapping) and map_ui_references(meta, str) is not None
+    return bool(page_uris(meta))
 
 
 def encode_cursor(offset: int, revision: str) -> str:

@@ -152,8 +152,16 @@ class Router:
             raise UnknownName("resource", repr(uri))
         target = self._catalog.resolve_uri(uri)
         if target is None:
+            target = self._page_read(uri)
+        if target is None:
             raise UnknownName("resource", uri)
         return target, uri
+
+    def _page_read(self, native: str) -> Target | None:
+        """The page an MCP Apps page means by its server's own `ui://` URI: that of the one mount serving
+        pages that lists it or names it in a tool."""
+        found = [m for m in self._catalog.page_owners(native) if self.serves_pages(m)]
+        return Target(found[0], native) if len(found) == 1 else None
 
     def _unknown(self, noun: str, name: str, mount: str | None) -> Exception:
         """Unknown everywhere — unless its mount is down, which the caller should hear about."""

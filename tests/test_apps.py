@@ -110,6 +110,7 @@ async def test_a_page_calls_its_servers_tools_by_their_own_names(
             refreshed = await host.call_tool("refresh_chart", {"series": "x"})
             shown = await host.call_tool("show_chart", {"series": "y"})
             public = await host.call_tool("apps_refresh_chart", {"series": "z"})
+            page = await host.read_resource(PAGE)  # a page reading its server's resource by its own URI
             with pytest.raises(MCPError) as model_only:
                 await host.call_tool("model_only", {})
             assert (await host.call_tool("apps_model_only", {})).content[0].text == "for the model"  # type: ignore[union-attr]
@@ -117,6 +118,7 @@ async def test_a_page_calls_its_servers_tools_by_their_own_names(
     assert shown.content[0].text.startswith("chart of y")  # type: ignore[union-attr]
     assert shown.meta is not None and shown.meta["ui"] == {"resourceUri": PUBLIC_PAGE}
     assert public.content[0].text == "refreshed z"  # type: ignore[union-attr]
+    assert page.contents[0].text.startswith("<!DOCTYPE html>")  # type: ignore[union-attr]
     # A tool whose visibility leaves out "app" is not a page's to call: unknown by its server's name.
     assert "Unknown tool" in model_only.value.message or "unknown tool" in model_only.value.message.lower()
 
