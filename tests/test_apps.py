@@ -269,3 +269,13 @@ def test_extensions_of_several_servers_merge() -> None:
         "com.example/a": {"n": 1, "deep": {"k": [1, 2]}},
         "b/c": {},
     }
+
+
+async def test_a_clients_own_session_declares_that_clients_extensions(tmp_path: Path) -> None:
+    """With `isolation = "per-client"` a handshake-era session is one client's: it declares what that client did."""
+    async with through_hub(
+        tmp_path, "legacy", "legacy", own={**apps_server("legacy"), "isolation": "per-client"}
+    ) as host:
+        with anyio.fail_after(20):
+            heard = (await host.call_tool("own_heard_extensions", {})).structured_content
+    assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}
