@@ -18,6 +18,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import advertise
+from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub import naming
@@ -217,7 +218,6 @@ async def test_a_handshake_era_server_hears_that_the_hub_relays_mcp_apps(tmp_pat
         ("apps", "ui://demo/app.html", "ui://apps+demo/app.html"),
         ("apps", "ui://", "ui://apps+"),
         ("apps", "ui://a+b/c", "ui://apps+a+b/c"),
-        ("apps", "uix://demo", "apps+uix://demo"),
     ],
 )
 def test_a_page_uri_keeps_its_scheme_and_reads_back(mount: str, uri: str, public: str) -> None:
@@ -225,6 +225,7 @@ def test_a_page_uri_keeps_its_scheme_and_reads_back(mount: str, uri: str, public
     assert naming.split_uri(public, {mount, "other"}) == (mount, uri)
     assert naming.split_uri(public, {"other"}) is None
     assert naming.split_uri(f"{mount}+{uri}", {mount}) == (mount, uri)  # the plain form is read too
+    assert naming.public_uri(mount, "uix://demo") == f"{mount}+uix://demo"  # any other scheme: as before
 
 
 def test_only_page_references_in_meta_are_mapped() -> None:
@@ -278,4 +279,26 @@ async def test_a_clients_own_session_declares_that_clients_extensions(tmp_path: 
     ) as host:
         with anyio.fail_after(20):
             heard = (await host.call_tool("own_heard_extensions", {})).structured_content
+    assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}
+
+
+@pytest.mark.parametrize("host_era", ["legacy", "auto"])
+async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_era: str) -> None:
+    """`mcp-hub serve` over stdio, as a desktop host runs it: the page the tool names, then the page's calls."""
+    config = write_config(tmp_path / "hub.toml", {"apps": apps_server("2026-07-28")})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        cwd=str(tmp_path),
+        env={**get_default_environment(), "PYTHONPATH": str(ROOT)},  # this checkout's hub, not an installed one
+    )
+    async with Client(params, mode=host_era, cache=None, extensions=HOST) as host:
+        with anyio.fail_after(30):
+            tool = next(t for t in (await host.list_tools()).tools if t.name == "apps_show_chart")
+            assert tool.meta is not None
+            page = await host.read_resource(tool.meta["ui"]["resourceUri"])
+            refreshed = await host.call_tool("refresh_chart", {"series": "x"})
+            heard = (await host.call_tool("apps_heard_extensions", {})).structured_content
+    assert page.contents[0].text.startswith("<!DOCTYPE html>")  # type: ignore[union-attr]
+    assert refreshed.content[0].text == "refreshed x"  # type: ignore[union-attr]
     assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}
