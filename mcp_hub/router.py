@@ -24,11 +24,8 @@ from mcp_types import (
 
 from mcp_hub.catalog import Catalog, Kind, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
-from mcp_hub.upstream import Origin, Upstream
+from mcp_hub.upstream import UI_EXTENSION, Origin, Upstream
 from mcp_hub.upstream.startup import Startup
-
-UI_EXTENSION = "io.modelcontextprotocol/ui"
-"""MCP Apps: tools that name an HTML page (`ui://`) the host renders, which calls tools back."""
 
 _HOP_BY_HOP_META = frozenset(
     {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, "progressToken"}

@@ -24,7 +24,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub import naming
 from mcp_hub.config import load_config
 from mcp_hub.server.endpoint import merged_extensions
-from tests.conftest import ROOT, fixture_server, hub_client, make_config, running_hub, write_config
+from mcp_hub.server.http import build_app
+from tests.conftest import ROOT, fixture_server, hub_client, make_config, running_hub, serve_app, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -191,6 +192,24 @@ async def test_the_hub_declares_the_extensions_its_mounts_offer(tmp_path: Path) 
     assert declared is not None and UI in declared
 
 
+async def test_over_http_a_2026_host_hears_the_extensions_and_reads_the_page(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"apps": apps_server("2026-07-28")})
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, Client(f"{base}/mcp", cache=None, extensions=HOST) as host:
+            with anyio.fail_after(20):
+                declared = host.server_capabilities.extensions or {}
+                tool = next(t for t in (await host.list_tools()).tools if t.name == "apps_show_chart")
+                assert tool.meta is not None
+                page = await host.read_resource(tool.meta["ui"]["resourceUri"])
+                refreshed = await host.call_tool("refresh_chart", {"series": "x"})
+            era = host.session.protocol_version
+    assert era == "2026-07-28"
+    assert declared[UI] == {}  # as the server declared it (the SDK's `Apps` declares no settings)
+    assert page.contents[0].text.startswith("<!DOCTYPE html>")  # type: ignore[union-attr]
+    assert refreshed.content[0].text == "refreshed x"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("host_era", ["legacy", "2026-07-28"])
 async def test_a_2026_server_hears_the_extensions_of_the_host_it_serves(tmp_path: Path, host_era: str) -> None:
     async with through_hub(tmp_path, "2026-07-28", host_era) as host:
@@ -299,6 +318,8 @@ async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_
             page = await host.read_resource(tool.meta["ui"]["resourceUri"])
             refreshed = await host.call_tool("refresh_chart", {"series": "x"})
             heard = (await host.call_tool("apps_heard_extensions", {})).structured_content
+        declared = host.server_capabilities.extensions or {}
+    assert (UI in declared) is (host_era == "auto")  # 2026-07-28, negotiated; none in `initialize` (see README)
     assert page.contents[0].text.startswith("<!DOCTYPE html>")  # type: ignore[union-attr]
     assert refreshed.content[0].text == "refreshed x"  # type: ignore[union-attr]
     assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}

@@ -49,7 +49,7 @@ from mcp_hub.router import Router
 from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
-from mcp_hub.upstream import ClientCannotAnswer, Upstream
+from mcp_hub.upstream import CARRIED_EXTENSIONS, ClientCannotAnswer, Upstream
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub.server")
@@ -152,11 +152,13 @@ class _HubServer(Server[Any]):
 
         A mount that has not connected yet might offer anything, so it counts
         as offering everything: capabilities cannot grow after a client
-        connects, while lists can.
+        connects, while lists can. Of extensions, it counts as declaring those
+        the hub can carry (`CARRIED_EXTENSIONS`: MCP Apps).
         """
         known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
         if not extensions:
-            extensions = merged_extensions(c.extensions for c in known if c is not None) or None
+            declared = [c.extensions if c is not None else CARRIED_EXTENSIONS for c in known]
+            extensions = merged_extensions(declared) or None
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )

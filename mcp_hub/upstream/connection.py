@@ -49,10 +49,12 @@ _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 
 _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
 
-_RELAYED_EXTENSIONS = (advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]}),)
-"""The extensions the hub declares as its own: what it can carry between a client and a server.
-MCP Apps: it relays a page's `ui://` resource and the page's calls (the client renders the page).
-A 2026-07-28 request sent for a client declares that client's extensions instead."""
+UI_EXTENSION = "io.modelcontextprotocol/ui"
+"""MCP Apps: tools that name an HTML page (`ui://`) the host renders, which calls tools back."""
+CARRIED_EXTENSIONS: Mapping[str, Mapping[str, Any]] = {UI_EXTENSION: {"mimeTypes": ["text/html;profile=mcp-app"]}}
+"""The extensions the hub can carry between a client and a server, which it declares as its own to a shared
+handshake-era session. MCP Apps: it relays a page's `ui://` resource and the page's calls (the client renders
+the page). A 2026-07-28 request sent for a client declares that client's extensions instead."""
 
 _MAX_TOOL_PAGES = 1000
 
@@ -252,7 +254,7 @@ async def connect(
     """
     choice = choice or TransportChoice(config)
     kind = "streamable-http" if choice.kind == "auto" else choice.kind
-    declared = _RELAYED_EXTENSIONS if extensions is None else _advertised(config, extensions)
+    declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
     open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
     async with AsyncExitStack() as stack:
         transport = open_transport(config, kind)
