@@ -157,7 +157,7 @@ def map_ui_references(meta: Mapping[str, Any], to_public: Callable[[str], str]) 
         return None
     mapped = dict(meta)
     if nested:
-        mapped[UI_META_KEY] = {**ui, "resourceUri": to_public(ui["resourceUri"])}  # type: ignore[index]
+        mapped[UI_META_KEY] = {**ui, "resourceUri": to_public(ui["resourceUri"])}
     if flat:
         mapped[UI_LEGACY_URI_KEY] = to_public(meta[UI_LEGACY_URI_KEY])
     return mapped
