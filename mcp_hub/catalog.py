@@ -92,6 +92,8 @@ class View:
     """Where each item leads, position for position."""
     index: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({}))
     revision: str = "0"
+    natives: Mapping[str, tuple[Target, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """Tools and prompts by the server's own name, for the callers that know only that (MCP Apps pages)."""
 
 
 def page(
@@ -218,7 +220,43 @@ class Catalog:
             return next(iter(self._unprefixed))
         return None
 
+    def natives(self, kind: str, native: str) -> tuple[Target, ...]:
+        """The tools or prompts whose servers call them `native`, one per mount that lists one."""
+        return tuple(self._views[kind].natives.get(native, ()))
+
+    def pages_may_call(self, target: Target) -> bool:
+        """Whether an MCP Apps page may call this tool: its `_meta.ui.visibility` includes "app", or is not given."""
+        tool = next((t for t in self.items_of(target.mount, "tools") if t.get("name") == target.native), None)
+        return tool is not None and naming.app_may_call(tool.get("_meta"))
+
+    def names_pages(self, mount: str) -> bool:
+        """Whether a mount lists a tool that names an MCP Apps page (`ui://`)."""
+        return any(naming.links_page(t.get("_meta")) for t in self.items_of(mount, "tools"))
+
+    def page_owners(self, uri: str) -> list[str]:
+        """The mounts whose server lists the `ui://` page `uri` (its own URI), or names it in a tool."""
+        if not uri.startswith(naming.UI_SCHEME):
+            return []
+        owners: list[str] = []
+        for mount in self._mounts:
+            listed = any(r.get("uri") == uri for r in self.items_of(mount, "resources"))
+            if listed or any(uri in naming.page_uris(t.get("_meta")) for t in self.items_of(mount, "tools")):
+                owners.append(mount)
+        return owners
+
+    def public_meta(self, mount: str, meta: Any) -> Any:
+        """A tool's or a tool result's `_meta` with the `ui://` pages it names given their public URIs."""
+        if not isinstance(meta, dict):
+            return meta
+        mapped = naming.map_ui_references(meta, lambda uri: self.public_uri(mount, uri))
+        return meta if mapped is None else mapped
+
     # -- building views -------------------------------------------------------
+
+    def _public_item(self, mount: str, item: dict[str, Any]) -> dict[str, Any]:
+        meta = item.get("_meta")
+        mapped = self.public_meta(mount, meta)
+        return item if mapped is meta else {**item, "_meta": mapped}
 
     def _prefixed_mounts(self) -> frozenset[str]:
         return frozenset(self._mounts) - self._unprefixed
@@ -236,13 +274,17 @@ class Catalog:
             names = naming.assign_names(((m, item[key]) for m, item in entries), self._unprefixed)
             items: list[dict[str, Any]] = []
             index: dict[str, Target] = {}
+            natives: dict[str, tuple[Target, ...]] = {}
             for mount, item in entries:
                 public = names[(mount, item[key])]
                 if public in index:
                     continue  # a server listing the same name twice: first wins
                 index[public] = Target(mount, item[key])
-                items.append({**item, key: public})
-            return View(tuple(items), tuple(index.values()), MappingProxyType(index), revision)
+                natives[item[key]] = (*natives.get(item[key], ()), index[public])
+                items.append(self._public_item(mount, {**item, key: public}))
+            return View(
+                tuple(items), tuple(index.values()), MappingProxyType(index), revision, MappingProxyType(natives)
+            )
         mapped = tuple({**item, key: self.public_uri(mount, item[key])} for mount, item in entries)
         targets = tuple(Target(mount, item[key]) for mount, item in entries)
         return View(mapped, targets, MappingProxyType({}), revision)

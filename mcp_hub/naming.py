@@ -20,6 +20,10 @@ Resources and resource templates
     ``everything`` + ``test://static/resource/{id}`` ->
     ``everything+test://static/resource/{id}``. The prefix is literal text, so it
     also works for RFC 6570 templates, and :func:`split_uri` inverts it exactly.
+    An MCP Apps page (a ``ui://`` URI) keeps its scheme, which hosts require of
+    it: the prefix goes after ``ui://``, ``apps`` + ``ui://demo/app.html`` ->
+    ``ui://apps+demo/app.html``. :func:`map_ui_references` gives the ``ui://``
+    references a tool or a tool result makes in ``_meta`` their public URIs.
 
 Pagination cursors
     Opaque url-safe base64 of ``{"o": offset, "r": revision}``. A cursor from an
@@ -35,8 +39,9 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from itertools import count
+from typing import Any
 
 from mcp_hub.errors import InvalidCursor
 
@@ -45,6 +50,11 @@ MAX_NAME_LENGTH = 64
 PUBLIC_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # use .fullmatch: "$" also matches before a final "\n"
 
 _URI_SEPARATOR = "+"
+
+UI_SCHEME = "ui://"
+"""The scheme of MCP Apps pages (extension ``io.modelcontextprotocol/ui``)."""
+UI_META_KEY = "ui"
+UI_LEGACY_URI_KEY = "ui/resourceUri"
 _MOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _INVALID_CHARS_RE = re.compile(r"[^A-Za-z0-9_-]")
 _CURSOR_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -113,15 +123,65 @@ def split_prefixed(public: str) -> tuple[str, str] | None:
 
 
 def public_uri(mount: str, uri: str, *, prefixed: bool = True) -> str:
-    """The URI (or URI template) clients see: ``f"{mount}+{uri}"``, or ``uri`` if not prefixed."""
-    return f"{mount}{_URI_SEPARATOR}{uri}" if prefixed else uri
+    """The URI (or URI template) clients see: ``f"{mount}+{uri}"``, or ``uri`` if not prefixed;
+    a ``ui://`` URI keeps its scheme in front: ``f"ui://{mount}+{rest}"``."""
+    if not prefixed:
+        return uri
+    if uri.startswith(UI_SCHEME):
+        return f"{UI_SCHEME}{mount}{_URI_SEPARATOR}{uri[len(UI_SCHEME) :]}"
+    return f"{mount}{_URI_SEPARATOR}{uri}"
 
 
 def split_uri(public: str, mounts: Collection[str]) -> tuple[str, str] | None:
     """Inverse of :func:`public_uri` for prefixed mounts: ``(mount, uri)``, or ``None``
-    when the text before the first ``+`` is not one of ``mounts``."""
+    when the text before the first ``+`` (after ``ui://`` in a ``ui://`` URI) is not one
+    of ``mounts``. The plain form of a ``ui://`` URI (``apps+ui://...``) is read too."""
+    if public.startswith(UI_SCHEME):
+        mount, sep, rest = public[len(UI_SCHEME) :].partition(_URI_SEPARATOR)
+        if sep and mount in mounts:
+            return mount, UI_SCHEME + rest
     mount, sep, uri = public.partition(_URI_SEPARATOR)
     return (mount, uri) if sep and mount in mounts else None
+
+
+def map_ui_references(meta: Mapping[str, Any], to_public: Callable[[str], str]) -> dict[str, Any] | None:
+    """``meta`` (a tool's or a tool result's ``_meta``) with the page URIs it names given
+    through ``to_public``: ``ui.resourceUri`` and the deprecated flat ``ui/resourceUri``.
+
+    ``None`` when it names none (nothing to change); everything else is kept as it is.
+    """
+    ui = meta.get(UI_META_KEY)
+    nested = isinstance(ui, Mapping) and isinstance(ui.get("resourceUri"), str)
+    flat = isinstance(meta.get(UI_LEGACY_URI_KEY), str)
+    if not (nested or flat):
+        return None
+    mapped = dict(meta)
+    if nested:
+        mapped[UI_META_KEY] = {**ui, "resourceUri": to_public(ui["resourceUri"])}
+    if flat:
+        mapped[UI_LEGACY_URI_KEY] = to_public(meta[UI_LEGACY_URI_KEY])
+    return mapped
+
+
+def page_uris(meta: Any) -> list[str]:
+    """The page URIs a tool's or a tool result's ``_meta`` names (see :func:`map_ui_references`)."""
+    named: list[str] = []
+    if isinstance(meta, Mapping):
+        map_ui_references(meta, lambda uri: named.append(uri) or uri)
+    return named
+
+
+def app_may_call(meta: Any) -> bool:
+    """Whether an MCP Apps page may call a tool with this ``_meta``: its ``ui.visibility``
+    includes ``"app"``, or is not given (the default is ``["model", "app"]``)."""
+    ui = meta.get(UI_META_KEY) if isinstance(meta, Mapping) else None
+    visibility = ui.get("visibility") if isinstance(ui, Mapping) else None
+    return not isinstance(visibility, list) or "app" in visibility
+
+
+def links_page(meta: Any) -> bool:
+    """Whether a tool with this ``_meta`` names an MCP Apps page."""
+    return bool(page_uris(meta))
 
 
 def encode_cursor(offset: int, revision: str) -> str:

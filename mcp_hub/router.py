@@ -24,7 +24,7 @@ from mcp_types import (
 
 from mcp_hub.catalog import Catalog, Kind, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
-from mcp_hub.upstream import Origin, Upstream
+from mcp_hub.upstream import UI_EXTENSION, Origin, Upstream
 from mcp_hub.upstream.startup import Startup
 
 _HOP_BY_HOP_META = frozenset(
@@ -98,6 +98,8 @@ class Router:
         """Send a routed request (native params) to its mount; map names and URIs in the result back."""
         result = await self._send(mount, method, dict(params), on_progress, origin)
         if method == "tools/call":
+            if "_meta" in result:
+                result["_meta"] = self._catalog.public_meta(mount, result["_meta"])
             return self._map_content_list(mount, result, "content")
         if method == "prompts/get":
             messages = result.get("messages")
@@ -123,17 +125,42 @@ class Router:
         if not isinstance(name, str):
             raise UnknownName(kind, repr(name))
         target = self._catalog.resolve(f"{kind}s", name)
+        if target is None and kind == "tool":
+            target = self._page_call(name)
         if target is None:
             raise self._unknown(kind, name, self._catalog.mount_of(name))
         return Route(kind, target.mount, target.native, name, {**params, key: target.native})
+
+    def _page_call(self, native: str) -> Target | None:
+        """The tool an MCP Apps page means by its server's own name: the one tool of that name among the
+        mounts that serve pages (`serves_pages`), if a page may call it (its visibility includes "app")."""
+        found = [t for t in self._catalog.natives("tools", native) if self.serves_pages(t.mount)]
+        return found[0] if len(found) == 1 and self._catalog.pages_may_call(found[0]) else None
+
+    def serves_pages(self, mount: str) -> bool:
+        """Whether a mount serves MCP Apps pages: it declared the extension, or lists a tool naming a page
+        (a handshake-era SDK server cannot declare extensions)."""
+        upstream = self._upstreams.get(mount)
+        capabilities = upstream.known_capabilities if upstream is not None else None
+        if capabilities is not None and UI_EXTENSION in (capabilities.extensions or {}):
+            return True
+        return self._catalog.names_pages(mount)
 
     def _resource(self, uri: Any) -> tuple[Target, str]:
         if not isinstance(uri, str):
             raise UnknownName("resource", repr(uri))
         target = self._catalog.resolve_uri(uri)
         if target is None:
+            target = self._page_read(uri)
+        if target is None:
             raise UnknownName("resource", uri)
         return target, uri
+
+    def _page_read(self, native: str) -> Target | None:
+        """The page an MCP Apps page means by its server's own `ui://` URI: that of the one mount serving
+        pages that lists it or names it in a tool."""
+        found = [m for m in self._catalog.page_owners(native) if self.serves_pages(m)]
+        return Target(found[0], native) if len(found) == 1 else None
 
     def _unknown(self, noun: str, name: str, mount: str | None) -> Exception:
         """Unknown everywhere — unless its mount is down, which the caller should hear about."""

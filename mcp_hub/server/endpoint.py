@@ -50,7 +50,7 @@ from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.server.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
-from mcp_hub.upstream import ClientCannotAnswer, Upstream
+from mcp_hub.upstream import CARRIED_EXTENSIONS, ClientCannotAnswer, Upstream
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub.server")
@@ -149,20 +149,24 @@ class _HubServer(Server[Any]):
         protocol_version: str | None = None,
     ) -> types.ServerCapabilities:
         """The hub's handlers, less what no mount offers (tools, prompts, resources, completions,
-        resource subscriptions).
+        resource subscriptions), and the extensions its connected mounts declared (`merged_extensions`).
 
         A mount that has not connected yet might offer anything, so it counts
         as offering everything: capabilities cannot grow after a client
-        connects, while lists can.
+        connects, while lists can. Of extensions, it counts as declaring those
+        the hub can carry (`CARRIED_EXTENSIONS`: MCP Apps).
         """
+        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
+        if not extensions:
+            declared = [c.extensions if c is not None else CARRIED_EXTENSIONS for c in known]
+            extensions = merged_extensions(declared) or None
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
-        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
         if any(c is None for c in known):
             return caps
         offered = [c for c in known if c is not None]
-        update: dict[str, Any] = _tasks_offered(caps, offered, protocol_version)
+        update: dict[str, Any] = {}
         for capability in ("tools", "prompts", "resources", "completions"):
             if not any(getattr(c, capability) for c in offered):
                 update[capability] = None
@@ -187,17 +191,6 @@ class _HubServer(Server[Any]):
             experimental_capabilities,
             extensions,
         )
-
-
-def _tasks_offered(
-    caps: types.ServerCapabilities, offered: list[types.ServerCapabilities], protocol_version: str | None
-) -> dict[str, Any]:
-    """The tasks extension, declared to a 2026-07-28 client when a mount offers it (see tasks.py)."""
-    if protocol_version not in MODERN_PROTOCOL_VERSIONS or not any(
-        TASKS_EXTENSION in (c.extensions or {}) for c in offered
-    ):
-        return {}
-    return {"extensions": {**(caps.extensions or {}), TASKS_EXTENSION: {}}}
 
 
 async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -793,15 +786,16 @@ async def _deliver(
         logger.debug("could not deliver %s to a client", notification.method, exc_info=True)
 
 
-_RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots"})
-"""The client capabilities a server's questions need, which the hub relays (and the tasks extension)."""
+_RELAYED_CAPABILITIES = frozenset({"sampling", "elicitation", "roots", "extensions"})
+"""The client capabilities a server's questions need, and the extensions the client declared (each as
+declared, known to the hub or not), which the hub relays."""
 _RELAYED: LRUCache[int, tuple[weakref.ref[Any], Mapping[str, Any]]] = LRUCache(256)
 """`relayed_capabilities` of the models seen last, by `id`, each with a weak reference to its model."""
 
 
 def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
     """What a client's declared capabilities model (`ClientCapabilities`) lets it be asked: its `sampling`,
-    `elicitation` and `roots`, as sent on to a 2026-07-28 server. Read only.
+    `elicitation` and `roots`, and its `extensions`, as sent on to a 2026-07-28 server. Read only.
 
     Kept while the model lives, by its identity: a handshake-era connection's model stands for the
     connection's life, and the 2026-07-28 requests of one client share theirs (`Envelopes`). The entry
@@ -813,9 +807,6 @@ def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
         return kept[1]
     dumped = declared.model_dump(by_alias=True, mode="json", exclude_none=True)
     relayed = {name: value for name, value in dumped.items() if name in _RELAYED_CAPABILITIES}
-    extensions = dumped.get("extensions")
-    if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:  # the hub relays tasks (see tasks.py)
-        relayed["extensions"] = {TASKS_EXTENSION: extensions[TASKS_EXTENSION]}
 
     def forget(ref: weakref.ref[Any]) -> None:
         entry = _RELAYED.get(key)
@@ -824,6 +815,35 @@ def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
 
     _RELAYED[key] = (weakref.ref(declared, forget), relayed)
     return relayed
+
+
+def merged_extensions(declared: Iterable[Mapping[str, Any] | None]) -> dict[str, dict[str, Any]]:
+    """The extensions several servers declared (identifier -> settings), as one declaration.
+
+    Every identifier any of them declared, unknown ones included. Settings of the same
+    identifier are merged key by key: lists are joined (each value once, in order of
+    first mention, e.g. MCP Apps' `mimeTypes`), objects merged alike, and for anything
+    else the first server's value stands.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for extensions in declared:
+        for identifier, settings in (extensions or {}).items():
+            if isinstance(settings, Mapping):
+                merged[identifier] = _merged_settings(merged.get(identifier, {}), settings)
+    return merged
+
+
+def _merged_settings(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(first)
+    for key, value in second.items():
+        kept = merged.get(key)
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(kept, list) and isinstance(value, list):
+            merged[key] = kept + [v for v in value if v not in kept]
+        elif isinstance(kept, Mapping) and isinstance(value, Mapping):
+            merged[key] = _merged_settings(kept, value)
+    return merged
 
 
 def _connection_of(session: ServerSession) -> Connection:

@@ -17,7 +17,7 @@ connections go straight to it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client import ClientExtension, advertise
 from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -48,6 +49,13 @@ _RAW_RESULT: TypeAdapter[Any] = TypeAdapter(dict[str, Any])
 """Results stay the server's own JSON: the hub forwards, it does not re-model."""
 
 _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), tools=types.SamplingToolsCapability())
+
+UI_EXTENSION = "io.modelcontextprotocol/ui"
+"""MCP Apps: tools that name an HTML page (`ui://`) the host renders, which calls tools back."""
+CARRIED_EXTENSIONS: Mapping[str, Mapping[str, Any]] = {UI_EXTENSION: {"mimeTypes": ["text/html;profile=mcp-app"]}}
+"""The extensions the hub can carry between a client and a server, which it declares as its own to a shared
+handshake-era session. MCP Apps: it relays a page's `ui://` resource and the page's calls (the client renders
+the page). A 2026-07-28 request sent for a client declares that client's extensions instead."""
 
 _MAX_TOOL_PAGES = 1000
 
@@ -246,11 +254,14 @@ async def connect(
     message_handler: MessageHandlerFnT,
     on_broken: Callable[[str], None],
     choice: TransportChoice | None = None,
+    extensions: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
 
     `choice` is the mount's transport, updated once an "auto" mount has found
-    its own (None: found anew by this connection).
+    its own (None: found anew by this connection). `extensions` are those of the
+    one client the session is for, declared to the server as the hub's own
+    (None: a shared session, which declares what the hub can carry).
 
     The server's log messages and URL-mode elicitation completions go to the
     client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
@@ -258,7 +269,8 @@ async def connect(
     """
     choice = choice or TransportChoice(config)
     kind = "streamable-http" if choice.kind == "auto" else choice.kind
-    open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler)
+    declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
+    open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
     async with AsyncExitStack() as stack:
         transport = open_transport(config, kind)
         try:
@@ -300,6 +312,7 @@ async def _negotiated(
     *,
     inflight: InFlight,
     message_handler: MessageHandlerFnT,
+    extensions: Sequence[ClientExtension],
 ) -> AsyncIterator[ClientSession]:
     """The SDK client's session over `transport`, negotiated (a pinned version's capabilities asked)."""
 
@@ -323,6 +336,7 @@ async def _negotiated(
         sampling_capabilities=_SAMPLING,
         elicitation_callback=inflight.elicitation,
         list_roots_callback=inflight.roots,
+        extensions=extensions,
     )
     async with client:
         if config.protocol not in ("auto", "legacy"):
@@ -332,6 +346,17 @@ async def _negotiated(
         if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             _declare_callers_capabilities(client.session, config.roots is not None)
         yield client.session
+
+
+def _advertised(config: ServerConfig, extensions: Mapping[str, Any]) -> tuple[ClientExtension, ...]:
+    """A client's declared extensions, to declare as they are (one whose identifier the SDK refuses is left out)."""
+    advertised: list[ClientExtension] = []
+    for identifier, settings in extensions.items():
+        try:
+            advertised.append(advertise(identifier, dict(settings) if isinstance(settings, Mapping) else None))
+        except ValueError as exc:
+            logger.debug("server %r: a client's extension %r is not declared: %s", config.name, identifier, exc)
+    return tuple(advertised)
 
 
 def _only_roots(method: str) -> bool:

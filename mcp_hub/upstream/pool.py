@@ -119,6 +119,7 @@ class SessionPool:
                     message_handler=ignore,
                     on_broken=broken,
                     choice=self._transport,
+                    extensions=(origin.capabilities or {}).get("extensions", {}),
                 ) as connection:
                     if connection.modern:
                         await connection.learn_tools()  # what calls over HTTP need to name their arguments

@@ -126,7 +126,8 @@ class Origin(Protocol):
 
     @property
     def capabilities(self) -> Mapping[str, Any] | None:
-        """What the client can be asked (its `sampling`, `elicitation`, `roots` capabilities), as declared."""
+        """What the client can be asked (its `sampling`, `elicitation`, `roots` capabilities) and the extensions
+        it declared, as declared."""
         ...
 
 
