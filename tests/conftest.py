@@ -20,10 +20,15 @@ import anyio
 import pytest
 import tomlkit
 import uvicorn
+from hypothesis import settings
 from mcp import Client
 
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
+
+settings.register_profile("untimed", deadline=None)
+settings.load_profile("untimed")
+"""Property tests check what code does, not how fast: no per-example deadline, which a busy machine misses."""
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = str(ROOT / "tests" / "servers" / "fixture.py")

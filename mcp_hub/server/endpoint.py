@@ -731,8 +731,11 @@ class ClientOrigin:
         if declared is None:
             return {}
         relayed = relayed_capabilities(declared)
-        if not self.modern and "extensions" in relayed:  # a handshake-era client cannot be sent a task handle
-            return {name: value for name, value in relayed.items() if name != "extensions"}
+        extensions = relayed.get("extensions")
+        if not self.modern and isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions:
+            # A handshake-era client cannot be sent a task handle: its calls are not to be answered with one.
+            others = {name: value for name, value in extensions.items() if name != TASKS_EXTENSION}
+            return {**relayed, "extensions": others}
         return relayed
 
     def check_can_ask(self, method: str, params: Mapping[str, Any] | None = None) -> None:
