@@ -5,6 +5,8 @@ HubError                      (JSON-RPC code -32603 unless a subclass says other
 ├── ConfigError               bad hub.toml / import file: names the file, key and fix
 ├── UnknownName               a tool/prompt/resource the caller cannot see (-32602)
 ├── InvalidCursor             a pagination cursor the hub did not issue (-32602)
+├── CapabilityMissing         the request needs a capability the client did not declare (-32021)
+├── HeaderMismatch            an Mcp-* header says other than the body (-32020)
 ├── Refused                   the policy refused these arguments, or a person said no (-32602)
 ├── RateLimited               over a rate limit; says when to retry (-32029, data.retryAfter)
 └── UpstreamError             something went wrong on the way to a mounted server
@@ -19,8 +21,11 @@ results, not errors, and never pass through here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_PARAMS, REQUEST_TIMEOUT
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
 class HubError(Exception):
@@ -65,6 +70,26 @@ class InvalidCursor(HubError):
 
     def __init__(self, cursor: str) -> None:
         super().__init__(f"Invalid cursor: {cursor[:80]!r}; start again without a cursor")
+
+
+class CapabilityMissing(HubError):
+    """A request the client may not make without a capability it did not declare; `required` names it
+    (`data.requiredCapabilities`, as a server answers)."""
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+
+    def __init__(self, message: str, required: dict[str, Any]) -> None:
+        self.required = required
+        super().__init__(message)
+
+    def to_mcp(self) -> MCPError:
+        return MCPError(code=self.code, message=str(self), data={"requiredCapabilities": self.required})
+
+
+class HeaderMismatch(HubError):
+    """An `Mcp-*` request header that names other than the request's body does (as a server answers)."""
+
+    code = HEADER_MISMATCH
 
 
 class Refused(HubError):

@@ -27,11 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
-from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import decode_header_value
-from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 
-from mcp_hub.errors import HubError, UnknownName
+from mcp_hub.errors import CapabilityMissing, HeaderMismatch, UnknownName
 from mcp_hub.router import Router
 from mcp_hub.upstream import Origin
 
@@ -46,28 +44,6 @@ _PRINCIPALS = 256
 the configured API keys, plus `anonymous` and `stdio`."""
 _TASKS_PER_PRINCIPAL = 1_000
 """How many tasks of one principal the hub keeps (the least recently used go first)."""
-
-
-class TasksUndeclared(HubError):
-    """A task's follow-up from a client that did not declare the tasks extension (-32021, as a server answers)."""
-
-    code = MISSING_REQUIRED_CLIENT_CAPABILITY
-
-    def __init__(self, method: str) -> None:
-        super().__init__(f"{method} needs the client capability extensions[{TASKS_EXTENSION!r}]")
-
-    def to_mcp(self) -> MCPError:
-        data = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
-        return MCPError(code=self.code, message=str(self), data=data)
-
-
-class TaskNameMismatch(HubError):
-    """A task's follow-up whose `Mcp-Name` header is not its `taskId` (-32020, as a server answers)."""
-
-    code = HEADER_MISMATCH
-
-    def __init__(self, method: str) -> None:
-        super().__init__(f"{method}: the Mcp-Name header does not match params.taskId")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +94,13 @@ class Tasks:
         not the task id, `TasksUndeclared` for a client that did not declare the extension, `UnknownName`
         for a task id the caller's principal was not given."""
         if named is not None and decode_header_value(named.strip()) != params.get("taskId"):
-            raise TaskNameMismatch(method)
+            raise HeaderMismatch(f"{method}: the Mcp-Name header does not match params.taskId")
         extensions = origin.capabilities.get("extensions") if origin is not None and origin.capabilities else None
         if not isinstance(extensions, Mapping) or TASKS_EXTENSION not in extensions:
-            raise TasksUndeclared(method)
+            raise CapabilityMissing(
+                f"{method} needs the client capability extensions[{TASKS_EXTENSION!r}]",
+                {"extensions": {TASKS_EXTENSION: {}}},
+            )
         task_id = params.get("taskId")
         task = self._find(principal, task_id)
         native = {**params, "taskId": task.native}
