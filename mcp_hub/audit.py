@@ -51,6 +51,8 @@ class AuditEvent:
     method: str
     mount: str | None
     name: str | None
+    via: str | None
+    """How the call named its target when not by the hub's name: "app" (an MCP Apps page); null otherwise."""
     arguments: Mapping[str, Any] | None
     outcome: str
     rule: str | None
@@ -217,6 +219,7 @@ class AuditLog:
                 method="tools/list",
                 mount=mount,
                 name=name,
+                via=None,
                 arguments={"old_fingerprint": old_fingerprint, "new_fingerprint": new_fingerprint},
                 outcome="tool_changed",
                 rule=None,

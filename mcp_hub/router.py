@@ -47,6 +47,9 @@ class Route:
     native: str
     public: str
     params: dict[str, Any]
+    via: str | None = None
+    """How the request named its target, when not by the hub's public name: "app", by the server's own
+    name or URI, as an MCP Apps page does."""
 
 
 class Router:
@@ -72,8 +75,8 @@ class Router:
         if method == "prompts/get":
             return self._named_route("prompt", params, "name")
         if method == "resources/read":
-            target, public = self._resource(params.get("uri"))
-            return Route("resource", target.mount, target.native, public, {**params, "uri": target.native})
+            target, public, via = self._resource(params.get("uri"))
+            return Route("resource", target.mount, target.native, public, {**params, "uri": target.native}, via)
         if method == "completion/complete":
             ref = params.get("ref")
             if not isinstance(ref, dict):
@@ -81,7 +84,7 @@ class Router:
             if ref.get("type") == "ref/prompt":
                 inner = self._named_route("prompt", ref, "name")
                 return Route("prompt", inner.mount, inner.native, inner.public, {**params, "ref": inner.params})
-            target, public = self._resource(ref.get("uri"))
+            target, public, _ = self._resource(ref.get("uri"))
             native_ref = {**ref, "uri": target.native}
             return Route("resource", target.mount, target.native, public, {**params, "ref": native_ref})
         raise UnknownName("method", method)
@@ -124,12 +127,12 @@ class Router:
         name = params.get(key)
         if not isinstance(name, str):
             raise UnknownName(kind, repr(name))
-        target = self._catalog.resolve(f"{kind}s", name)
+        target, via = self._catalog.resolve(f"{kind}s", name), None
         if target is None and kind == "tool":
-            target = self._page_call(name)
+            target, via = self._page_call(name), "app"
         if target is None:
             raise self._unknown(kind, name, self._catalog.mount_of(name))
-        return Route(kind, target.mount, target.native, name, {**params, key: target.native})
+        return Route(kind, target.mount, target.native, name, {**params, key: target.native}, via)
 
     def _page_call(self, native: str) -> Target | None:
         """The tool an MCP Apps page means by its server's own name: the one tool of that name among the
@@ -146,15 +149,15 @@ class Router:
             return True
         return self._catalog.names_pages(mount)
 
-    def _resource(self, uri: Any) -> tuple[Target, str]:
+    def _resource(self, uri: Any) -> tuple[Target, str, str | None]:
         if not isinstance(uri, str):
             raise UnknownName("resource", repr(uri))
-        target = self._catalog.resolve_uri(uri)
+        target, via = self._catalog.resolve_uri(uri), None
         if target is None:
-            target = self._page_read(uri)
+            target, via = self._page_read(uri), "app"
         if target is None:
             raise UnknownName("resource", uri)
-        return target, uri
+        return target, uri, via
 
     def _page_read(self, native: str) -> Target | None:
         """The page an MCP Apps page means by its server's own `ui://` URI: that of the one mount serving

@@ -166,6 +166,7 @@ async def test_a_pages_call_is_under_policy_and_audited(tmp_path: Path) -> None:
         with anyio.fail_after(20):
             assert {t.name for t in (await host.list_tools()).tools} == {"apps_show_chart"}
             shown = await host.call_tool("show_chart", {"series": "x"})
+            await host.call_tool("apps_show_chart", {"series": "y"})  # by the hub's name: the host's own call
             with pytest.raises(MCPError) as denied:
                 await host.call_tool("refresh_chart", {"series": "x"})
             with pytest.raises(MCPError) as unknown:
@@ -175,9 +176,10 @@ async def test_a_pages_call_is_under_policy_and_audited(tmp_path: Path) -> None:
     assert denied.value.code == unknown.value.code
     assert denied.value.message == unknown.value.message.replace("no_such_tool", "refresh_chart")
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [(line["mount"], line["name"], line["outcome"]) for line in lines] == [
-        ("apps", "show_chart", "allowed"),
-        ("apps", "refresh_chart", "denied"),
+    assert [(line["mount"], line["name"], line["via"], line["outcome"]) for line in lines] == [
+        ("apps", "show_chart", "app", "allowed"),
+        ("apps", "show_chart", None, "allowed"),
+        ("apps", "refresh_chart", "app", "denied"),
     ]
 
 

@@ -44,6 +44,7 @@ BASE = AuditEvent(
     method="tools/call",
     mount="notes",
     name="add_note",
+    via=None,
     arguments={"title": "café ☕", "token": "***"},
     outcome="allowed",
     rule="allow-notes",

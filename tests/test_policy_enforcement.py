@@ -327,6 +327,7 @@ async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_pa
         "method",
         "mount",
         "name",
+        "via",
         "arguments",
         "outcome",
         "rule",

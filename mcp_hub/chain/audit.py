@@ -93,6 +93,7 @@ class AuditTrail:
                 method=ctx.method,
                 mount=ctx.mount,
                 name=ctx.native,
+                via=ctx.via,
                 arguments=arguments,
                 outcome=verdict.outcome if decided or outcome is None else outcome,
                 rule=verdict.rule,

@@ -50,6 +50,9 @@ class CallContext:
     origin: Origin
     on_progress: ProgressFnT | None = None
     verdict: Verdict = field(default_factory=Verdict)
+    via: str | None = None
+    """How the call named its target, when not by the hub's public name ("app": an MCP Apps page, by the
+    server's own name)."""
 
     @property
     def arguments(self) -> Mapping[str, Any]:

@@ -452,6 +452,7 @@ class Endpoint:
             session=session_of(ctx),
             origin=origin,
             on_progress=_progress_relay(ctx),
+            via=route.via,
         )
         if origin.modern and self.parking.open:
             state = sealed_by_hub(ctx.params or {})
