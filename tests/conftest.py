@@ -11,20 +11,23 @@ from __future__ import annotations
 import gc
 import socket
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 import tomlkit
 import uvicorn
 from hypothesis import settings
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
 
 settings.register_profile("untimed", deadline=None)
 settings.load_profile("untimed")
@@ -87,6 +90,36 @@ async def serve_app(app: Any, port: int | None = None) -> AsyncIterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             server.should_exit = True
+
+
+KEYS = {"alice": "a" * 32, "bob": "b" * 32}
+"""The API keys of the hub `keyed_hub` serves: principal -> key."""
+
+Connect = Callable[..., AbstractAsyncContextManager[Client]]
+"""`connect(principal, **client_options)`: a 2026-07-28 client of the hub's HTTP endpoint, with that principal's key."""
+
+
+@asynccontextmanager
+async def keyed_hub(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> AsyncIterator[tuple[Hub, Connect]]:
+    """A hub mounting `servers`, its HTTP endpoint taking the API keys of `KEYS`, and a way to connect as each."""
+    path = write_config(tmp_path / "hub.toml", servers)
+    with path.open("a", encoding="utf-8") as file:
+        file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
+    config = load_config(path, environ={"ALICE_KEY": KEYS["alice"], "BOB_KEY": KEYS["bob"]})
+    async with running_hub(config) as hub:
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
+        )
+        async with serve_app(app) as base:
+
+            @asynccontextmanager
+            async def connect(principal: str, **options: Any) -> AsyncIterator[Client]:
+                async with httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http:
+                    transport = streamable_http_client(f"{base}/mcp", http_client=http)
+                    async with Client(transport, mode="2026-07-28", cache=None, **options) as client:
+                        yield client
+
+            yield hub, connect
 
 
 @asynccontextmanager

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, wait_for, write_config
+from tests.conftest import (
+    Connect,
+    fixture_server,
+    hub_client,
+    make_config,
+    running_hub,
+    serve_app,
+    wait_for,
+)
+from tests.conftest import keyed_hub as shared_keyed_hub
 from tests.test_lifecycle import _alive, _pid
 from tests.test_relay import Meeting, Person, ask_at_once, expected
 
@@ -110,8 +116,6 @@ async def _dead(pid: int) -> bool:
 
 
 async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -> None:
-    from mcp_hub.server.http import build_app
-    from tests.conftest import serve_app
 
     config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client")})
     async with running_hub(config) as hub:
@@ -144,34 +148,11 @@ async def test_a_clients_roots_change_reaches_its_own_session_only(tmp_path: Pat
         assert await heard(second) == "0"
 
 
-KEYS = {"alice": "a" * 32, "bob": "b" * 32}
-"""The hub's API keys in the tests of principals' sessions: principal -> key."""
-
-Connect = Callable[..., AbstractAsyncContextManager[Client]]
-"""`connect(principal, **client_options)`: a 2026-07-28 client of the hub's HTTP endpoint, with that principal's key."""
-
-
 @asynccontextmanager
 async def keyed_hub(tmp_path: Path, **mount: Any) -> AsyncIterator[tuple[Hub, Connect]]:
     """A hub mounting the fixture server as `srv` (with `mount`'s settings), its HTTP endpoint taking `KEYS`."""
-    path = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", protocol="legacy", **mount)})
-    with path.open("a", encoding="utf-8") as file:
-        file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
-    config = load_config(path, environ={"ALICE_KEY": KEYS["alice"], "BOB_KEY": KEYS["bob"]})
-    async with running_hub(config) as hub:
-        app = build_app(
-            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
-        )
-        async with serve_app(app) as base:
-
-            @asynccontextmanager
-            async def connect(principal: str, **options: Any) -> AsyncIterator[Client]:
-                async with httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http:
-                    transport = streamable_http_client(f"{base}/mcp", http_client=http)
-                    async with Client(transport, mode="2026-07-28", cache=None, **options) as client:
-                        yield client
-
-            yield hub, connect
+    async with shared_keyed_hub(tmp_path, {"srv": fixture_server("srv", protocol="legacy", **mount)}) as served:
+        yield served
 
 
 async def test_each_principals_2026_clients_get_a_session_of_their_own(tmp_path: Path) -> None:

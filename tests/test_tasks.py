@@ -10,34 +10,29 @@ mcp_hub/server/tasks.py), so only the 2026-07-28 era is tested.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.extension import advertise
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 from pydantic import TypeAdapter
 
-from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
-from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app, wait_for, write_config
+from tests.conftest import ROOT, Connect, hub_client, make_config, running_hub, serve_app, wait_for
+from tests.conftest import keyed_hub as shared_keyed_hub
 from tests.servers.tasks_server import TASKS, build_server
 
 pytestmark = pytest.mark.anyio
 
 SERVER = str(ROOT / "tests" / "servers" / "tasks_server.py")
-KEYS = {"alice": "a" * 32, "bob": "b" * 32}
-
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
@@ -141,35 +136,20 @@ def _recording(app: Any, seen: list[tuple[str, str]]) -> Any:
     return recorded
 
 
-Connect = Callable[[str], AbstractAsyncContextManager[Client]]
-
-
 @asynccontextmanager
 async def keyed_hub(
     tmp_path: Path, seen: list[tuple[str, str]], mount: dict[str, Any] | None = None
 ) -> AsyncIterator[tuple[Hub, Connect]]:
-    """The hub mounting the tasks server (by default over streamable HTTP), its own HTTP endpoint taking `KEYS`."""
+    """The hub mounting the tasks server (by default over streamable HTTP), its own HTTP endpoint taking `KEYS`;
+    its clients declare the tasks extension."""
     async with serve_app(_recording(build_server().streamable_http_app(), seen)) as upstream:
         mount = mount or {"url": f"{upstream}/mcp", "transport": "streamable-http"}
-        path = write_config(tmp_path / "hub.toml", {"work": mount})
-        with path.open("a", encoding="utf-8") as file:
-            file.write('\n[auth]\napi_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }\n')
-        config = load_config(path, environ={"ALICE_KEY": KEYS["alice"], "BOB_KEY": KEYS["bob"]})
-        async with running_hub(config) as hub:
-            app = build_app(
-                hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
-            )
-            async with serve_app(app) as base:
+        async with shared_keyed_hub(tmp_path, {"work": mount}) as (hub, connect_as):
 
-                @asynccontextmanager
-                async def connect(principal: str) -> AsyncIterator[Client]:
-                    async with httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http:
-                        transport = streamable_http_client(f"{base}/mcp", http_client=http)
-                        options: dict[str, Any] = {"mode": "2026-07-28", "cache": None}
-                        async with Client(transport, extensions=[advertise(TASKS)], **options) as client:
-                            yield client
+            def connect(principal: str) -> AbstractAsyncContextManager[Client]:
+                return connect_as(principal, extensions=[advertise(TASKS)])
 
-                yield hub, connect
+            yield hub, connect
 
 
 async def test_another_principal_cannot_see_or_cancel_a_task(tmp_path: Path) -> None:
