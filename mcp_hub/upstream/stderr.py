@@ -75,7 +75,7 @@ class StderrTail:
             self._lines.append(self._open[:_LINE_CHARS])
             self._open, self._cutting = "", True
 
-    async def _pipe(self) -> int:
+    async def open_pipe(self) -> int:
         """A pipe whose read end feeds this tail; its write end, for the child (the caller closes it)."""
         read_fd, write_fd = os.pipe()
         try:
@@ -87,7 +87,7 @@ class StderrTail:
         self._pipes.add(pipe)
         return write_fd
 
-    def _closed(self, pipe: asyncio.ReadTransport) -> None:
+    def pipe_closed(self, pipe: asyncio.ReadTransport) -> None:
         self._pipes.discard(pipe)
 
 
@@ -114,7 +114,7 @@ class _Reader(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._transport is not None:
-            self._tail._closed(self._transport)  # pyright: ignore[reportPrivateUsage]
+            self._tail.pipe_closed(self._transport)
 
 
 @contextlib.asynccontextmanager
@@ -128,7 +128,7 @@ async def stderr_for_child() -> AsyncIterator[int | None]:
     if tail is None:
         yield None
         return
-    write_fd = await tail._pipe()  # pyright: ignore[reportPrivateUsage]
+    write_fd = await tail.open_pipe()
     try:
         yield write_fd
     finally:
