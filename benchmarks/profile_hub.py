@@ -179,7 +179,7 @@ KEY_FUNCTIONS = (
     "sse_starlette/sse.py:__call__",
     "mcp/server/runner.py:_on_request",
     "mcp_hub/server/endpoint.py:_call_tool",
-    "mcp_hub/router.py:call_tool",
+    "mcp_hub/chain/router.py:call_tool",
     "mcp_hub/upstream/supervisor.py:request",
     "mcp/client/session.py:send_request",
     "mcp/shared/jsonrpc_dispatcher.py:_dispatch",

@@ -25,13 +25,13 @@ import anyio
 
 from mcp_hub import __version__
 from mcp_hub.allocator import keep_freed_memory
-from mcp_hub.catalog import KINDS, Kind
+from mcp_hub.catalog.catalog import KINDS, Kind
+from mcp_hub.catalog.pins import PinStore
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
-from mcp_hub.pins import PinStore
-from mcp_hub.policy import Target, empty_policy, load_policies
+from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 
@@ -239,7 +239,7 @@ def _explain(args: argparse.Namespace) -> int:
         raise ConfigError("--args", "", 'must be a JSON object, like \'{"path": "/tmp/x"}\'')
     kind: Kind = "tool" if args.tool else "prompt" if args.prompt else "resource"
     mount, name = _split_target(kind, args.tool or args.prompt or args.resource)
-    print(policy.explain(args.principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
+    print(explain(policy, args.principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
     return 0
 
 

@@ -23,23 +23,23 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 
-from mcp_hub.audit import AuditLog
-from mcp_hub.catalog import KINDS, Catalog
+from mcp_hub.catalog.catalog import KINDS, Catalog
+from mcp_hub.catalog.pins import PinStore
+from mcp_hub.catalog.snapshot import CatalogSnapshot
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import CallContext, Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
+from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log, observe_server
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
-from mcp_hub.pins import PinStore
-from mcp_hub.policy_store import PolicyStore
-from mcp_hub.router import Router
+from mcp_hub.observe.audit_log import AuditLog
+from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
+from mcp_hub.policy.store import PolicyStore
 from mcp_hub.server import Endpoint
 from mcp_hub.server.endpoint import principal_of, session_of
 from mcp_hub.server.http import build_app
 from mcp_hub.server.stdio import stdio_endpoint
-from mcp_hub.snapshot import CatalogSnapshot
-from mcp_hub.telemetry import CURRENT, MountStatus, Telemetry
 from mcp_hub.upstream import Origin, State, Upstream
 from mcp_hub.upstream.startup import Startup
 

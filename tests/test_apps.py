@@ -21,7 +21,7 @@ from mcp.client import advertise
 from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub import naming
+from mcp_hub.catalog import naming
 from mcp_hub.config import load_config
 from mcp_hub.server.endpoint import merged_extensions
 from mcp_hub.server.http import build_app

@@ -26,12 +26,12 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
 
-from mcp_hub import audit
-from mcp_hub.audit import AuditEvent, AuditLog
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import CallContext, compose
 from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
+from mcp_hub.observe import audit_log as audit
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import empty_policy
 from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 

@@ -1,4 +1,4 @@
-"""Tests for mcp_hub.naming: public names, resource URIs and pagination cursors."""
+"""Tests for mcp_hub.catalog.naming: public names, resource URIs and pagination cursors."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_hub.errors import InvalidCursor
-from mcp_hub.naming import (
+from mcp_hub.catalog.naming import (
     MAX_NAME_LENGTH,
     PUBLIC_NAME_RE,
     SEPARATOR,
@@ -22,6 +21,7 @@ from mcp_hub.naming import (
     split_prefixed,
     split_uri,
 )
+from mcp_hub.errors import InvalidCursor
 
 
 def digest(mount: str, native: str, length: int = 8) -> str:

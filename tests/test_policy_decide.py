@@ -13,6 +13,7 @@ from mcp_hub.policy import (
     RateLimit,
     Target,
     empty_policy,
+    explain,
     parse_policies,
 )
 
@@ -359,7 +360,7 @@ def test_empty_policy_allows_everything_and_says_so() -> None:
     decision = p.decide("anyone", tool("files", "delete_everything", {"path": "/"}))
     assert (decision.outcome, decision.rule, decision.profile) == (Outcome.ALLOWED, "default", "allow-all")
     assert p.visible("stdio", "resource", "notes", "notes://x")
-    text = p.explain("anyone", tool("files", "x"))
+    text = explain(p, "anyone", tool("files", "x"))
     assert "no policy directory is configured" in text
     assert p.confirmation.timeout == 120 and p.confirmation.when_unsupported == "deny"
     assert p.pinning.on_change == "flag"
@@ -381,7 +382,8 @@ def test_policy_set_is_immutable() -> None:
 
 def test_explain_lists_every_rule_and_the_outcome() -> None:
     p = policy(CONSTRAINED)
-    text = p.explain(
+    text = explain(
+        p,
         "x",
         tool("files", "read_file", {"path": "/etc/x", "mode": "text", "api_token": "s3cr3t"}),
         realpath=fake_realpath,
@@ -399,28 +401,28 @@ def test_explain_lists_every_rule_and_the_outcome() -> None:
 
 def test_explain_shows_deceiving_characters_escaped() -> None:
     p = policy(CONSTRAINED)
-    text = p.explain("x", tool("files", "read\u202efile", {"path": "/srv/docs/invoice\u202efdp.exe", "t": "日本"}))
+    text = explain(p, "x", tool("files", "read\u202efile", {"path": "/srv/docs/invoice\u202efdp.exe", "t": "日本"}))
     assert "\u202e" not in text
     assert "'read\\u202efile'" in text and '"/srv/docs/invoice\\u202efdp.exe"' in text and "日本" in text
 
 
 def test_explain_no_match_denied_and_hidden() -> None:
     p = policy(PRECEDENCE)
-    text = p.explain("alice", tool("notes", "delete_secret"))
+    text = explain(p, "alice", tool("notes", "delete_secret"))
     assert "allow-all-notes [allow]: matches 'notes/*'" in text
     assert "no-secret [deny]: matches 'notes/delete_secret'" in text
     assert "Outcome: DENIED by rule 'no-secret': secrets stay hidden (hidden:" in text
-    text = p.explain("alice", tool("time", "now"))
+    text = explain(p, "alice", tool("time", "now"))
     assert "allow-all-notes [allow]: no match (tools: notes/*)" in text
     assert "Outcome: DENIED by the profile's default" in text
-    assert "no profile" in p.explain("nobody", tool("a", "b"))
-    confirm = p.explain("alice", tool("notes", "delete_note"))
+    assert "no profile" in explain(p, "nobody", tool("a", "b"))
+    confirm = explain(p, "alice", tool("notes", "delete_note"))
     assert "Outcome: CONFIRM by rule 'confirm-deletes': destructive (a person is asked, 120 s" in confirm
 
 
 def test_explain_names_included_profiles() -> None:
-    text = policy(EXTENDS).explain("admin", tool("notes", "list_secrets"))
+    text = explain(policy(EXTENDS), "admin", tool("notes", "list_secrets"))
     assert "Profile 'admin' (default allow; includes the rules of editor, viewer, base)" in text
     assert "base-hide [deny, from profile 'base']: matches" in text
-    star = policy('[principals]\n"*" = "p"\n[profiles.p]\n').explain("who", tool("a", "b"))
+    star = explain(policy('[principals]\n"*" = "p"\n[profiles.p]\n'), "who", tool("a", "b"))
     assert 'from [principals] "*" (it is not listed)' in star

@@ -34,8 +34,8 @@ from mcp_hub.chain.telemetry import RequestObserver
 from mcp_hub.config import HubConfig, load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
+from mcp_hub.observe.otel import Telemetry
 from mcp_hub.server.http import build_app
-from mcp_hub.telemetry import Telemetry
 from tests.conftest import fixture_server, hub_client, serve_app
 
 pytestmark = pytest.mark.anyio

@@ -23,9 +23,9 @@ from typing import Any
 import anyio
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub.audit import AuditEvent, AuditLog
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import UpstreamError
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet, mask_arguments
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from mcp.shared.dispatcher import ProgressFnT
 
-from mcp_hub.catalog import Kind
+from mcp_hub.catalog.catalog import Kind
 from mcp_hub.upstream import Origin
 
 Handler = Callable[["CallContext"], Awaitable[dict[str, Any]]]

@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from mcp_hub.chain.context import CallContext, Handler
-from mcp_hub.telemetry import CURRENT, Failure, Telemetry, span_name, target_of
+from mcp_hub.observe.otel import CURRENT, Failure, Telemetry, span_name, target_of
 
 access_log = logging.getLogger("mcp_hub.access")
 """One line per client request, at info: method, name, mount, principal, outcome, duration."""

@@ -12,9 +12,10 @@ rates.py        rate strings ("30/minute")
 constraints.py  argument constraints, path_within
 compiled.py     profiles with `extends` flattened, rules indexed by kind
 decide.py       PolicySet.decide / visible, and THE precedence (its docstring)
-explain.py      a decision told for a person
+explain.py      a decision told for a person (`explain`)
 masking.py      argument values hidden for audit records
 source.py       the line of a key in a TOML file, for messages
+store.py        the policy in force, reloaded when its files change (the one module that runs a task)
 ```
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from mcp_hub.policy.constraints import Violation, path_problem
 from mcp_hub.policy.decide import Decision, Outcome, PolicySet, RateLimit, Target, empty_policy
+from mcp_hub.policy.explain import explain
 from mcp_hub.policy.load import load_policies, parse_policies, policy_revision
 from mcp_hub.policy.masking import mask_arguments
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
@@ -38,6 +40,7 @@ __all__ = [
     "Target",
     "Violation",
     "empty_policy",
+    "explain",
     "load_policies",
     "mask_arguments",
     "parse_policies",

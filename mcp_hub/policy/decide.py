@@ -41,7 +41,6 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal
 
-from mcp_hub.policy import explain as _explain
 from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
 from mcp_hub.policy.constraints import Realpath, Violation
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
@@ -145,7 +144,7 @@ class PolicySet:
         if grants:
             reason = grants[0].reason or f"allowed by rule {grants[0].id!r}"
             return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates)
-        reason = _explain.BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
+        reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
         return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates)
 
     def visible(self, principal: str, kind: str, mount: str, name: str) -> bool:
@@ -157,10 +156,6 @@ class PolicySet:
         if kind not in KIND_ALIASES:
             raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(KIND_ALIASES)}")
         return not isinstance(self._grants(principal, KIND_ALIASES[kind], mount, name), Decision)
-
-    def explain(self, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> str:
-        """A multi-line account of the decision: profile, every rule considered, constraints, outcome."""
-        return _explain.render(self, principal, target, self.decide(principal, target, realpath=realpath), realpath)
 
     def _grants(
         self, principal: str, kind: Kind, mount: str, name: str
@@ -199,13 +194,14 @@ class PolicySet:
 
 
 BUILTIN_PROFILE = "allow-all"
+BUILTIN_REASON = "built-in profile: no policy directory is configured, so every principal may see and call everything"
 EMPTY_REVISION = "e3b0c44298fc"
 """The revision of no files at all: the first 12 hex digits of sha256(b"")."""
 
 
 def empty_policy() -> PolicySet:
     """The policy when none is configured: every principal gets the built-in profile "allow-all"."""
-    profile = CompiledProfile.build(BUILTIN_PROFILE, _explain.BUILTIN_REASON, "allow", (), (), builtin=True)
+    profile = CompiledProfile.build(BUILTIN_PROFILE, BUILTIN_REASON, "allow", (), (), builtin=True)
     return PolicySet(
         revision=EMPTY_REVISION,
         confirmation=ConfirmationSettings(),

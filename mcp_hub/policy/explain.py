@@ -1,4 +1,4 @@
-"""Explanations: a decision told for a person (`PolicySet.explain`).
+"""Explanations: a decision told for a person (`explain`).
 
 The outcome shown is `decide()`'s own; the rule lines re-run the same matching and the same
 constraint checks, one rule at a time, so every rule considered appears, matched or not.
@@ -8,18 +8,21 @@ characters that would deceive a reader escaped (see shown.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from typing import Any
 
 from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
 from mcp_hub.policy.constraints import Realpath
+from mcp_hub.policy.decide import BUILTIN_REASON, Decision, PolicySet, Target
 from mcp_hub.policy.masking import mask_arguments
 from mcp_hub.shown import shown, shown_json
 
-if TYPE_CHECKING:
-    from mcp_hub.policy.decide import Decision, PolicySet, Target
-
-BUILTIN_REASON = "built-in profile: no policy directory is configured, so every principal may see and call everything"
 _MAX_ARGUMENTS_TEXT = 300
+
+
+def explain(policy: PolicySet, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> str:
+    """A multi-line account of `policy`'s decision: profile, every rule considered, constraints, outcome."""
+    return render(policy, principal, target, policy.decide(principal, target, realpath=realpath), realpath)
 
 
 def render(policy: PolicySet, principal: str, target: Target, decision: Decision, realpath: Realpath) -> str:

@@ -40,12 +40,13 @@ from mcp_types import LOG_LEVEL_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, RootModel
 
-from mcp_hub import __version__, naming, wire
-from mcp_hub.catalog import Catalog, View, page
+from mcp_hub import __version__, wire
+from mcp_hub.catalog import naming
+from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, InvalidCursor, UnknownName
 from mcp_hub.policy import PolicySet
-from mcp_hub.router import Router
 from mcp_hub.server.lane import CallLane
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions

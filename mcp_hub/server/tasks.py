@@ -29,8 +29,8 @@ from typing import Any
 from cachetools import LRUCache
 from mcp.shared.inbound import decode_header_value
 
+from mcp_hub.chain.router import Router
 from mcp_hub.errors import CapabilityMissing, HeaderMismatch, UnknownName
-from mcp_hub.router import Router
 from mcp_hub.upstream import Origin
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"

@@ -38,8 +38,8 @@ from pydantic import TypeAdapter
 from mcp_hub import __version__
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.observe.otel import CURRENT
 from mcp_hub.scopes import cancel_scope, deadline_after
-from mcp_hub.telemetry import CURRENT
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import mcp_types as types
 from pydantic import TypeAdapter, ValidationError
 
-from mcp_hub import naming
+from mcp_hub.catalog import naming
 
 logger = logging.getLogger("mcp_hub.catalog")
 

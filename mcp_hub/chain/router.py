@@ -22,7 +22,7 @@ from mcp_types import (
     SERVER_INFO_META_KEY,
 )
 
-from mcp_hub.catalog import Catalog, Kind, Target
+from mcp_hub.catalog.catalog import Catalog, Kind, Target
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
 from mcp_hub.upstream import UI_EXTENSION, Origin, Upstream
 from mcp_hub.upstream.startup import Startup
