@@ -1,6 +1,6 @@
 """Dependencies point one way, floor by floor:
 
-    errors, wire, scopes, allocator, shown   (import nothing of the hub)
+    errors, wire, scopes, allocator, shown, sdk   (import nothing of the hub)
     config <- importer
     observe, catalog, policy
     upstream
@@ -33,10 +33,11 @@ ALLOWED = {
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config"},
     "policy": {"errors", "config", "shown"},
-    "upstream": BASE | {"config", "observe", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "policy", "upstream"},
-    "server": BASE | {"config", "catalog", "chain", "policy", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "policy", "upstream", "chain", "server"},
+    "sdk": set(),
+    "upstream": BASE | {"config", "observe", "sdk", "__init__"},
+    "chain": BASE | {"config", "observe", "catalog", "policy", "sdk", "upstream"},
+    "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
+    "hub": BASE | {"config", "observe", "catalog", "policy", "sdk", "upstream", "chain", "server"},
     "examples": set(),
 }
 
