@@ -1,6 +1,6 @@
 """Dependencies point one way, floor by floor:
 
-    errors, wire, scopes, allocator, shown, sdk   (import nothing of the hub)
+    errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
     observe, catalog, policy
     upstream
@@ -19,7 +19,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
 
-BASE = {"errors", "wire", "scopes", "allocator", "shown"}
+BASE = {"errors", "wire", "scopes", "allocator", "shown", "streams"}
 
 # module or package -> the mcp_hub modules and packages it may import
 ALLOWED = {
@@ -28,6 +28,7 @@ ALLOWED = {
     "scopes": set(),
     "allocator": set(),
     "shown": set(),
+    "streams": set(),
     "config": {"errors"},
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},

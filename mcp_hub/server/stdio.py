@@ -63,7 +63,7 @@ from mcp_hub.server.direct import (
 from mcp_hub.server.endpoint import call_lane, client_opened, session_connections
 from mcp_hub.server.lane import serving
 from mcp_hub.server.modern import Envelopes, ModernContext, notification, serve_modern
-from mcp_hub.upstream.streams import Incoming, LineStart, ReadStreamBase
+from mcp_hub.streams import Incoming, LineStart, ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.server")
 

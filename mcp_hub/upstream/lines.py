@@ -47,7 +47,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from mcp_hub import wire
-from mcp_hub.upstream.streams import ReadStreamBase, deliver_progress
+from mcp_hub.streams import ReadStreamBase, deliver_progress
 
 if TYPE_CHECKING:
     from mcp_hub.upstream.transports import Pipes

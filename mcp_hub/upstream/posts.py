@@ -75,7 +75,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from mcp_hub import wire
-from mcp_hub.upstream.streams import Incoming, ReadStreamBase, deliver_progress
+from mcp_hub.streams import Incoming, ReadStreamBase, deliver_progress
 
 logger = logging.getLogger("mcp_hub.upstream")
 
