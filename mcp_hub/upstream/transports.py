@@ -47,9 +47,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.streams import LineStart, ReadStreamBase
 from mcp_hub.upstream.lines import DirectLines
 from mcp_hub.upstream.stderr import stderr_for_child
-from mcp_hub.streams import LineStart, ReadStreamBase
 
 if TYPE_CHECKING:
     from mcp_hub.upstream.posts import DirectPosts
