@@ -23,7 +23,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 import mcp_hub.server.direct
 from mcp_hub.hub import Hub
-from mcp_hub.server.endpoint import call_lane
+from mcp_hub.server.lane import lane_of
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
 from tests.test_modern_http import read_answer
@@ -184,7 +184,7 @@ async def test_the_lane_steps_aside_for_an_observed_server(tmp_path: Path, caplo
 
 def _takes(hub: Hub) -> bool:
     """Whether the hub's lane takes a tools/call (it never takes a list)."""
-    lane = call_lane(hub.endpoint.server)
+    lane = lane_of(hub.endpoint.server)
     assert lane is not None
     assert not lane.takes("tools/list")
     return lane.takes("tools/call")
@@ -198,7 +198,7 @@ async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClie
     async with running_hub(config) as hub:
         laned = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_hub.server.direct, "call_lane", lambda server: None)
+            patch.setattr(mcp_hub.server.direct, "lane_of", lambda server: None)
             plain = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(laned) as laned_base, serve_app(plain) as plain_base, httpx2.AsyncClient() as http:
             sessions = []

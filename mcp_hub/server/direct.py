@@ -69,8 +69,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
-from mcp_hub.server.endpoint import call_lane
-from mcp_hub.server.lane import serving
+from mcp_hub.server.lane import lane_of, serving
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -98,7 +97,7 @@ class DirectRequests:
         self._connections = connections
         self._max_body = max_body
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
-        self._lane = call_lane(manager.app)
+        self._lane = lane_of(manager.app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         session = self._session(scope)

@@ -869,11 +869,6 @@ def client_opened(server: Server[Any], modern: bool) -> None:
         sole.arrived.set()
 
 
-def call_lane(server: Server[Any]) -> CallLane | None:
-    """The hub's lane for calls (see lane.py); none for another server."""
-    return server.lane if isinstance(server, _HubServer) else None
-
-
 def _forget(connections: dict[str | None, Connection], connection: Connection) -> None:
     if connections.get(connection.session_id) is connection:
         del connections[connection.session_id]

@@ -81,12 +81,25 @@ class CallLane:
         return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]
 
 
+    def serving(self, runner: ServerRunner[Any], method: str) -> OnRequest:
+        """What serves a request for `method` on `runner`'s connection: this lane for a call it takes, else
+        the runner."""
+        if self.takes(method):
+            return partial(self.serve, runner)
+        return runner.on_request
+
+
+def lane_of(server: Server[Any]) -> CallLane | None:
+    """The lane the hub's endpoint gave `server` (the doors take it once, when they are built); none for
+    another server."""
+    lane = getattr(server, "lane", None)
+    return lane if isinstance(lane, CallLane) else None
+
+
 def serving(lane: CallLane | None, runner: ServerRunner[Any], method: str) -> OnRequest:
     """What serves a request for `method` on `runner`'s connection: `lane` for a call it takes, else the
     runner."""
-    if lane is not None and lane.takes(method):
-        return partial(lane.serve, runner)
-    return runner.on_request
+    return lane.serving(runner, method) if lane is not None else runner.on_request
 
 
 def _request_meta(params: Mapping[str, Any] | None) -> RequestParamsMeta | None:

@@ -59,8 +59,7 @@ from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.server import deferred
 from mcp_hub.server.direct import read_body, replaying, request_of, until_disconnect
-from mcp_hub.server.endpoint import call_lane
-from mcp_hub.server.lane import serving
+from mcp_hub.server.lane import lane_of, serving
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -179,7 +178,7 @@ async def serve_modern(
     unwinds it, when anything is on it."""
     result: dict[str, Any] | None = None
     error: ErrorData | None = None
-    serve = serving(call_lane(server), ServerRunner(server, connection, lifespan), method)
+    serve = serving(lane_of(server), ServerRunner(server, connection, lifespan), method)
     with dctx.scope:
         try:
             result = await serve(dctx, method, params)

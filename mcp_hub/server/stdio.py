@@ -60,8 +60,8 @@ from mcp_hub.server.direct import (
     run_request,
     runner_for,
 )
-from mcp_hub.server.endpoint import call_lane, client_opened, session_connections
-from mcp_hub.server.lane import serving
+from mcp_hub.server.endpoint import client_opened, session_connections
+from mcp_hub.server.lane import lane_of, serving
 from mcp_hub.server.modern import Envelopes, ModernContext, notification, serve_modern
 from mcp_hub.streams import Incoming, LineStart, ReadStreamBase
 
@@ -304,7 +304,7 @@ class _DirectRequests:
         self._tasks = tasks
         self._output = output
         self._connections = session_connections(server)
-        self._lane = call_lane(server)
+        self._lane = lane_of(server)
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
         self._modern: bool | None = None
         """The era the client's first request opened (None: none yet, and every line goes to the SDK)."""
