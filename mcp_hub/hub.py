@@ -23,14 +23,15 @@ import anyio.to_thread
 import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 
+from mcp_hub import sdk
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.snapshot import CatalogSnapshot
 from mcp_hub.chain.audit import AuditTrail
-from mcp_hub.chain.context import CallContext, Link, compose
+from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.router import Router
-from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log, observe_server
+from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
 from mcp_hub.observe.audit_log import AuditLog
@@ -52,6 +53,7 @@ STARTS_AT_ONCE = os.cpu_count() or 1
 class Hub:
     def __init__(self, config: HubConfig, *, telemetry: Telemetry | None = None) -> None:
         """`telemetry` replaces the one `[telemetry]` configures (to read what the hub reports in-process)."""
+        sdk.install()
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
@@ -106,20 +108,15 @@ class Hub:
             self.router,
             page_size=config.hub.page_size,
             policy=self.policy,
-            call=compose(links, self._forward),
+            call=compose(links, self.router.call),
             upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
         )
-        observe_server(self.endpoint.server, observer)
-
-    async def _forward(self, ctx: CallContext) -> dict[str, Any]:
-        """The chain's terminal: the router."""
-        return await self.router.forward(
-            ctx.method, ctx.mount, ctx.params, on_progress=ctx.on_progress, origin=ctx.origin
-        )
+        if observer is not None:
+            self.endpoint.observe(observer)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Hub]:

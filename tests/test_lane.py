@@ -22,9 +22,8 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import mcp_hub.server.direct
-from mcp_hub.hub import Hub
-from mcp_hub.server.lane import lane_of
 from mcp_hub.server.http import build_app
+from mcp_hub.server.lane import CallLane
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
 from tests.test_modern_http import read_answer
 from tests.test_resilience import JSON_HEADERS, MODERN_META
@@ -32,7 +31,7 @@ from tests.test_resilience import JSON_HEADERS, MODERN_META
 pytestmark = pytest.mark.anyio
 
 _WITHOUT_LANE = (
-    "import sys, mcp_hub.server.stdio as stdio; stdio.call_lane = lambda server: None; "
+    "import sys, mcp_hub.server.stdio as stdio; stdio.lane_of = lambda server: None; "
     "sys.argv[0] = 'mcp-hub'; from mcp_hub.cli import main; main()"
 )
 """The hub, launched with its lane for calls taken out: every request goes through the SDK's runner."""
@@ -173,21 +172,40 @@ async def test_the_lane_answers_every_call_as_the_sdks_runner_does(tmp_path: Pat
     assert laned["resource"][-1]["result"]["contents"][0]["text"] == "first note"
 
 
-async def test_the_lane_steps_aside_for_an_observed_server(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """With an access log (or telemetry) the server has an observer in its middleware, which sees each
-    request: calls then go through the SDK's runner."""
+async def test_an_observed_servers_calls_take_the_lane_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an access log (or telemetry) the observer sees each call in the lane, as it sees every other
+    request: a call takes the same path whatever the configuration."""
     caplog.set_level(logging.INFO, logger="mcp_hub.access")
-    servers = {"a": fixture_server("a")}
-    assert _takes(Hub(make_config(tmp_path, servers)))
-    assert not _takes(Hub(make_config(tmp_path, servers, access_log=True)))
+    served: list[str] = []
+    answer = CallLane._answer  # pyright: ignore[reportPrivateUsage]
 
+    async def noted(self: CallLane, runner: Any, ctx: Any) -> dict[str, Any]:
+        served.append(ctx.method)
+        return await answer(self, runner, ctx)
 
-def _takes(hub: Hub) -> bool:
-    """Whether the hub's lane takes a tools/call (it never takes a list)."""
-    lane = lane_of(hub.endpoint.server)
-    assert lane is not None
-    assert not lane.takes("tools/list")
-    return lane.takes("tools/call")
+    monkeypatch.setattr(CallLane, "_answer", noted)
+    config = make_config(tmp_path, {"srv": fixture_server("srv")}, access_log=True)
+    async with running_hub(config) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base, httpx2.AsyncClient() as http:
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}
+            opened = await http.post(f"{base}/mcp", json=body, headers=JSON_HEADERS)
+            headers = {**JSON_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            headers["mcp-protocol-version"] = "2025-11-25"
+            await http.post(
+                f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+            )
+            caplog.clear()
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            call["params"] = {"name": "srv_echo", "arguments": {"text": "hi"}}
+            answered = read_answer(await http.post(f"{base}/mcp", json=call, headers=headers))
+    assert answered[-1]["result"]["structuredContent"]["text"] == "hi"
+    assert served == ["tools/call"]
+    lines = [r.getMessage().rsplit(" duration_ms=", 1)[0] for r in caplog.records if r.name == "mcp_hub.access"]
+    assert lines == ["method=tools/call name=srv_echo mount=srv principal=anonymous outcome=ok"]
 
 
 @asynccontextmanager

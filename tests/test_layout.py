@@ -51,7 +51,10 @@ def _imports(path: Path) -> set[str]:
             if len(parts) > 1:
                 found.add(parts[1])
             else:  # `from mcp_hub import naming` names modules; `__version__` lives in __init__
-                found |= {a.name if (PACKAGE / f"{a.name}.py").exists() else "__init__" for a in node.names}
+                found |= {
+                    a.name if (PACKAGE / f"{a.name}.py").exists() or (PACKAGE / a.name).is_dir() else "__init__"
+                    for a in node.names
+                }
         elif isinstance(node, ast.Import):
             found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("mcp_hub.")}
     return found

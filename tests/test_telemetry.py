@@ -317,7 +317,7 @@ async def test_off_by_default_adds_no_middleware_no_link_and_no_trace_context(
     hub = Hub(config_for(tmp_path, {"a": fixture_server("a")}))
     assert not hub.telemetry.enabled
     assert not observers(hub)
-    assert hub.endpoint._call == hub._forward  # no link at all: the chain is the router
+    assert hub.endpoint._call == hub.router.call  # no link at all: the chain is the router
     traceparent = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
     async with hub.running():
         await hub.wait_settled(20)
@@ -377,7 +377,7 @@ async def test_access_log_costs_nothing_when_disabled(tmp_path: Path, caplog: py
     caplog.set_level(logging.WARNING, logger="mcp_hub.access")
     hub = Hub(config_for(tmp_path, {"a": fixture_server("a")}, hub={"access_log": True}))
     assert not observers(hub)
-    assert hub.endpoint._call == hub._forward
+    assert hub.endpoint._call == hub.router.call
 
 
 # -- exporters -----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from mcp_types import (
 )
 
 from mcp_hub.catalog.catalog import Catalog, Kind, Target
+from mcp_hub.chain.context import CallContext
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
 from mcp_hub.upstream import UI_EXTENSION, Origin, Upstream
 from mcp_hub.upstream.startup import Startup
@@ -88,6 +89,10 @@ class Router:
             native_ref = {**ref, "uri": target.native}
             return Route("resource", target.mount, target.native, public, {**params, "ref": native_ref})
         raise UnknownName("method", method)
+
+    async def call(self, ctx: CallContext) -> dict[str, Any]:
+        """The chain's last link: send the call to its mount."""
+        return await self.forward(ctx.method, ctx.mount, ctx.params, on_progress=ctx.on_progress, origin=ctx.origin)
 
     async def forward(
         self,

@@ -1,7 +1,8 @@
 """What one client request leaves behind: a span, a measurement, an access line.
 
-`RequestObserver` is a middleware of the hub's MCP server, so it sees every client
-request, lists and calls alike, from receipt to answer, as one span. `CallRecorder`
+`RequestObserver` is the outermost middleware of the hub's MCP server and of its
+call lane (server/lane.py), so it sees every client request, lists and calls
+alike, from receipt to answer, as one span. `CallRecorder`
 is the chain link that tells it what the chain knows and the server does not: the
 mount, the server's own name, and the policy's verdict. Neither is installed when
 telemetry is off and the access log is disabled.
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel.server import Server
 from mcp_types import INVALID_PARAMS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -210,19 +210,3 @@ def _value(value: Any) -> str:
     if text and text.isprintable() and not any(c in text for c in ' "=\\'):
         return text
     return json.dumps(text, ensure_ascii=False)
-
-
-def observe_server(server: Server[Any], observer: RequestObserver | None) -> None:
-    """Put `observer` outermost on `server`, in place of the SDK's built-in span per message.
-
-    The SDK's middleware would add a second span per request when a process-wide tracer
-    provider exists (and costs a no-op span per message when none does); the hub's
-    observer replaces it, and with telemetry off nothing takes its place.
-    """
-    server.middleware[:] = [m for m in server.middleware if type(m).__name__ != _SDK_SPANS]
-    if observer is not None:
-        server.middleware.insert(0, observer)
-
-
-_SDK_SPANS = "OpenTelemetryMiddleware"
-"""The SDK's own span middleware (`mcp.server._otel`, a private module: matched by name)."""

@@ -61,7 +61,22 @@ def resolve(entry: str) -> object:
     except ImportError as exc:
         raise LookupError(f"{entry}: no module {module_name}") from exc
     for part in qualified.split("."):
-        if not hasattr(found, part):
+        if hasattr(found, part):
+            found = getattr(found, part)
+        elif isinstance(found, type) and _set_in_init(found, part):
+            return found  # an instance attribute: the class that sets it
+        else:
             raise LookupError(f"{entry}: no {part!r}")
-        found = getattr(found, part)
     return found
+
+
+def _set_in_init(cls: type, name: str) -> bool:
+    """Whether `cls` (or a base) sets attribute `name` on its instances in `__init__` or declares it."""
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        code = getattr(init, "__code__", None)
+        if code is not None and name in code.co_names:
+            return True
+        if name in getattr(klass, "__annotations__", {}) or name in getattr(klass, "__slots__", ()):
+            return True
+    return False

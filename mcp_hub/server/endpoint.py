@@ -47,7 +47,8 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, InvalidCursor, UnknownName
 from mcp_hub.policy import PolicySet
-from mcp_hub.server.lane import CallLane
+from mcp_hub.sdk import runner as sdk_runner
+from mcp_hub.server.lane import CallLane, Observer
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.server.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
@@ -309,15 +310,23 @@ class Endpoint:
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
+        # The SDK's own span per message gives way to the hub's observer (`observe`), or to nothing.
+        sdk_runner.drop_sdk_spans(self.server)
         self.server.middleware.append(_translate_errors)
         self.server.middleware.append(self._answer_lists)
-        self.server.lane = CallLane(self.server, self.serve_call, [_translate_errors, self._answer_lists])
+        self.server.lane = CallLane(self.server, self.serve_call)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
         )
         self.server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
         )
+
+    def observe(self, observer: Observer) -> None:
+        """Let `observer` (a span, a measurement, an access line: chain/telemetry.py) see every client
+        request, outermost: lists and the rest as the server's first middleware, calls in the lane."""
+        self.server.middleware.insert(0, observer)
+        self.server.lane.observe(observer)
 
     # -- handlers -------------------------------------------------------------
 
@@ -514,7 +523,7 @@ class Endpoint:
         public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
         client = self._client_of(ctx) or self._register(ctx.session)
         client.subscriptions.add(public)
-        await self._subscriptions.add(_connection_of(ctx.session), mount, native)
+        await self._subscriptions.add(sdk_runner.connection_of(ctx.session), mount, native)
         return {}
 
     async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
@@ -522,7 +531,7 @@ class Endpoint:
         client = self._client_of(ctx)
         if client is not None:
             client.subscriptions.discard(public)
-        await self._subscriptions.remove(_connection_of(ctx.session), mount, native)
+        await self._subscriptions.remove(sdk_runner.connection_of(ctx.session), mount, native)
         return {}
 
     async def _listen(
@@ -577,7 +586,7 @@ class Endpoint:
             sole.arrived.set()
 
     async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-        key = _connection_of(ctx.session)
+        key = sdk_runner.connection_of(ctx.session)
         sole = self._sole is not None and self._sole.origin is not None and self._sole.origin.client_key is key
         for upstream in self._upstreams.values():
             await upstream.roots_changed(key, sole=sole)
@@ -606,7 +615,7 @@ class Endpoint:
         return sole.origin
 
     def _register(self, session: ServerSession) -> _Client:
-        connection = _connection_of(session)
+        connection = sdk_runner.connection_of(session)
         client = self._clients.get(connection)
         if client is None:
             client = self._clients[connection] = _Client(session)
@@ -622,7 +631,7 @@ class Endpoint:
     def _client_of(self, ctx: ServerRequestContext[Any, Any]) -> _Client | None:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return None
-        return self._clients.get(_connection_of(ctx.session))
+        return self._clients.get(sdk_runner.connection_of(ctx.session))
 
     async def broadcast_log(self, params: Mapping[str, Any]) -> None:
         """A server's log message that belongs to no one request: to every client at its level."""
@@ -695,7 +704,7 @@ class ClientOrigin:
         self._request_id = ctx.request_id if scoped else None
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         # The SDK exposes a handshake-era client's connection only here.
-        self._connection = None if self.modern else _connection_of(self._session)
+        self._connection = None if self.modern else sdk_runner.connection_of(self._session)
         self._key: Hashable | None = self._connection if not self.modern else self._authenticated(ctx)
 
     @staticmethod
@@ -851,10 +860,6 @@ def _merged_settings(first: Mapping[str, Any], second: Mapping[str, Any]) -> dic
     return merged
 
 
-def _connection_of(session: ServerSession) -> Connection:
-    return session._connection  # pyright: ignore[reportPrivateUsage]
-
-
 def session_connections(server: Server[Any]) -> Mapping[str | None, Connection]:
     """The hub's initialized handshake-era connections, by session id (see `_HubServer.connections`);
     none for another server."""
@@ -898,7 +903,9 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
     the request's `_meta`, or, in process (the SDK's direct dispatcher, which sends no token), with a
     progress callback on the request."""
     meta = (ctx.params or {}).get("_meta")
-    if (not isinstance(meta, dict) or meta.get("progressToken") is None) and not _has_progress_callback(ctx):
+    if (not isinstance(meta, dict) or meta.get("progressToken") is None) and not sdk_runner.has_progress_callback(
+        ctx.session
+    ):
         return None
     session = ctx.session
 
@@ -906,11 +913,3 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> ProgressFnT | None:
         await session.report_progress(progress, total, message)
 
     return relay
-
-
-def _has_progress_callback(ctx: ServerRequestContext[Any, Any]) -> bool:
-    """Whether the request came from an in-process client with a progress callback (which `report_progress`
-    calls directly)."""
-    outbound = getattr(ctx.session, "_request_outbound", None)
-    outbound = getattr(outbound, "_inner", outbound)  # under the 2026-07-28 era's no-server-requests wrapper
-    return getattr(outbound, "_on_progress", None) is not None

@@ -4,27 +4,29 @@
 the server's middleware anew, looks the handler up, and validates the params
 twice (against the version's surface, then into the handler's model). For the
 hub's calls (`tools/call`, `prompts/get`, `resources/read`) most of that is
-known in advance: the hub's middleware only turns its errors into JSON-RPC
-errors, and its handler reads the params as the client sent them.
+known in advance: the hub's own middleware only turns its errors into JSON-RPC
+errors and answers lists, and its handler reads the params as the client sent them.
 
 `CallLane.serve` does what remains, in the runner's order and with its errors,
-and with the runner's own pieces where they decide anything: the surface
-validation (INVALID_PARAMS for params the version does not allow), the context
-(so progress, log messages, questions and cancellation travel as before), the
+and with the runner's own pieces where they decide anything: the context (so
+progress, log messages, questions and cancellation travel as before), the
+surface validation (INVALID_PARAMS for params the version does not allow), the
 hub's handler with its errors translated, and the runner's shaping of the
 result for the connection's protocol version (cache hints, the version's sieve,
-the `serverInfo` stamp). Both eras are served here. A server whose middleware
-is not the hub's own alone (telemetry or an access log adds an observer, which
-sees each request) is served by the runner: `takes` says no.
+the `serverInfo` stamp). The observer of client requests (telemetry, the access
+log; see chain/telemetry.py), when there is one, wraps that as it wraps every
+other request. Every call of both eras and every door is served here, whatever
+the configuration; the doors take the lane once (`lane_of`) and ask it what
+serves each method (`CallLane.serving`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any
 
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
 from mcp.shared.dispatcher import DispatchContext, OnRequest
@@ -35,28 +37,35 @@ from mcp_types.methods import validate_client_request
 from pydantic import ValidationError
 
 from mcp_hub.errors import HubError
+from mcp_hub.sdk import runner as sdk_runner
 
 CALLS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods served here."""
 
+Observer = Callable[[ServerRequestContext[Any, Any], CallNext], Awaitable[HandlerResult]]
+"""A server middleware that sees each request and passes it on (chain/telemetry.py's `RequestObserver`)."""
+
 
 class CallLane:
-    """`server`'s calls, served by `serve_call` (a hub handler: params as sent, raises `HubError`) while the
-    server's middleware is `own` alone."""
+    """`server`'s calls, served by `serve_call` (a hub handler: params as sent, raises `HubError`)."""
 
     def __init__(
-        self,
-        server: Server[Any],
-        serve_call: Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]],
-        own: Sequence[Any],
+        self, server: Server[Any], serve_call: Callable[[ServerRequestContext[Any, Any]], Awaitable[dict[str, Any]]]
     ) -> None:
         self._server = server
         self._serve_call = serve_call
-        self._own = list(own)
+        self._observer: Observer | None = None
 
-    def takes(self, method: str) -> bool:
-        """Whether a request for `method` is served here."""
-        return method in CALLS and self._server.middleware == self._own
+    def observe(self, observer: Observer | None) -> None:
+        """Let `observer` see each call, as the server's outermost middleware sees every other request."""
+        self._observer = observer
+
+    def serving(self, runner: ServerRunner[Any], method: str) -> OnRequest:
+        """What serves a request for `method` on `runner`'s connection: this lane for a call, else the
+        runner."""
+        if method in CALLS:
+            return partial(self.serve, runner)
+        return runner.on_request
 
     async def serve(
         self,
@@ -69,24 +78,24 @@ class CallLane:
         protocol version. Raises what the runner raises: `MCPError`, or pydantic's `ValidationError` for
         params the version does not allow."""
         version = runner.connection.protocol_version
+        ctx = sdk_runner.make_context(runner, dctx, method, params, _request_meta(params), version)
+        if self._observer is None:
+            return await self._answer(runner, ctx)
+        result = await self._observer(ctx, partial(self._answer, runner))
+        assert isinstance(result, dict)  # `_answer`'s, passed through
+        return result
+
+    async def _answer(self, runner: ServerRunner[Any], ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        method, version = ctx.method, ctx.protocol_version
         try:
-            validate_client_request(method, version, params)
+            validate_client_request(method, version, ctx.params)
         except KeyError:
             raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data=method) from None
-        ctx = runner._make_context(dctx, method, params, _request_meta(params), version)  # pyright: ignore[reportPrivateUsage]
         try:
             result = await self._serve_call(ctx)
         except HubError as exc:
             raise exc.to_mcp() from None
-        return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]
-
-
-    def serving(self, runner: ServerRunner[Any], method: str) -> OnRequest:
-        """What serves a request for `method` on `runner`'s connection: this lane for a call it takes, else
-        the runner."""
-        if self.takes(method):
-            return partial(self.serve, runner)
-        return runner.on_request
+        return sdk_runner.serialize(runner, method, version, result)
 
 
 def lane_of(server: Server[Any]) -> CallLane | None:
@@ -97,8 +106,7 @@ def lane_of(server: Server[Any]) -> CallLane | None:
 
 
 def serving(lane: CallLane | None, runner: ServerRunner[Any], method: str) -> OnRequest:
-    """What serves a request for `method` on `runner`'s connection: `lane` for a call it takes, else the
-    runner."""
+    """What serves a request for `method` on `runner`'s connection: `lane` for a call, else the runner."""
     return lane.serving(runner, method) if lane is not None else runner.on_request
 
 
