@@ -1,9 +1,11 @@
 """What every link of the chain sees about one call, and how links are composed.
 
-A call flows `audit -> policy -> router`: each link is an object with
-`async __call__(ctx, call_next)`, composed once by `compose()`. The context is
-frozen; the one thing links tell each other is the `Verdict`, which the policy
-link fills in and the audit link reads when the call is over.
+A call flows `recorder -> audit -> policy -> router`: each link is an object
+with `async __call__(ctx, call_next)`, composed once by `compose()` (hub.py,
+which adds only the links that have work to do); the router (router.py,
+`Router.call`) is the last. The context is frozen; the one thing links tell
+each other is the `Verdict`, which the policy link fills in and the audit link
+reads when the call is over.
 """
 
 from __future__ import annotations
