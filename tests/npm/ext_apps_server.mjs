@@ -11,8 +11,13 @@
 
 import http from "node:http";
 
-import { EXTENSION_ID, getUiCapability, RESOURCE_MIME_TYPE, registerAppResource, registerAppTool } from
-  "@modelcontextprotocol/ext-apps/server";
+import {
+  EXTENSION_ID,
+  getUiCapability,
+  RESOURCE_MIME_TYPE,
+  registerAppResource,
+  registerAppTool,
+} from "@modelcontextprotocol/ext-apps/server";
 import { createMcpHandler, McpServer } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import { z } from "zod";
@@ -28,7 +33,10 @@ const HTML = `<!DOCTYPE html>
 `;
 
 function build() {
-  const server = new McpServer({ name: "ext-apps-charts", version: "1.0.0" }, { capabilities: { extensions: { [EXTENSION_ID]: {} } } });
+  const server = new McpServer(
+    { name: "ext-apps-charts", version: "1.0.0" },
+    { capabilities: { extensions: { [EXTENSION_ID]: {} } } },
+  );
 
   registerAppTool(
     server,
@@ -61,9 +69,12 @@ function build() {
     "ui_support",
     { description: "What this server heard of the client's MCP Apps support" },
     async (ctx) => {
+      // 2026-07-28: the request's envelope; the handshake era: what `initialize` declared.
+      const envelope = ctx.mcpReq.envelope ?? {};
       const capabilities =
-        ctx.mcpReq.envelope?.["io.modelcontextprotocol/clientCapabilities"] ?? server.server.getClientCapabilities();
-      return { content: [{ type: "text", text: JSON.stringify({ ui: getUiCapability(capabilities) ?? null, envelope: ctx.mcpReq.envelope ?? null }) }] };
+        envelope["io.modelcontextprotocol/clientCapabilities"] ?? server.server.getClientCapabilities();
+      const ui = getUiCapability(capabilities) ?? null;
+      return { content: [{ type: "text", text: JSON.stringify({ ui }) }] };
     },
   );
 
@@ -81,23 +92,32 @@ function build() {
   return server;
 }
 
+// Node's http server in front of the SDK's web-standard handler (what @modelcontextprotocol/node adapts).
 async function serveHttp() {
   const handler = createMcpHandler(build);
   const server = http.createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    const body = chunks.length ? Buffer.concat(chunks) : undefined;
-    const request = new Request(`http://${req.headers.host}${req.url}`, {
-      method: req.method,
-      headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]])),
-      body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
-    });
-    const response = await handler.fetch(request);
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    if (response.body) {
-      for await (const chunk of response.body) res.write(chunk);
+    const gone = new AbortController(); // the client went away: end what the handler streams to it
+    res.on("close", () => gone.abort());
+    try {
+      const chunks = [];
+      for await (const chunk of req) chunks.push(chunk);
+      const request = new Request(`http://${req.headers.host}${req.url}`, {
+        method: req.method,
+        headers: Object.entries(req.headers).flatMap(([k, v]) => [v].flat().map((x) => [k, x])),
+        body: req.method === "GET" || req.method === "HEAD" ? undefined : Buffer.concat(chunks),
+        signal: gone.signal,
+      });
+      const response = await handler.fetch(request);
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (response.body) {
+        for await (const chunk of response.body) res.write(chunk);
+      }
+      res.end();
+    } catch (error) {
+      if (!gone.signal.aborted) process.stderr.write(`request failed: ${error?.stack ?? error}\n`);
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
     }
-    res.end();
   });
   server.listen(0, "127.0.0.1", () => {
     process.stderr.write(`listening on http://127.0.0.1:${server.address().port}/mcp\n`);
