@@ -262,11 +262,15 @@ async def test_the_server_hears_the_hosts_mcp_apps_support(
     async with hub_client(hub, host, extensions=HOST) as client:
         with anyio.fail_after(20):
             support = await client.call_tool(f"{MOUNT}_ui_support", {})
-    heard = json.loads(support.content[0].text)["ui"]  # type: ignore[union-attr]
+    heard = json.loads(support.content[0].text)  # type: ignore[union-attr]
     transport, era = upstream
-    assert heard == (None if (transport, era) == ("http", "legacy") else {"mimeTypes": [MIME]})
+    assert heard["ui"] == (None if (transport, era) == ("http", "legacy") else {"mimeTypes": [MIME]})
     # Directly, in the era the hub speaks to the server, the server hears the same.
-    assert direct["auto" if era == "2026-07-28" else "legacy"].ui_support == heard
+    assert direct["auto" if era == "2026-07-28" else "legacy"].ui_support == heard["ui"]
+    if era == "2026-07-28":  # the host's own extensions, the one the hub knows nothing of included
+        assert heard["extensions"] == {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}
+    elif transport == "stdio":  # the shared session: what the hub carries
+        assert heard["extensions"] == {UI: {"mimeTypes": [MIME]}}
 
 
 async def test_the_hub_declares_mcp_apps_to_a_2026_host(hub: Hub, direct: dict[str, Seen]) -> None:

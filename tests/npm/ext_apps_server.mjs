@@ -7,7 +7,8 @@
 //                                       "listening on http://127.0.0.1:PORT/mcp" to stderr
 //
 // Tools: `show_chart` names its page `ui://charts/chart.html`; `refresh_chart` is app-only (the page calls
-// it); `ui_support` answers what the server heard of the client's MCP Apps support (getUiCapability).
+// it); `ui_support` answers what the server heard of the client's MCP Apps support (getUiCapability) and
+// the extensions the client declared.
 
 import http from "node:http";
 
@@ -74,7 +75,8 @@ function build() {
       const capabilities =
         envelope["io.modelcontextprotocol/clientCapabilities"] ?? server.server.getClientCapabilities();
       const ui = getUiCapability(capabilities) ?? null;
-      return { content: [{ type: "text", text: JSON.stringify({ ui }) }] };
+      const extensions = capabilities?.extensions ?? null;
+      return { content: [{ type: "text", text: JSON.stringify({ ui, extensions }) }] };
     },
   );
 
