@@ -21,10 +21,10 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-import mcp_hub.server.direct
+import mcp_hub.server.http.app
 from mcp_hub.hub import Hub
-from mcp_hub.server.lane import lane_of
 from mcp_hub.server.http import build_app
+from mcp_hub.server.lane import lane_of
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
 from tests.test_modern_http import read_answer
 from tests.test_resilience import JSON_HEADERS, MODERN_META
@@ -32,7 +32,7 @@ from tests.test_resilience import JSON_HEADERS, MODERN_META
 pytestmark = pytest.mark.anyio
 
 _WITHOUT_LANE = (
-    "import sys, mcp_hub.server.stdio as stdio; stdio.call_lane = lambda server: None; "
+    "import sys, mcp_hub.server.stdio as stdio; stdio.lane_of = lambda server: None; "
     "sys.argv[0] = 'mcp-hub'; from mcp_hub.cli import main; main()"
 )
 """The hub, launched with its lane for calls taken out: every request goes through the SDK's runner."""
@@ -198,7 +198,7 @@ async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClie
     async with running_hub(config) as hub:
         laned = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_hub.server.direct, "lane_of", lambda server: None)
+            patch.setattr(mcp_hub.server.http.app, "lane_of", lambda server: None)
             plain = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(laned) as laned_base, serve_app(plain) as plain_base, httpx2.AsyncClient() as http:
             sessions = []

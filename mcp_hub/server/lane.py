@@ -80,7 +80,6 @@ class CallLane:
             raise exc.to_mcp() from None
         return runner._serialize(method, version, result)  # pyright: ignore[reportPrivateUsage]
 
-
     def serving(self, runner: ServerRunner[Any], method: str) -> OnRequest:
         """What serves a request for `method` on `runner`'s connection: this lane for a call it takes, else
         the runner."""
