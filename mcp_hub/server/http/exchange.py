@@ -111,8 +111,8 @@ Outcome = tuple[dict[str, Any] | None, ErrorData | None]
 
 class Exchange:
     """One request served in the POST's task, and its answer: JSON, or an SSE stream once the request sends
-    the client something on its way (`_opening`) or `WINDOW` passes (`_window`). A client gone before its
-    answer cancels the request (`_cancel`).
+    the client something on its way or `WINDOW` passes (`_window`). A client gone before its answer cancels
+    the request (`_cancel`).
 
     An era's door says how: `_window` (what the window passing does), `_cancel` (how its request is
     cancelled), `_answer` (how an outcome is written, as JSON or at the end of the stream) and `_finish`
