@@ -21,7 +21,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-import mcp_hub.server.direct
+import mcp_hub.server.http.app
 from mcp_hub.server.http import build_app
 from mcp_hub.server.lane import CallLane
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
@@ -216,7 +216,7 @@ async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClie
     async with running_hub(config) as hub:
         laned = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_hub.server.direct, "lane_of", lambda server: None)
+            patch.setattr(mcp_hub.server.http.app, "lane_of", lambda server: None)
             plain = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(laned) as laned_base, serve_app(plain) as plain_base, httpx2.AsyncClient() as http:
             sessions = []

@@ -20,12 +20,12 @@ from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp_types import ClientCapabilities
 
-import mcp_hub.server.http
+import mcp_hub.server.http.app
 from mcp_hub.hub import Hub
-from mcp_hub.server import deferred
 from mcp_hub.server.endpoint import relayed_capabilities
 from mcp_hub.server.http import build_app
-from mcp_hub.server.modern import KEPT_BYTES, Envelopes
+from mcp_hub.server.http import exchange as deferred
+from mcp_hub.server.serving import KEPT_BYTES, Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call
 
@@ -40,7 +40,7 @@ async def two_entries(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient,
     async with running_hub(config) as hub:
         hub_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(mcp_hub.server.http, "ModernRequests", lambda app, *_: app)
+            patch.setattr(mcp_hub.server.http.app, "ModernRequests", lambda *_: None)
             sdk_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(hub_app) as hub_base, serve_app(sdk_app) as sdk_base, httpx2.AsyncClient() as http:
             yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"

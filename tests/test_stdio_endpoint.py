@@ -193,7 +193,7 @@ async def _read_all(lines: _Lines) -> list[str]:
 async def test_lines_are_whole_in_order_and_those_taken_stay_with_the_taker() -> None:
     lines = _Lines(asyncio.get_running_loop())
     taker = _Taker()
-    lines.direct = taker  # type: ignore[assignment]
+    lines.requests = taker  # type: ignore[assignment]
     lines.connection_made(_Pipe())
     for chunk in [b'{"a":1}\n{"mine":1}\n{"b"', b":2}", b'\n{"mine"', b":2}\n{\xc3\xa9}\n", b'{"last":3}']:
         lines.data_received(chunk)

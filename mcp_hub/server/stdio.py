@@ -23,15 +23,12 @@ import contextlib
 import logging
 import os
 import stat
-import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from functools import partial
 from typing import Any, BinaryIO
 from weakref import WeakKeyDictionary
 
 import anyio
-import mcp.server.stdio
-import pydantic_core
 from mcp.server.connection import Connection, NotifyOnlyOutbound
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import ServerRunner
@@ -41,7 +38,6 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
 from mcp.shared.jsonrpc_dispatcher import (
     JSONRPCDispatcher,
-    cancelled_request_id_from_params,
     progress_token_from_params,
 )
 from mcp.shared.message import SessionMessage
@@ -50,19 +46,22 @@ from mcp_types import JSONRPCRequest, RequestId
 
 from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope, on_asyncio
-from mcp_hub.server.direct import (
-    Cancellable,
-    Watched,
+from mcp_hub.sdk import server as sdk_server
+from mcp_hub.sdk.server import Cancellable, HandshakeContext
+from mcp_hub.server.endpoint import client_opened, session_connections
+from mcp_hub.server.lane import lane_of, serving
+from mcp_hub.server.serving import (
+    Envelopes,
+    ModernContext,
+    cancelled_id_of,
     encode_answer,
     has_modern_envelope,
-    in_flight,
+    notification,
     request_of,
     run_request,
     runner_for,
+    serve_modern,
 )
-from mcp_hub.server.endpoint import client_opened, session_connections
-from mcp_hub.server.lane import lane_of, serving
-from mcp_hub.server.modern import Envelopes, ModernContext, notification, serve_modern
 from mcp_hub.streams import Incoming, LineStart, ReadStreamBase
 
 logger = logging.getLogger("mcp_hub.server")
@@ -76,33 +75,24 @@ async def stdio_endpoint(server: Server[Any], lifespan_state: Any) -> AsyncItera
     """`(read_stream, write_stream)` for serving `server` over the process's standard input and output.
 
     On the event loop's pipes, a client's requests are served past the SDK's message
-    loop (`_DirectRequests`), with `lifespan_state`: a handshake-era client's once it
+    loop (`StdioRequests`), with `lifespan_state`: a handshake-era client's once it
     has initialized, a 2026-07-28 client's after its first.
     """
-    claim = getattr(mcp.server.stdio, "_claim_fd", None)
-    if claim is None or not _is_stream(0) or not _is_stream(1) or not on_asyncio():
-        async with stdio_server() as (read_stream, write_stream):
-            yield _EraWatch(read_stream, partial(client_opened, server)), write_stream
-        return
     with contextlib.ExitStack() as claims:
-        stdin_file = _claimed(claims, claim, 0, sys.stdin, "rb", mcp.server.stdio._open_stdin_diversion)  # pyright: ignore[reportPrivateUsage]
-        stdout_file = _claimed(claims, claim, 1, sys.stdout, "wb", mcp.server.stdio._open_stdout_diversion)  # pyright: ignore[reportPrivateUsage]
-        async with _pipes(stdin_file, stdout_file) as (lines, output):
+        on_pipes = _is_stream(0) and _is_stream(1) and on_asyncio()
+        claimed = sdk_server.claim_stdio(claims) if on_pipes else None
+        if claimed is None:
+            async with stdio_server() as (read_stream, write_stream):
+                yield _EraWatch(read_stream, partial(client_opened, server)), write_stream
+            return
+        async with _pipes(*claimed) as (lines, output):
             tasks = _Tasks()
-            lines.direct = direct = _DirectRequests(server, lifespan_state, tasks, output)
+            lines.requests = requests = StdioRequests(server, lifespan_state, tasks, output)
             try:
-                async with stdio_server(stdin=lines, stdout=output) as (read_stream, write_stream):  # pyright: ignore[reportArgumentType]
-                    yield _EraWatch(read_stream, direct.opened), write_stream
+                async with stdio_server(stdin=lines, stdout=output) as (read_stream, write_stream):  # type: ignore[arg-type]
+                    yield _EraWatch(read_stream, requests.opened), write_stream
             finally:
                 await tasks.aclose()
-
-
-def _claimed(claims: contextlib.ExitStack, claim: Any, fd: int, *args: Any) -> BinaryIO:
-    """Claim standard stream `fd` with the SDK's `_claim_fd`: its private duplicate, released on exit."""
-    file, release = claim(fd, *args)
-    if release is not None:
-        claims.callback(release)
-    return file
 
 
 def _is_stream(fd: int) -> bool:
@@ -136,9 +126,9 @@ async def _pipes(stdin_file: BinaryIO, stdout_file: BinaryIO) -> AsyncIterator[t
 
 
 class _Lines(asyncio.Protocol):
-    """Standard input as the text lines `stdio_server` iterates over, less those `direct` takes.
+    """Standard input as the text lines `stdio_server` iterates over, less those `requests` takes.
 
-    Each whole line is offered to `direct` as it arrives, in the event loop's callback: a request
+    Each whole line is offered to `requests` as it arrives, in the event loop's callback: a request
     served past the SDK's loop starts without waking a reader task first. The lines left to the
     SDK wait here, in order, for its reader; while they hold more than `MAX_LINE_BYTES`, the pipe
     is not read.
@@ -146,7 +136,7 @@ class _Lines(asyncio.Protocol):
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.direct: _DirectRequests | None = None
+        self.requests: StdioRequests | None = None
         self._transport: asyncio.ReadTransport | None = None
         self._start = LineStart(MAX_LINE_BYTES)
         self._pending: collections.deque[bytes] = collections.deque()
@@ -196,7 +186,7 @@ class _Lines(asyncio.Protocol):
         return line
 
     def _line(self, line: bytes) -> None:
-        if self.direct is not None and self.direct.take(line):
+        if self.requests is not None and self.requests.take(line):
             return
         self._pending.append(line)
         self._pending_bytes += len(line)
@@ -272,7 +262,7 @@ class _Tasks:
                 await asyncio.wait(running)
 
 
-class _DirectRequests:
+class StdioRequests:
     """A client's requests, served past the SDK's message loop.
 
     The SDK's loop takes each message from standard input through three tasks and
@@ -320,10 +310,10 @@ class _DirectRequests:
     def take(self, line: bytes) -> bool:
         """Serve `line` here if it is a request this serves (True); else leave it to the SDK (False)."""
         if self._modern is not None:
-            return self._take_modern(line) if self._modern else self._take_legacy(line)
+            return self._take_modern(line) if self._modern else self._take_handshake(line)
         return False
 
-    def _take_legacy(self, line: bytes) -> bool:
+    def _take_handshake(self, line: bytes) -> bool:
         connection = self._connections.get(None)
         if connection is None or not connection.initialize_accepted or b'"method"' not in line:
             return False
@@ -333,25 +323,25 @@ class _DirectRequests:
             message is None
             or not isinstance(dispatcher, JSONRPCDispatcher)
             or has_modern_envelope(message.get("params"))
-            or in_flight(dispatcher, message["id"])
+            or sdk_server.in_flight(dispatcher, message["id"])
         ):
             return False
-        dctx = Watched(
-            transport=dispatcher._transport_builder(None),  # pyright: ignore[reportPrivateUsage]
-            _dispatcher=dispatcher,
-            _request_id=message["id"],
-            _progress_token=progress_token_from_params(message.get("params")),
+        dctx = sdk_server.handshake_context(
+            dispatcher, message["id"], progress_token_from_params(message.get("params"))
         )
         scope = cancel_scope()
         held = Cancellable(dispatcher, dctx, scope)  # from now on, the client can cancel it
         runner = runner_for(self._runners, self._server, connection, self._lifespan)
-        self._tasks.start(self._serve(serving(self._lane, runner, message["method"]), dctx, scope, held, message))
+        self._tasks.start(
+            self._serve(serving(self._lane, runner, message["method"]), dispatcher, dctx, scope, held, message)
+        )
         return True
 
     async def _serve(
         self,
         on_request: OnRequest,
-        dctx: Watched,
+        dispatcher: JSONRPCDispatcher[Any],
+        dctx: HandshakeContext,
         scope: anyio.CancelScope,
         held: Cancellable,
         message: dict[str, Any],
@@ -364,10 +354,10 @@ class _DirectRequests:
         if not dctx.sent:
             await self._output.send_line(encode_answer(request_id, result, error, line=True))
         elif error is not None:
-            await dctx._dispatcher._write_error(request_id, error)  # pyright: ignore[reportPrivateUsage]
+            await sdk_server.write_error(dispatcher, request_id, error)
         else:
             assert result is not None
-            await dctx._dispatcher._write_result(request_id, result)  # pyright: ignore[reportPrivateUsage]
+            await sdk_server.write_result(dispatcher, request_id, result)
 
     def _take_modern(self, line: bytes) -> bool:
         """A 2026-07-28 request, run as the SDK's modern loop runs it: `serve_one` with a connection of its own
@@ -398,13 +388,7 @@ class _DirectRequests:
 
     def _cancelled(self, line: bytes) -> bool:
         """The client's `notifications/cancelled` for a request served here (True): it stops, unanswered."""
-        try:
-            message = pydantic_core.from_json(line)
-        except ValueError:
-            return False
-        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
-            return False
-        request_id = cancelled_request_id_from_params(message.get("params"))
+        request_id = cancelled_id_of(line)
         dctx = self._modern_flight.get(coerce_request_id(request_id)) if request_id is not None else None
         if dctx is None:
             return False
@@ -416,7 +400,9 @@ class _DirectRequests:
         self, connection: Connection, dctx: ModernContext, key: RequestId, method: str, params: dict[str, Any] | None
     ) -> None:
         try:
-            result, error = await serve_modern(self._server, dctx, method, params, connection, self._lifespan)
+            result, error = await serve_modern(
+                self._server, self._lane, dctx, method, params, connection, self._lifespan
+            )
         finally:
             if self._modern_flight.get(key) is dctx:
                 del self._modern_flight[key]

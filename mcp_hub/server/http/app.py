@@ -1,21 +1,19 @@
 """Streamable HTTP: the MCP endpoint, `/healthz` and `/readyz` in one Starlette app.
 
+A POST to the MCP endpoint goes, by its headers (read once, by `Doors`), to one of three doors:
+a 2026-07-28 request to modern.py, a request on an established handshake-era session to
+handshake.py, anything else to the SDK's own path (sdk_path.py). A door that finds it cannot
+serve a request as the SDK would hands it to the SDK's path, body and all.
+
 With API keys configured, every request to the MCP endpoint must carry one
 (`Authorization: Bearer KEY` or `X-API-Key: KEY`); the key's name becomes the
 request's principal, which the policy maps to a profile. Without keys, HTTP
 clients are the principal "anonymous".
-
-The SDK answers a POST as an SSE stream, encoded by sse-starlette; its encoder
-scans an event's data for line breaks with a regular expression (about 7 ms for
-a 1 MB tool result). `_split_sse_lines_fast` lets it skip that scan for data
-without line breaks (the SDK's events are JSON, which has none), with the same
-bytes on the wire.
 """
 
 from __future__ import annotations
 
 import hmac
-import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,7 +25,7 @@ from mcp.server.streamable_http_manager import (
     StreamableHTTPSessionManager,
 )
 from mcp.server.transport_security import TransportSecuritySettings
-from sse_starlette.event import ServerSentEvent
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -35,13 +33,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_hub.server.cors import BrowserOrigins
-from mcp_hub.server.deferred import defer_sse_for_posts
-from mcp_hub.server.direct import DirectRequests
-from mcp_hub.server.disconnect import CancelOnDisconnect
+from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
-from mcp_hub.server.fields import FieldValues
-from mcp_hub.server.modern import ModernRequests
+from mcp_hub.server.http.cors import BrowserOrigins
+from mcp_hub.server.http.fields import FieldValues
+from mcp_hub.server.http.handshake import HandshakeRequests
+from mcp_hub.server.http.modern import ModernRequests
+from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
+from mcp_hub.server.lane import lane_of
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -52,43 +51,6 @@ The SDK's default, 4 MiB, would refuse a tool call carrying a document or an
 image that the server behind the hub takes; a stdio server's answers may be
 twice this large (`upstream.transports.MAX_LINE_BYTES`).
 """
-
-
-def _split_sse_lines_fast() -> None:
-    """Let sse-starlette's `ServerSentEvent.encode` skip its line split for data without line breaks.
-
-    It splits every event's data (and cleans its id and event name) with the
-    class's `_LINE_SEP_EXPR`, `\\r\\n|\\r|\\n`, which takes time to scan even text
-    that has no line break: about 7 ms for a 1 MB tool result, where looking for
-    the two characters takes 0.03 ms. The change is process-wide, and in the
-    hub's process the only SSE server is its own endpoint. The pattern is
-    rebound only while it is still that one, to `_LineBreaks`, which answers
-    text without line breaks at once and hands any other to the pattern, so
-    every event is encoded exactly as before.
-    """
-    pattern = getattr(ServerSentEvent, "_LINE_SEP_EXPR", None)
-    if isinstance(pattern, re.Pattern) and pattern.pattern == r"\r\n|\r|\n":
-        ServerSentEvent._LINE_SEP_EXPR = _LineBreaks(pattern)  # type: ignore[assignment]  # pyright: ignore[reportAttributeAccessIssue]
-
-
-class _LineBreaks:
-    """`split` and `sub` of a line-break pattern, without a regular expression scan of text that has no line break."""
-
-    def __init__(self, pattern: re.Pattern[str]) -> None:
-        self._pattern = pattern
-
-    def split(self, text: str, maxsplit: int = 0) -> list[str | Any]:
-        if "\n" in text or "\r" in text:
-            return self._pattern.split(text, maxsplit)
-        return [text]
-
-    def sub(self, repl: str, text: str, count: int = 0) -> str:
-        if "\n" in text or "\r" in text:
-            return self._pattern.sub(repl, text, count)
-        return text
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pattern, name)
 
 
 class ApiKeys:
@@ -160,7 +122,7 @@ def build_app(
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
     """
-    _split_sse_lines_fast()
+    sdk_server.install()  # the SSE encoder's fast line split (sdk/server.py)
     defer_sse_for_posts()
     security = None
     if host in _LOOPBACK:
@@ -190,9 +152,15 @@ def build_app(
         async with manager.run():
             yield
 
-    endpoint: ASGIApp = CancelOnDisconnect(StreamableHTTPASGIApp(manager))
-    endpoint = DirectRequests(endpoint, manager, session_connections(server), max_request_body)
-    endpoint = ModernRequests(endpoint, manager, max_request_body)
+    sdk = StreamableHTTPASGIApp(manager)
+    sdk_path = SdkPath(sdk)
+    lane = lane_of(server)
+    endpoint: ASGIApp = Doors(
+        sdk,
+        sdk_path,
+        HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
+        None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
+    )
     if api_keys:
         endpoint = ApiKeys(endpoint, api_keys)
     if cors_origins:
@@ -207,6 +175,57 @@ def build_app(
         lifespan=lifespan,
     )
     return _Front(app, path, endpoint)
+
+
+class Doors:
+    """Pure ASGI app: a POST to the MCP endpoint, to the door its headers (read once) choose.
+
+    - A 2026-07-28 version (`MCP-Protocol-Version`), no `Mcp-*` header repeated: `modern`.
+    - An `Mcp-Session-Id`, with a handshake-era version or none: `handshake`.
+    - Anything else, and what a door does not serve: the SDK's path (`sdk_path`; other methods: `sdk`).
+    """
+
+    def __init__(
+        self, sdk: ASGIApp, sdk_path: SdkPath, handshake: HandshakeRequests, modern: ModernRequests | None
+    ) -> None:
+        self._sdk = sdk
+        self._sdk_path = sdk_path
+        self._handshake = handshake
+        self._modern = modern
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self._sdk(scope, receive, send)
+            return
+        headers: dict[str, str] = {}
+        repeated = False
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1")
+            if name in headers:
+                repeated = repeated or name.startswith("mcp-")
+                continue
+            headers[name] = value.decode("latin-1")
+        if repeated:  # the handshake door reads the last of each (the modern one takes none)
+            session_id, version = _last_session_headers(scope)
+        else:
+            session_id, version = headers.get("mcp-session-id"), headers.get("mcp-protocol-version")
+        if version in MODERN_PROTOCOL_VERSIONS and not repeated and self._modern is not None:
+            await self._modern.serve(scope, receive, send, headers)
+        elif session_id is not None and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
+            await self._handshake.serve(scope, receive, send, session_id)
+        else:
+            await self._sdk_path.serve(scope, receive, send, session_id is not None)
+
+
+def _last_session_headers(scope: Scope) -> tuple[str | None, str | None]:
+    """The last `Mcp-Session-Id` and `MCP-Protocol-Version` of a request that repeats a header."""
+    session_id = version = None
+    for key, value in scope["headers"]:
+        if key == b"mcp-session-id":
+            session_id = value.decode("latin-1")
+        elif key == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+    return session_id, version
 
 
 class _Front:
