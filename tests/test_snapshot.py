@@ -24,6 +24,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
+from mcp_hub.importer import import_client_config
 from mcp_hub.upstream import State
 from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS
@@ -349,6 +350,15 @@ async def test_false_keeps_no_snapshot_anywhere(tmp_path: Path, state: Path) -> 
     assert not hub.snapshot.enabled and hub.catalog.view("tools").items == ()
     assert not state.exists()
     assert files_under(tmp_path) == {"hub.toml"}
+
+
+def test_a_config_written_by_import_keeps_its_snapshot_in_the_state_folder(tmp_path: Path, state: Path) -> None:
+    claude = {"mcpServers": {"a": {"command": sys.executable, "args": fixture_server("a")["args"]}}}
+    config = tmp_path / "hub.toml"
+    config.write_text(import_client_config(json.dumps(claude), "claude_desktop_config.json").as_string())
+    assert "catalog_snapshot" not in config.read_text(encoding="utf-8")
+    path = Hub(load_config(config)).snapshot.path
+    assert path is not None and path.parent == state / "mcp-hub" / "catalogs"
 
 
 def test_a_config_that_did_not_come_from_a_file_keeps_no_snapshot(state: Path) -> None:
