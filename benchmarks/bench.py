@@ -280,7 +280,9 @@ def http_client(url: str, mode: str = LEGACY) -> Client:
 
 def stdio_client_for(command: Sequence[str], errlog: TextIO, mode: str = LEGACY, cwd: Path = ROOT) -> Client:
     """The SDK client over stdio to a child it launches in `cwd`; the child's stderr goes to `errlog`."""
-    env = {**get_default_environment(), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]}  # see main()
+    # A hub launched here keeps its catalog snapshot where the benchmark's own hubs do (see main()).
+    state = {"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]} if "XDG_STATE_HOME" in os.environ else {}
+    env = {**get_default_environment(), **state}
     params = StdioServerParameters(command=command[0], args=list(command[1:]), cwd=cwd, env=env)
     return Client(stdio_client(params, errlog=errlog), mode=mode, cache=None)
 
