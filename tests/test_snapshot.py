@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
@@ -26,7 +26,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config
 from mcp_hub.upstream import State
-from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, hub_environment, running_hub, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -341,6 +341,29 @@ async def test_by_default_each_config_has_its_own_snapshot_in_the_state_folder(t
         assert hub.upstreams["a"].state == State.STARTING
         assert await tool_names(client) == {f"a_{n}" for n in BASE_NAMES}
         gate.touch()  # let the child start, so the hub stops it cleanly
+
+
+async def test_a_hub_launched_over_stdio_lists_every_tool_at_once_from_its_second_start(
+    tmp_path: Path, state: Path
+) -> None:
+    """As Claude Desktop runs it: `mcp-hub serve` over stdio, nothing about the snapshot in hub.toml."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    config = write_config(tmp_path / "hub.toml", {"a": gated_server("a", gate), "b": gated_server("b", gate)})
+    hub = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], env=hub_environment()
+    )
+    everything = {f"{m}_{n}" for m in ("a", "b") for n in BASE_NAMES}
+    async with Client(hub, mode="legacy", cache=None) as client:
+        assert await tool_names(client) == everything  # the first start waits for its servers
+    await wait_for(lambda: _true_when(len(kept(state)) == 1))
+
+    gate.unlink()
+    with anyio.fail_after(30):
+        async with Client(hub, mode="legacy", cache=None) as client:
+            assert await tool_names(client) == everything  # neither server has started
+            assert not gate.exists()
+            gate.touch()  # let the children start, so the hub stops them cleanly
 
 
 async def test_false_keeps_no_snapshot_anywhere(tmp_path: Path, state: Path) -> None:
