@@ -17,6 +17,7 @@ two separate runs of `bench.py`: the revisions share every round.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -75,6 +76,7 @@ def main() -> None:
         if not (checkout / "mcp_hub" / "__init__.py").is_file():
             parser.error(f"{checkout}: not a tree of this repository (no mcp_hub/__init__.py)")
     with tempfile.TemporaryDirectory(prefix="mcp-hub-ab-") as tmp:
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the hubs' catalog snapshots: not the user's
         anyio.run(run, [c.resolve() for c in args.checkouts], args.era, args.rounds, args.calls, Path(tmp))
 
 

@@ -193,8 +193,9 @@ def _tools(args: argparse.Namespace) -> int:
 
 
 async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """Start the hub, let every mount connect (or fail), report, and stop."""
-    hub = Hub(config)
+    """Start the hub, let every mount connect (or fail), report, and stop: what the servers list now, not
+    what the catalog snapshot remembers (which it leaves as it is)."""
+    hub = Hub(config.model_copy(update={"hub": config.hub.model_copy(update={"catalog_snapshot": False})}))
     settle = max((s.connect_timeout for s in config.enabled_servers().values()), default=0) + 1
     async with hub.running():
         await hub.wait_settled(settle)

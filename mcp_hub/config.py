@@ -70,14 +70,21 @@ class HubSettings(BaseModel):
     startup_grace: float = Field(default=10.0, ge=0)
     """Seconds after start-up during which a list waits for the servers still starting, and a call for the
     server it names (see startup.py); 0: answer at once with what has arrived."""
-    catalog_snapshot: str = ""
-    """The file the hub keeps its last known catalog in, to serve at start-up before the servers
-    connect (relative paths: from hub.toml's folder); empty: no snapshot."""
+    catalog_snapshot: bool | str = True
+    """Where the hub keeps its last known catalog, to serve at start-up before the servers connect:
+    true: a file of this hub.toml's own in the user's state folder (see snapshot.py); a path: that file
+    (relative paths: from hub.toml's folder); false: no snapshot."""
 
-    @field_validator("catalog_snapshot")
+    @field_validator("catalog_snapshot", mode="before")
     @classmethod
-    def _names_a_file(cls, path: str) -> str:
-        if path and (path.endswith("/") or Path(path).name in ("", ".", "..")):
+    def _names_a_file(cls, path: Any) -> Any:
+        if not isinstance(path, bool | str) or path == "":
+            got = "an empty string" if path == "" else _describe(path)
+            raise rule_error(
+                f"catalog_snapshot is true (a file in the user's state folder, the default), false (no snapshot) "
+                f'or the path of a file, like "state/catalog.json"; got {got}'
+            )
+        if isinstance(path, str) and (path.endswith("/") or Path(path).name in ("", ".", "..")):
             folder = path.rstrip("/") or "."
             raise rule_error(f'catalog_snapshot names a folder; name a file in it, like "{folder}/catalog.json"')
         return path
@@ -438,7 +445,7 @@ class HubConfig(BaseModel):
     @model_validator(mode="after")
     def _snapshot_has_its_own_file(self) -> HubConfig:
         """The snapshot is rewritten at will: it must not be a file the hub reads or keeps for other uses."""
-        if not self.hub.catalog_snapshot:
+        if not isinstance(self.hub.catalog_snapshot, str):  # true: a file in the user's state folder
             return self
         snapshot = os.path.normpath(self.relative(self.hub.catalog_snapshot))
         others = {

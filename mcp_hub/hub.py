@@ -1,8 +1,8 @@
 """The composition root: config in, a running hub out.
 
 `Hub` wires the catalog, the router, one supervisor per mount and the
-downstream endpoint, and owns the task group they all run in. With
-`[hub] catalog_snapshot`, the catalog starts out as the last known one (see
+downstream endpoint, and owns the task group they all run in. Unless
+`[hub] catalog_snapshot = false`, the catalog starts out as the last known one (see
 snapshot.py), and the stdio mounts it lists start a few at a time. Leaving
 `Hub.running()` cancels every supervisor, and with it every upstream
 connection: stdio children are shut down and reaped by the SDK's transport
@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
@@ -26,7 +27,7 @@ from mcp.server.runner import serve_dual_era_loop
 from mcp_hub import sdk
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
-from mcp_hub.catalog.snapshot import CatalogSnapshot
+from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
@@ -57,8 +58,7 @@ class Hub:
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
-        snapshot = config.hub.catalog_snapshot
-        self.snapshot = CatalogSnapshot(config.relative(snapshot) if snapshot else None, servers)
+        self.snapshot = CatalogSnapshot(snapshot_path(config), servers, str(Path(config.path).resolve()))
         # The last known catalog, listed until each mount connects and lists its own.
         listed = self.snapshot.load()
         self.catalog.update_many(listed)

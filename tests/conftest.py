@@ -9,9 +9,10 @@ clients are `mcp.Client`, connected in-process, over HTTP, or over stdio.
 from __future__ import annotations
 
 import gc
+import os
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import tomlkit
 import uvicorn
 from hypothesis import settings
 from mcp import Client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.config import HubConfig, load_config
@@ -41,6 +43,28 @@ EVERYTHING = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "mcp-server-ever
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The user's state folder, where hubs keep their last known catalog by default, is a temporary one for
+    the whole session (platformdirs takes `XDG_STATE_HOME` on Linux): no test writes into the real one. Hubs
+    started as child processes inherit it (see `hub_environment`)."""
+    folder = tmp_path_factory.mktemp("state")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(folder))
+        yield folder
+
+
+def hub_environment(**extra: str) -> dict[str, str]:
+    """The environment for `mcp-hub serve` as a test's stdio child: what the SDK gives a stdio child, this
+    checkout's hub (not an installed one) and the session's state folder, plus `extra`."""
+    return {
+        **get_default_environment(),
+        "PYTHONPATH": str(ROOT),
+        "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"],
+        **extra,
+    }
 
 
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:

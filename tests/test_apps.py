@@ -18,14 +18,22 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import advertise
-from mcp.client.stdio import get_default_environment
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.catalog import naming
 from mcp_hub.config import load_config
 from mcp_hub.server.endpoint import merged_extensions
 from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, fixture_server, hub_client, make_config, running_hub, serve_app, write_config
+from tests.conftest import (
+    ROOT,
+    fixture_server,
+    hub_client,
+    hub_environment,
+    make_config,
+    running_hub,
+    serve_app,
+    write_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -311,7 +319,7 @@ async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_
         command=sys.executable,
         args=["-m", "mcp_hub", "serve", "--config", str(config)],
         cwd=str(tmp_path),
-        env={**get_default_environment(), "PYTHONPATH": str(ROOT)},  # this checkout's hub, not an installed one
+        env=hub_environment(),
     )
     async with Client(params, mode=host_era, cache=None, extensions=HOST) as host:
         with anyio.fail_after(30):

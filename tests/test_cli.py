@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcp_hub.catalog.snapshot import fingerprint
+from mcp_hub.config import load_config
 from tests.conftest import ROOT, fixture_server, write_config
 from tests.servers.fixture import BASE_TOOLS
 
@@ -104,6 +106,24 @@ def test_tools_prints_the_merged_catalog(tmp_path: Path) -> None:
 
     text = mcp_hub("tools", "--config", str(config))
     assert "a_echo  Echo the text back" in text.stdout
+
+
+def test_tools_lists_what_the_servers_offer_now_not_the_catalog_snapshot(tmp_path: Path) -> None:
+    """A server that once listed `ghost` and now fails to start: its remembered tools are not reported."""
+    config = write_config(
+        tmp_path / "hub.toml", {"a": fixture_server("a", "--exit-on-start")}, catalog_snapshot="catalog.json"
+    )
+    remembered = {"fingerprint": fingerprint(load_config(config).servers["a"]), "tools": [GHOST]}
+    snapshot = tmp_path / "catalog.json"
+    snapshot.write_text(json.dumps({"version": 1, "mounts": {"a": remembered}}), encoding="utf-8")
+    result = mcp_hub("tools", "--config", str(config), "--json")
+    assert result.returncode == 1
+    assert "server 'a' is down" in result.stderr
+    assert json.loads(result.stdout)["tools"] == []
+    assert json.loads(snapshot.read_text(encoding="utf-8"))["mounts"]["a"]["tools"] == [GHOST]  # left as it was
+
+
+GHOST = {"name": "ghost", "inputSchema": {"type": "object"}}
 
 
 def test_import_converts_a_claude_desktop_config(tmp_path: Path) -> None:

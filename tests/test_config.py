@@ -80,7 +80,7 @@ def test_full_example_loads() -> None:
         "log_level": "debug",
         "access_log": False,
         "startup_grace": 10.0,
-        "catalog_snapshot": "",
+        "catalog_snapshot": True,
     }
     assert config.http.model_dump() == {
         "host": "0.0.0.0",
@@ -111,7 +111,7 @@ def test_defaults() -> None:
         "log_level": "info",
         "access_log": False,
         "startup_grace": 10.0,
-        "catalog_snapshot": "",
+        "catalog_snapshot": True,
     }
     assert config.http.model_dump() == {
         "host": "127.0.0.1",
@@ -195,7 +195,8 @@ ERRORS = [
     ("[hub]\npage_size = 1.5", "hub.page_size", ["valid integer", "got 1.5"]),
     ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),
     ("[hub]\nname = 3", "hub.name", ["valid string", "put it in quotes"]),
-    ("[hub]\ncatalog_snapshot = true", "hub.catalog_snapshot", ["valid string", "got true"]),
+    ("[hub]\ncatalog_snapshot = 3", "hub.catalog_snapshot", ["true (a file in the user's state folder", "got 3"]),
+    ("[hub]\ncatalog_snapshot = ''", "hub.catalog_snapshot", ["false (no snapshot)", "got an empty string"]),
     ("[hub]\nstartup_grace = -1", "hub.startup_grace", ["greater than or equal to 0"]),
     ("[hub]\ncatalog_snapshot = 'state/'", "hub.catalog_snapshot", ["names a folder", '"state/catalog.json"']),
     ("[hub]\ncatalog_snapshot = '.'", "hub.catalog_snapshot", ["names a folder", '"./catalog.json"']),

@@ -657,7 +657,7 @@ async def test_a_stdio_client_lists_the_corpus_right_after_connecting(
     hub_process = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mcp_hub", "serve", "--config", str(config)],
-        env={"PYTHONPATH": str(ROOT)},
+        env={"PYTHONPATH": str(ROOT), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]},
         cwd=str(tmp_path),
     )
     with anyio.fail_after(STDIO_HUB_GRACE + 30):

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
 
 from mcp_hub.hub import Hub
-from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, hub_environment, make_config, running_hub, wait_for, write_config
 from tests.test_resilience import legacy_session
 
 pytestmark = pytest.mark.anyio
@@ -169,7 +169,7 @@ def _hub_command(config: Path, *extra: str) -> list[str]:
 async def test_stdio_hub_reaps_children_when_the_client_goes_away(tmp_path: Path) -> None:
     config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
     command, *args = _hub_command(config)
-    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path))
+    params = StdioServerParameters(command=command, args=args, cwd=str(tmp_path), env=hub_environment())
     async with Client(params, mode="legacy", cache=None) as client:
 
         async def both_up() -> bool:

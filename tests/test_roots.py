@@ -16,12 +16,21 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
-from mcp.client.stdio import get_default_environment
 
 from mcp_hub.config import ServerConfig, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, fixture_server, hub_client, make_config, running_hub, serve_app, wait_for, write_config
+from tests.conftest import (
+    ROOT,
+    fixture_server,
+    hub_client,
+    hub_environment,
+    make_config,
+    running_hub,
+    serve_app,
+    wait_for,
+    write_config,
+)
 from tests.test_relay import Person
 
 pytestmark = pytest.mark.anyio
@@ -160,7 +169,7 @@ async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> Asy
         command=sys.executable,
         args=["-m", "mcp_hub", "serve", "--config", str(config)],
         cwd=str(tmp_path),
-        env={**get_default_environment(), "PYTHONPATH": str(ROOT)},  # this checkout's hub, not an installed one
+        env=hub_environment(),
     )
     async with Client(params, mode=mode, cache=None, **options) as client:
         yield client
@@ -225,7 +234,7 @@ async def test_server_filesystem_serves_the_roots_of_the_hubs_stdio_client(tmp_p
         command=sys.executable,
         args=["-m", "mcp_hub", "serve", "--config", str(config)],
         cwd=str(tmp_path),
-        env={**get_default_environment(), "PYTHONPATH": str(ROOT)},
+        env=hub_environment(),
     )
     client_roots = Roots(project.as_uri())
     async with Client(params, mode="legacy", cache=None, list_roots_callback=client_roots) as client:

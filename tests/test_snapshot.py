@@ -17,15 +17,16 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from mcp_hub.config import load_config
+from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
+from mcp_hub.importer import import_client_config
 from mcp_hub.upstream import State
-from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, hub_environment, running_hub, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -37,12 +38,14 @@ GATE = textwrap.dedent(
     while not os.path.exists(gate):
         time.sleep(0.02)
     with open(gate) as file:
-        if file.read() == "fail":
-            sys.exit(3)
-    os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+        options = file.read()
+    if options == "fail":
+        sys.exit(3)
+    os.execv(sys.executable, [sys.executable, *sys.argv[2:], *options.split()])
     """
 )
-"""python -c GATE GATE_FILE FIXTURE_ARGS...: start the fixture once GATE_FILE exists."""
+"""python -c GATE GATE_FILE FIXTURE_ARGS...: start the fixture once GATE_FILE exists (with the options it
+holds: a server that changed without its configuration changing), or exit if it says "fail"."""
 
 
 def gated_server(name: str, gate: Path, *options: str, **settings: Any) -> dict[str, Any]:
@@ -286,5 +289,152 @@ def test_a_snapshot_path_is_checked_like_the_other_options(tmp_path: Path) -> No
     assert caught.value.key == "hub.catalog_snapshot"
     assert "is this hub.toml, which the snapshot would overwrite" in caught.value.reason
 
-    config = load_config(write_config(tmp_path / "hub.toml", servers, catalog_snapshot=""))
+    config = load_config(write_config(tmp_path / "hub.toml", servers, catalog_snapshot=False))
     assert not Hub(config).snapshot.enabled
+
+
+# -- the default: a file of each hub.toml's own in the user's state folder --------------------------
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own user state folder (platformdirs takes XDG_STATE_HOME on Linux)."""
+    folder = tmp_path / "state-home"
+    monkeypatch.setenv("XDG_STATE_HOME", str(folder))
+    return folder
+
+
+def kept(state: Path) -> list[Path]:
+    """The snapshot files in the state folder."""
+    folder = state / "mcp-hub" / "catalogs"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def files_under(folder: Path) -> set[str]:
+    return {str(path.relative_to(folder)) for path in folder.rglob("*")}
+
+
+async def test_by_default_each_config_has_its_own_snapshot_in_the_state_folder(tmp_path: Path, state: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.touch()
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one = write_config(tmp_path / "one" / "hub.toml", {"a": gated_server("a", gate)})
+    two = write_config(tmp_path / "two" / "hub.toml", {"b": gated_server("b", gate)})
+    await first_start(one)
+    await first_start(two)
+    await first_start(one)  # the same config: the same file
+
+    files = kept(state)
+    assert len(files) == 2
+    by_config = {read_snapshot(path)["config"]: path for path in files}
+    assert set(by_config) == {str(one.resolve()), str(two.resolve())}
+    assert all(path.name.startswith("hub-") for path in files)  # the config file's name, then a hash of its path
+    assert set(read_snapshot(by_config[str(one.resolve())])["mounts"]) == {"a"}
+    assert set(read_snapshot(by_config[str(two.resolve())])["mounts"]) == {"b"}
+    assert files_under(tmp_path / "one") == {"hub.toml"}  # nothing beside the user's files
+
+    # The next start lists the whole catalog from it, before its server has started.
+    gate.unlink()
+    hub = Hub(load_config(one))
+    async with hub.running(), hub_client(hub) as client:
+        assert hub.upstreams["a"].state == State.STARTING
+        assert await tool_names(client) == {f"a_{n}" for n in BASE_NAMES}
+        gate.touch()  # let the child start, so the hub stops it cleanly
+
+
+async def test_a_hub_launched_over_stdio_lists_every_tool_at_once_from_its_second_start(
+    tmp_path: Path, state: Path
+) -> None:
+    """As Claude Desktop runs it: `mcp-hub serve` over stdio, nothing about the snapshot in hub.toml."""
+    gate = tmp_path / "gate"
+    gate.touch()
+    config = write_config(tmp_path / "hub.toml", {"a": gated_server("a", gate), "b": gated_server("b", gate)})
+    hub = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], env=hub_environment()
+    )
+    everything = {f"{m}_{n}" for m in ("a", "b") for n in BASE_NAMES}
+    async with Client(hub, mode="legacy", cache=None) as client:
+        assert await tool_names(client) == everything  # the first start waits for its servers
+    await wait_for(lambda: _true_when(len(kept(state)) == 1))
+
+    gate.unlink()
+    with anyio.fail_after(30):
+        async with Client(hub, mode="legacy", cache=None) as client:
+            assert await tool_names(client) == everything  # neither server has started
+            assert not gate.exists()
+            gate.touch()  # let the children start, so the hub stops them cleanly
+
+
+async def test_false_keeps_no_snapshot_anywhere(tmp_path: Path, state: Path) -> None:
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")}, catalog_snapshot=False)
+    await first_start(config)
+    hub = Hub(load_config(config))
+    assert not hub.snapshot.enabled and hub.catalog.view("tools").items == ()
+    assert not state.exists()
+    assert files_under(tmp_path) == {"hub.toml"}
+
+
+def test_a_config_written_by_import_keeps_its_snapshot_in_the_state_folder(tmp_path: Path, state: Path) -> None:
+    claude = {"mcpServers": {"a": {"command": sys.executable, "args": fixture_server("a")["args"]}}}
+    config = tmp_path / "hub.toml"
+    config.write_text(import_client_config(json.dumps(claude), "claude_desktop_config.json").as_string())
+    assert "catalog_snapshot" not in config.read_text(encoding="utf-8")
+    path = Hub(load_config(config)).snapshot.path
+    assert path is not None and path.parent == state / "mcp-hub" / "catalogs"
+
+
+def test_a_config_that_did_not_come_from_a_file_keeps_no_snapshot(state: Path) -> None:
+    config = HubConfig.model_validate({"servers": {"a": fixture_server("a")}})
+    assert not Hub(config).snapshot.enabled
+    assert not state.exists()
+
+
+async def test_a_state_folder_that_cannot_be_written_is_one_warning_and_the_hub_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the state folder would be", encoding="utf-8")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocked))
+    config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")})
+    with caplog.at_level(logging.INFO, logger="mcp_hub"):
+        async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+            assert not hub.snapshot.enabled
+            echo = await client.call_tool("a_echo", {"text": "served"})
+    assert echo.structured_content == {"text": "served", "server": "a"}
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("mcp_hub")]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert warnings[0].getMessage().startswith(f"cannot keep the catalog snapshot in {blocked}/mcp-hub/catalogs")
+    assert "set [hub] catalog_snapshot to a file you can write, or to false" in warnings[0].getMessage().lower()
+    assert files_under(tmp_path) == {"hub.toml", "not-a-folder"}
+
+
+async def test_a_stale_tool_is_listed_until_its_server_lists_and_a_call_to_it_gets_the_servers_answer(
+    tmp_path: Path,
+) -> None:
+    """A server that changed without its configuration changing (a package updated in place): the tool the
+    snapshot lists and the server no longer offers is listed until the server has listed; a call to it waits
+    for the server to start, and gets what the server answers for a tool it does not know."""
+    gate = tmp_path / "gate"
+    gate.write_text("--tools 1", encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"a": gated_server("a", gate)})
+    await first_start(config)
+    gate.unlink()
+
+    hub = Hub(load_config(config))
+    async with hub.running(), hub_client(hub) as client:
+        assert "a_tool_0" in await tool_names(client)  # from the snapshot
+        result: dict[str, Any] = {}
+
+        async def call() -> None:
+            result["stale"] = await client.call_tool("a_tool_0", {})
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await anyio.wait_all_tasks_blocked()
+                assert not result and hub.upstreams["a"].state == State.STARTING  # waiting for its server
+                gate.touch()  # it starts without the tool
+        stale = result["stale"]
+        assert stale.is_error and stale.content[0].text == "Unknown tool: tool_0"  # type: ignore[union-attr]
+        assert await tool_names(client) == {f"a_{n}" for n in BASE_NAMES}  # corrected once the server listed

@@ -1,7 +1,7 @@
 """The last known catalog, kept in a file, so the hub lists it at start-up.
 
 A mount is listed only once its server has started and answered, which for a
-stdio server can take seconds. With `[hub] catalog_snapshot` set, the hub keeps
+stdio server can take seconds. Unless `[hub] catalog_snapshot = false`, the hub keeps
 every mount's listings (tools, prompts, resources, resource templates, as the
 catalog admitted them, i.e. after pinning) in a JSON file, and at start-up puts
 them into the catalog before any mount connects: clients see the whole catalog
@@ -20,9 +20,19 @@ the event loop, atomically (a temporary file, then `os.replace`), and once more
 for anything still pending when the hub stops. A failed write is logged; the
 hub serves on.
 
-File format::
+Where the file is: `catalog_snapshot = "PATH"` names it (relative to hub.toml's
+folder). By default (`true`), it is a file of the hub.toml's own in the user's
+state folder (platformdirs' `user_state_path`: `~/.local/state/mcp-hub` or
+`$XDG_STATE_HOME/mcp-hub` on Linux, `~/Library/Application Support/mcp-hub` on
+macOS, `%LOCALAPPDATA%\\mcp-hub` on Windows), `catalogs/STEM-HASH.json`: the config
+file's name and a hash of its resolved path, so that nothing is written beside
+the user's files and two configs never share a file. A config that did not come
+from a file has no default snapshot. A state folder that cannot be made or
+written to is one warning; the hub starts without a snapshot.
 
-    {"version": 1,
+File format (`config`: the hub.toml the file was written for, for a person to recognise)::
+
+    {"version": 1, "config": "/path/to/hub.toml",
      "mounts": {"MOUNT": {"fingerprint": "...", "tools": [...], "prompts": [...],
                           "resources": [...], "resource_templates": [...]}}}
 """
@@ -30,6 +40,7 @@ File format::
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -41,10 +52,11 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
+from platformdirs import user_state_path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_json
 
-from mcp_hub.config import ServerConfig
+from mcp_hub.config import HubConfig, ServerConfig
 
 logger = logging.getLogger("mcp_hub.snapshot")
 
@@ -72,7 +84,38 @@ class _File(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: Literal[1]
+    config: str | None = None
     mounts: dict[str, _Entry]
+
+
+def snapshot_path(config: HubConfig) -> Path | None:
+    """The snapshot file `config` asks for: its own path, the default one in the user's state folder, or None
+    (`false`, a config that did not come from a file, or a state folder that cannot be written to)."""
+    setting = config.hub.catalog_snapshot
+    if isinstance(setting, str):
+        return config.relative(setting)
+    if not setting:
+        return None
+    source = Path(config.path)
+    if "path" not in config.model_fields_set or not source.is_file():
+        logger.info("no catalog snapshot: the config did not come from a file")
+        return None
+    source = source.resolve()
+    digest = hashlib.sha256(os.fsencode(source)).hexdigest()[:16]
+    folder = user_state_path("mcp-hub", appauthor=False) / "catalogs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(errno.EACCES, "not writable")
+    except OSError as exc:
+        logger.warning(
+            "cannot keep the catalog snapshot in %s (%s); starting without it. Set [hub] catalog_snapshot to a "
+            "file you can write, or to false",
+            folder,
+            exc.strerror or exc,
+        )
+        return None
+    return folder / f"{source.stem}-{digest}.json"
 
 
 def fingerprint(server: ServerConfig) -> str:
@@ -85,9 +128,11 @@ def fingerprint(server: ServerConfig) -> str:
 class CatalogSnapshot:
     """The snapshot file of one hub: read once at start-up, written as listings change."""
 
-    def __init__(self, path: Path | None, servers: Mapping[str, ServerConfig]) -> None:
-        """`path` None: no snapshot (nothing is read or written). `servers`: the enabled mounts."""
+    def __init__(self, path: Path | None, servers: Mapping[str, ServerConfig], config: str | None = None) -> None:
+        """`path` None: no snapshot (nothing is read or written). `servers`: the enabled mounts. `config`: the
+        hub.toml, named in the file."""
         self.path = path
+        self._config = config
         self._fingerprints = {name: fingerprint(server) for name, server in servers.items()}
         self._entries: dict[str, dict[str, Any]] = {}
         """What the file holds, or is about to: mount -> {"fingerprint": ..., kind: items, ...}."""
@@ -163,7 +208,7 @@ class CatalogSnapshot:
         if not self._pending or self.path is None:
             return
         self._pending = False
-        document = {"version": 1, "mounts": dict(self._entries)}
+        document = {"version": 1, "config": self._config, "mounts": dict(self._entries)}
         try:
             await anyio.to_thread.run_sync(_replace, self.path, document)
         except (OSError, ValueError) as exc:  # the hub serves on; the next change tries again
