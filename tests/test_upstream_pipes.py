@@ -1,6 +1,6 @@
-"""A stdio child's stdin as the hub writes its own requests to it (`transports.StdinLines`), on real pipes of
+"""A stdio child's stdin as the hub writes its own requests to it (`stdio.StdinLines`), on real pipes of
 real processes, on asyncio's own event loop and on uvloop (which `mcp-hub serve` runs); and its stdout as
-the hub takes its answers (`transports.ArrivingLines`)."""
+the hub takes its answers (`stdio.ArrivingLines`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import sys
 import anyio
 import pytest
 
-from mcp_hub.upstream.transports import _HELD_BYTES, ArrivingLines, Pipes, StdinLines
+from mcp_hub.upstream.stdio import _HELD_BYTES, ArrivingLines, StdinLines
+from mcp_hub.upstream.stdio import ChildPipes as Pipes
 
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 
