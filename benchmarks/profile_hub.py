@@ -59,8 +59,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "upstream leg: the hub's direct requests, aiohttp, SDK client (httpx2, httpcore2)",
         (
-            "mcp_hub/upstream/posts",
-            "mcp_hub/upstream/lines",
+            "mcp_hub/upstream/http",
+            "mcp_hub/upstream/stdio",
+            "mcp_hub/upstream/channel",
             "aiohttp/",
             "mcp/client/",
             "httpx2/",
@@ -167,8 +168,8 @@ def summarize_pstats(path: Path, calls: int, top: int = 25, what: str = "tools/c
 
 
 KEY_FUNCTIONS = (
-    "mcp_hub/upstream/posts.py:request",
-    "mcp_hub/upstream/lines.py:request",
+    "mcp_hub/upstream/http.py:request",
+    "mcp_hub/upstream/stdio.py:request",
     "mcp/client/streamable_http.py:_handle_post_request",
     "mcp/client/streamable_http.py:_handle_sse_response",
     "mcp/shared/_httpx_utils.py:stream_within_origin",

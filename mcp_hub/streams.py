@@ -5,7 +5,7 @@ ends, to merge in messages it read itself, to take the answers to its own
 requests); each wrapper defines `receive` and `aclose`, and `ReadStreamBase`
 adds the iteration and context-manager surface the SDK's session expects.
 `deliver_progress` hands a progress notification to the callback of the
-request it reports on, for the hub's direct request paths (posts.py, lines.py).
+request it reports on, for the upstream channels (upstream/stdio.py, upstream/http.py).
 `LineStart` holds the start of a line still arriving off a pipe (a child's
 stdout, and the hub's own stdin), up to a limit.
 """

@@ -50,7 +50,7 @@ from mcp_types import (
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from mcp_hub.upstream.transports import MAX_LINE_BYTES
+from mcp_hub.upstream.stdio import MAX_LINE_BYTES
 from tests.conftest import fixture_server, free_port, make_config, running_hub, serve_app, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS, build_server
 

@@ -1,16 +1,23 @@
-"""A stdio child's stdin as the hub writes its own requests to it (`transports.StdinLines`), on real pipes of
+"""A stdio child's stdin as the hub writes its own requests to it (`stdio.StdinLines`), on real pipes of
 real processes, on asyncio's own event loop and on uvloop (which `mcp-hub serve` runs); and its stdout as
-the hub takes its answers (`transports.ArrivingLines`)."""
+the hub takes its answers (`stdio.ArrivingLines`)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
 
-from mcp_hub.upstream.transports import _HELD_BYTES, ArrivingLines, Pipes, StdinLines
+from mcp_hub.upstream.connection import connect
+from mcp_hub.upstream.relay import InFlight
+from mcp_hub.upstream.stderr import StderrTail
+from mcp_hub.upstream.stdio import _HELD_BYTES, ArrivingLines, StdinLines, StdioChannel
+from mcp_hub.upstream.stdio import ChildPipes as Pipes
+from tests.conftest import fixture_server, make_config
 
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 
@@ -119,3 +126,27 @@ async def test_a_long_line_goes_on_to_the_reader_as_it_comes() -> None:
     reader.stream.feed_eof()  # what is held goes on before the end
     assert reader.taken == [b'{"id":"hub-2","answer":2}\n']
     assert reader.read() == b'{"id":"hub-3"' and reader.stream.at_eof()
+
+
+# -- a stdio mount, its pipes handed to its channel --------------------------------------------------------------
+
+
+async def test_a_stdio_mount_hands_its_childs_pipes_to_its_channel(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's spawn hands the child's pipes over (`sdk.client.StdioClient`): the hub's requests are written
+    straight to its stdin and its answers taken as they arrive, and no fast path reports itself off."""
+
+    async def ignore(message: object) -> None:
+        pass
+
+    config = make_config(tmp_path, {"up": fixture_server("up")}).servers["up"]
+    tail = StderrTail()
+    with caplog.at_level(logging.WARNING, logger="mcp_hub.sdk"), anyio.fail_after(30), tail.capturing():
+        async with connect(config, inflight=InFlight("up"), message_handler=ignore, on_broken=print, stderr=tail) as up:
+            result = await up.send("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            channel = up._channel  # pyright: ignore[reportPrivateUsage]
+            assert isinstance(channel, StdioChannel)
+            assert channel._stdin is not None  # pyright: ignore[reportPrivateUsage]
+    assert "hi" in str(result)
+    assert not [r for r in caplog.records if r.name == "mcp_hub.sdk"]

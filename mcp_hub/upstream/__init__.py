@@ -1,4 +1,11 @@
-"""Connections to mounted MCP servers: transports and the supervisor that keeps them up."""
+"""Connections to mounted MCP servers: the supervisor that keeps each up, and the path of a request to it.
+
+A request goes down: `Upstream` (supervisor.py; a client's own session from pool.py) ->
+`Connection` (connection.py: the deadline, the session's stamp, errors translated) -> the
+transport's channel (channel.py; stdio.py, http.py), or the SDK session where a transport has
+none (sse.py). transports.py opens a mount's transport by kind; relay.py carries the questions
+a server asks back to the client whose request it serves.
+"""
 
 from mcp_hub.upstream.connection import CARRIED_EXTENSIONS, UI_EXTENSION
 from mcp_hub.upstream.relay import ClientCannotAnswer, Origin

@@ -1,10 +1,13 @@
 """One live session with a mounted server, and the one way requests are sent on it.
 
-`connect()` opens the transport, runs the SDK client's negotiation (either
-protocol era) and yields a `Connection`. `Connection.send()` sends a request
-with the mount's deadline and translates library and transport failures into
-`UpstreamError`s: this is the I/O edge. Errors the server answers itself
-(`MCPError`) pass through unchanged.
+`connect()` opens the transport (transports.py), runs the SDK client's
+negotiation (either protocol era) and yields a `Connection`.
+`Connection.send()` sends a request with the mount's deadline, down the
+transport's channel (channel.py: stdio.py, http.py), stamped as the SDK session
+stamps its own, or, where there is none (legacy SSE), through the SDK session;
+it translates library and transport failures into `UpstreamError`s: this is
+the I/O edge. Errors the server answers itself (`MCPError`) pass through
+unchanged.
 
 A URL mount with no `transport` is connected as the MCP spec's backwards
 compatibility section says: streamable HTTP first, and if the server answers
@@ -35,12 +38,14 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter
 
-from mcp_hub import __version__
+from mcp_hub import __version__, sdk
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.observe.otel import CURRENT
 from mcp_hub.scopes import cancel_scope, deadline_after
+from mcp_hub.sdk.client import restamp, stamp_of
 from mcp_hub.upstream.relay import InFlight, Origin, drive_input_required
+from mcp_hub.upstream.stderr import StderrTail
 from mcp_hub.upstream.transports import WatchedTransport, open_transport
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -100,7 +105,10 @@ class Connection:
         self.inflight = inflight
         self.closed = transport.closed
         """Set when the transport's read side ends (a child exited, a stream broke)."""
-        self._direct = transport.direct
+        self._channel = transport.channel
+        if self._channel is not None and stamp_of(session) is None:
+            sdk.unavailable("sending requests past the SDK's client session", "ClientSession._stamp")
+            self._channel = None
         self._on_broken = on_broken
 
     async def request(
@@ -205,8 +213,8 @@ class Connection:
         scope = cancel_scope(deadline=deadline_after(timeout))
         try:
             with scope, self.inflight.track(origin, scope):
-                if self._direct is not None:
-                    return await self._post(method, params, on_progress)
+                if self._channel is not None:
+                    return await self._down_channel(method, params, on_progress)
                 kind = _TaskRequest if method in _NAMED_BY_TASK else types.Request[dict[str, Any], str]
                 request = kind(method=method, params=dict(params or {}))
                 result: dict[str, Any] = await self.session.send_request(
@@ -225,19 +233,21 @@ class Connection:
             self._on_broken(f"{type(exc).__name__}: {exc}")
             raise UpstreamUnavailable(name, f"connection failed during {method}: {exc}") from exc
 
-    async def _post(
+    async def _down_channel(
         self, method: str, params: Mapping[str, Any] | None, on_progress: ProgressFnT | None
     ) -> dict[str, Any]:
-        """Send a request past the SDK session (see posts.py and lines.py), stamped as the session stamps its own."""
-        assert self._direct is not None
+        """Send a request past the SDK session (see channel.py), stamped as the session stamps its own."""
+        assert self._channel is not None
         data: dict[str, Any] = {"method": method, "params": dict(params or {})}
         options: dict[str, Any] = {}
-        self.session._stamp(data, options)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        stamp = stamp_of(self.session)  # the session's current one: negotiation replaces it
+        assert stamp is not None
+        stamp(data, options)
         headers = options.get("headers") or {}
         task_id = data["params"].get("taskId")
         if method in _NAMED_BY_TASK and isinstance(task_id, str):
             headers = {**headers, MCP_NAME_HEADER: encode_header_value(task_id)}
-        return await self._direct.request(
+        return await self._channel.request(
             method,
             data["params"],
             headers,
@@ -255,6 +265,7 @@ async def connect(
     on_broken: Callable[[str], None],
     choice: TransportChoice | None = None,
     extensions: Mapping[str, Any] | None = None,
+    stderr: StderrTail | None = None,
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
 
@@ -265,14 +276,15 @@ async def connect(
 
     The server's log messages and URL-mode elicitation completions go to the
     client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
-    every other notification goes to `message_handler`.
+    every other notification goes to `message_handler`. A stdio child's stderr
+    is kept in `stderr` as well (see stderr.py).
     """
     choice = choice or TransportChoice(config)
     kind = "streamable-http" if choice.kind == "auto" else choice.kind
     declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
     open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
     async with AsyncExitStack() as stack:
-        transport = open_transport(config, kind)
+        transport = open_transport(config, kind, stderr)
         try:
             session = await stack.enter_async_context(open_session(transport))
         except Exception as exc:
@@ -374,7 +386,10 @@ def _declare_callers_capabilities(session: ClientSession, configured_roots: bool
     sent for a client). A mount with configured roots is answered `roots/list` by
     the hub, so `roots` is declared for every client.
     """
-    stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
+    stamp = stamp_of(session)
+    if stamp is None:
+        sdk.unavailable("declaring each client's capabilities to a 2026-07-28 server", "ClientSession._stamp")
+        return
 
     def stamp_for_caller(data: dict[str, Any], opts: Any) -> None:
         stamp(data, opts)
@@ -388,7 +403,7 @@ def _declare_callers_capabilities(session: ClientSession, configured_roots: bool
             if configured_roots:
                 meta[CLIENT_CAPABILITIES_META_KEY]["roots"] = {}
 
-    session._stamp = stamp_for_caller  # pyright: ignore[reportPrivateUsage]
+    restamp(session, stamp_for_caller)
 
 
 def _log_params(config: ServerConfig, params: types.LoggingMessageNotificationParams) -> dict[str, Any]:

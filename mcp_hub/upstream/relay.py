@@ -169,21 +169,23 @@ stream, which runs in the context the stream was read in (see the module's doc).
 class _Tracked:
     """`InFlight.track`: a plain class, entered on every request (a generator-based one costs more)."""
 
-    __slots__ = ("_entry", "_in_flight", "_token")
+    __slots__ = ("_entries", "_entry", "_in_flight", "_token")
 
-    def __init__(self, in_flight: InFlight, entry: _Entry | None) -> None:
+    def __init__(self, in_flight: InFlight, entries: set[_Entry], entry: _Entry | None) -> None:
         self._in_flight = in_flight
+        self._entries = entries
+        """The calls in flight on `in_flight`'s connection, which `entry` joins while it is sent."""
         self._entry = entry
 
     def __enter__(self) -> None:
         self._token = _SENDING.set((self._in_flight, self._entry))
         if self._entry is not None:
-            self._in_flight._entries.add(self._entry)  # pyright: ignore[reportPrivateUsage]
+            self._entries.add(self._entry)
 
     def __exit__(self, *exc_info: object) -> None:
         _SENDING.reset(self._token)
         if self._entry is not None:
-            self._in_flight._entries.discard(self._entry)  # pyright: ignore[reportPrivateUsage]
+            self._entries.discard(self._entry)
 
 
 @dataclass
@@ -214,7 +216,7 @@ class InFlight:
 
         `scope` holds the request's deadline, paused while its client answers a question.
         """
-        return _Tracked(self, _Entry(origin, scope) if origin is not None else None)
+        return _Tracked(self, self._entries, _Entry(origin, scope) if origin is not None else None)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Relay a handshake-era server's question to the one client it can be for (see the module's doc).

@@ -7,9 +7,8 @@ each chunk is passed on to the hub's stderr at once, and its last
 `StderrTail.size` lines are kept. `mcp-hub check --connect` prints them under a
 server that did not come up.
 
-The SDK's stdio client has no parameter for a child's stderr other than a file
-it hands to the process; the hub's spawn hook (`transports._read_stdio_in_lines`)
-asks `stderr_for_child()` which one to hand.
+The SDK's stdio client takes a child's stderr as a file it hands to the
+process; the stdio transport (stdio.py) asks `stderr_for_child(tail)` for it.
 """
 
 from __future__ import annotations
@@ -21,11 +20,7 @@ import contextlib
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextvars import ContextVar
-from typing import Any
-
-_TAIL: ContextVar[StderrTail | None] = ContextVar("mcp_hub_stderr_tail", default=None)
-"""The tail that a stdio child started in this context writes to (None: the hub's stderr, as it is)."""
+from typing import IO, Any
 
 _LINE_CHARS = 500
 """A kept line is cut to this many characters."""
@@ -53,12 +48,10 @@ class StderrTail:
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
-        """Capture the stderr of the stdio children started within; stop reading them on exit."""
-        token = _TAIL.set(self)
+        """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit."""
         try:
             yield
         finally:
-            _TAIL.reset(token)
             for pipe in list(self._pipes):
                 pipe.close()
 
@@ -118,18 +111,15 @@ class _Reader(asyncio.Protocol):
 
 
 @contextlib.asynccontextmanager
-async def stderr_for_child() -> AsyncIterator[int | None]:
-    """What to give a stdio child started within as its stderr: a pipe to the capturing tail, if any
-    (None: no tail, leave it as it is).
+async def stderr_for_child(tail: StderrTail | None) -> AsyncIterator[IO[Any] | None]:
+    """What to give a stdio child started within as its stderr: a pipe to `tail` (None: no tail, leave
+    it as it is).
 
     The write end is the child's alone once it has started (closed here on exit).
     """
-    tail = _TAIL.get()
     if tail is None:
         yield None
         return
     write_fd = await tail.open_pipe()
-    try:
-        yield write_fd
-    finally:
-        os.close(write_fd)
+    with open(write_fd, "wb", buffering=0) as errlog:
+        yield errlog

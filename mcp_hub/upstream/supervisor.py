@@ -470,6 +470,7 @@ class Upstream:
                 message_handler=self._on_message,
                 on_broken=self._lost,
                 choice=self.transport,
+                stderr=self.stderr,
             ) as connection:
                 self._connection = connection
                 self._known_capabilities = connection.session.server_capabilities

@@ -1,10 +1,19 @@
-"""Requests to a streamable HTTP server, each POSTed and read by the hub itself.
+"""A streamable HTTP server: the SDK's client for its session, and the hub's requests each POSTed by the hub.
+
+`StreamableHttpTransport` opens the SDK's streamable HTTP client on an httpx2
+client of its own, with no cap on one SSE event's size (the SDK caps one at
+1 MiB by default; a proxy must pass results of any size), whose responses are
+read to their end before they are closed (`_DrainOnClose`), so its TCP
+connection is kept and used again: the SDK closes a POST's SSE response as soon
+as the JSON-RPC response event has arrived, a moment before the body's last
+chunk, and a connection closed with its response unfinished cannot be reused,
+so every call paid for a new one.
 
 Through the SDK's client a request crosses the session, the dispatcher, the
 transport's writer task, a task of its own for the POST, the SSE reader and
 the session's reader again before its caller has the result, and the result
 is validated into models on the way. The hub forwards requests whose results
-it does not inspect, so once a session is negotiated, `DirectPosts` sends each
+it does not inspect, so once a session is negotiated, `HttpChannel` sends each
 of the hub's requests as its own POST, with the headers and `_meta` the SDK
 session stamps on it, and reads the answer straight off that POST's body:
 
@@ -30,13 +39,12 @@ within bounds, as `_DrainOnClose` does for the SDK's client).
 
 The SDK's client keeps everything else: the handshake or discovery, the
 standalone GET stream, `subscriptions/listen`, answering a server's questions,
-pings, notifications and the DELETE that ends a session. `DirectPosts.merging`
+pings, notifications and the DELETE that ends a session. `HttpChannel.merging`
 puts its transport's read stream and the messages handed over here into the
 one stream its session reads; progress on that stream for a request sent here
 (a server may send it on the GET stream) goes to the request's callback as well.
 
-Request ids sent here are strings (`hub-1`, ...), so they never meet the SDK
-session's integer ids. A request abandoned before its answer (the caller's
+Request ids sent here are strings (`hub-1`, ...; see channel.py). A request abandoned before its answer (the caller's
 deadline, a cancelled client call) is followed by `notifications/cancelled` on
 a handshake-era session; on 2026-07-28, whose HTTP wire has no notifications
 from the client, closing the request's stream is the signal.
@@ -45,21 +53,23 @@ from the client, closing the request's stream is the signal.
 from __future__ import annotations
 
 import contextvars
-import itertools
+import datetime
 import logging
 import urllib.request
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
 import anyio.abc
+import httpx2
 import pydantic_core
 from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp.client._transport import ReadStream
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -75,12 +85,15 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from mcp_hub import wire
+from mcp_hub.sdk.client import ReadStream, TransportStreams
 from mcp_hub.streams import Incoming, ReadStreamBase, deliver_progress
+from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
 
 logger = logging.getLogger("mcp_hub.upstream")
 
-_CANCEL_SECONDS = 2.0
-"""How long the hub tries to tell a server that a request it abandoned is cancelled."""
+# Per-request deadlines are the supervisor's (`ServerConfig.timeout`); the SDK client's own read timeout
+# only guards a stream that goes silent for good.
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 _INJECT_BUFFER = 32
 """Messages handed over to the session that may wait for its reader."""
 _DRAIN_SECONDS = 0.5
@@ -99,7 +112,117 @@ _RESUME_ATTEMPTS = 2
 """Attempts in a row to resume a request's stream that bring no new event before the request fails (as the SDK)."""
 
 
-class DirectPosts:
+class StreamableHttpTransport:
+    """The SDK's streamable HTTP client on an httpx2 client of its own (see the module docstring), with the
+    hub's requests POSTed by `channel`; the session reads both its transport's messages and those the
+    channel hands over."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self._url = url
+        self._headers = headers
+        self._stack = AsyncExitStack()
+        self.channel: HttpChannel | None = None
+        self.refused: int | None = None
+        """The 4xx status the server answered every POST with so far (None: none, or one was accepted)."""
+        self._accepted = False
+
+    async def __aenter__(self) -> TransportStreams:
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT))
+            posts = HttpChannel(self._url, self._headers)
+
+            async def learn(response: httpx2.Response) -> None:
+                posts.learn(response.headers)
+                if response.request.method == "POST" and not self._accepted:
+                    self._note_post(response.status_code)
+
+            client.event_hooks = {"response": [_drain_on_close, learn]}
+            read_stream, write_stream = await stack.enter_async_context(
+                streamable_http_client(self._url, http_client=client, max_sse_event_size=None)
+            )
+            merged = await stack.enter_async_context(posts.merging(read_stream))
+            self._stack = stack.pop_all()
+            self.channel = posts
+            return merged, write_stream
+
+    def _note_post(self, status: int) -> None:
+        """Keep the status of a refused POST until one is accepted (see `refused`)."""
+        if 400 <= status < 500:
+            self.refused = status
+        else:
+            self._accepted, self.refused = True, None
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+async def _drain_on_close(response: httpx2.Response) -> None:
+    """Response hook: give the response a body that is read to its end when closed early."""
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    response.stream = _DrainOnClose(response.stream)
+
+
+class _DrainOnClose(httpx2.AsyncByteStream):
+    """A response body that, closed before its end, first reads the rest, so its connection is kept.
+
+    httpcore2 returns a connection to the pool only if the response on it was
+    read to its end; closed earlier, the connection is dropped. The SDK's
+    streamable HTTP client closes a POST's SSE response (and a resumed GET's) as
+    soon as the JSON-RPC response event arrives, after it has handed that event
+    to the session; the server ends the stream right after it, so the rest is
+    normally one empty chunk already on its way. Reading it here, at most
+    `_DRAIN_BYTES` within `_DRAIN_SECONDS`, costs the call nothing and spares
+    the next one a TCP (and TLS) handshake. Past either bound, or on a read
+    error, the response is closed as it would have been (connection dropped).
+    A response never iterated (a 202, an error status) is read from its start.
+
+    It wraps the client's body stream from a response hook rather than the
+    client's transport, so the client still builds its own transports, with
+    the environment's proxy settings. It keeps `elapsed`, which httpx2's
+    `Response.elapsed` reads from the stream.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._ended = False
+
+    @property
+    def elapsed(self) -> datetime.timedelta | None:
+        return getattr(self._inner, "elapsed", None)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        self._chunks = chunks = self._inner.__aiter__()
+        async for chunk in chunks:
+            yield chunk
+        self._ended = True
+
+    async def aclose(self) -> None:
+        try:
+            if not self._ended:
+                await self._drain()
+        finally:
+            await self._inner.aclose()
+
+    async def _drain(self) -> None:
+        # Resumes the inner iterator where the reader left it; the reader's own
+        # generators stay suspended and are finalized as they would be anyway.
+        chunks = self._chunks if self._chunks is not None else self._inner.__aiter__()
+        received = 0
+        with anyio.move_on_after(_DRAIN_SECONDS):
+            try:
+                async for chunk in chunks:
+                    received += len(chunk)
+                    if received > _DRAIN_BYTES:
+                        return
+            except httpx2.TransportError:
+                return
+            self._ended = True
+
+
+class HttpChannel:
     """Sends requests to one streamable HTTP server as POSTs of their own (see the module docstring).
 
     Use within `merging`, which opens and closes its HTTP client.
@@ -113,7 +236,7 @@ class DirectPosts:
         self._inject, self._merged = anyio.create_memory_object_stream[tuple[contextvars.Context | None, Incoming]](
             _INJECT_BUFFER
         )
-        self._ids = itertools.count(1)
+        self._ids = request_ids()
         self._progress: dict[str, ProgressFnT] = {}
         self.session_id: str | None = None
         """The server's `Mcp-Session-Id`, learned from its responses (see `learn`)."""
@@ -149,15 +272,11 @@ class DirectPosts:
         """
         http = self._http
         if http is None:
-            raise MCPError(CONNECTION_CLOSED, "Connection closed")
-        request_id = f"hub-{next(self._ids)}"
-        out = dict(params or {})
+            raise closed()
+        request_id = next(self._ids)
+        message = request_message(request_id, method, params, on_progress is not None)
         if on_progress is not None:
-            out["_meta"] = {**(out.get("_meta") or {}), "progressToken": request_id}
             self._progress[request_id] = on_progress
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if out:
-            message["params"] = out
         answered = False
         response: aiohttp.ClientResponse | None = None
         try:
@@ -318,7 +437,7 @@ class DirectPosts:
             await anyio.sleep(cursor.delay())
             http = self._http
             if http is None:
-                raise MCPError(CONNECTION_CLOSED, "Connection closed")
+                raise closed()
             resumed_from = cursor.event_id
             try:
                 response = await http.get(self._url, headers=self._resume_headers(headers, resumed_from))
@@ -372,21 +491,17 @@ class DirectPosts:
         try:
             await self._inject.send((contextvars.copy_context(), SessionMessage(parsed)))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise MCPError(CONNECTION_CLOSED, "Connection closed") from None
+            raise closed() from None
 
     async def _cancel(self, request_id: str, headers: Mapping[str, str]) -> None:
         """Tell the server an abandoned request is cancelled (best effort, bounded, shielded)."""
         http = self._http
         if http is None:
             return
-        notice = {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": "the hub's caller abandoned the request"},
-        }
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_SECONDS):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SECONDS):
             try:
-                async with http.post(self._url, data=_body(notice), headers=self._headers_for(headers)):
+                notice = _body(cancel_notice(request_id))
+                async with http.post(self._url, data=notice, headers=self._headers_for(headers)):
                     pass
             except aiohttp.ClientError as exc:
                 logger.debug("cancellation of %s not delivered: %s", request_id, exc)
@@ -536,7 +651,4 @@ def _result_of(message: Mapping[str, Any]) -> dict[str, Any]:
         except ValidationError:
             raise MCPError(INTERNAL_ERROR, f"the server answered with a malformed error: {error!r}") from None
         raise MCPError.from_error_data(data)
-    result = message.get("result")
-    if not isinstance(result, dict):
-        raise MCPError(INTERNAL_ERROR, "the server's answer has no result object")
-    return result
+    return raw_result(message.get("result"))
