@@ -80,3 +80,55 @@ def test_pure_modules_touch_no_io_or_sdk() -> None:
         source = (PACKAGE / module).read_text(encoding="utf-8")
         for forbidden in ("import mcp.", "from mcp ", "from mcp.", "import anyio", "open("):
             assert forbidden not in source, f"{module} uses {forbidden!r}"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each mcp_hub module (dotted) -> the mcp_hub modules it imports, `from package import submodule`
+    resolved to the submodule; TYPE_CHECKING imports count too."""
+    modules: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcp_hub"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in modules else node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("mcp_hub")}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycle anywhere in the package, not even one only a type checker follows."""
+    graph = _module_graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            pytest.fail("import cycle: " + " -> ".join([*path[path.index(module) :], module]))
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+DOORS = ("mcp_hub.server.stdio", "mcp_hub.server.http.handshake", "mcp_hub.server.http.modern")
+"""The doors a request comes in by: they share the serving core (server/serving.py), never each other."""
+CHANNELS = ("mcp_hub.upstream.stdio", "mcp_hub.upstream.http", "mcp_hub.upstream.sse")
+"""The kinds of upstream channel: they share upstream/channel.py, never each other."""
+
+
+@pytest.mark.parametrize("siblings", [DOORS, CHANNELS], ids=["doors", "channels"])
+def test_siblings_share_through_their_core(siblings: tuple[str, ...]) -> None:
+    graph = _module_graph()
+    for module in siblings:
+        assert not graph[module] & set(siblings), f"{module} imports {sorted(graph[module] & set(siblings))}"
