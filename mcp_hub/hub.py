@@ -30,10 +30,12 @@ from mcp_hub.catalog.snapshot import CatalogSnapshot
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
+from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
+from mcp_hub.guardrails import Detectors
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
@@ -102,13 +104,16 @@ class Hub:
             links.append(trail)
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter()))
+            if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
+                links.append(Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit))
+        self.links: tuple[Link, ...] = tuple(links)
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
             self.router,
             page_size=config.hub.page_size,
             policy=self.policy,
-            call=compose(links, self.router.call),
+            call=compose(self.links, self.router.call),
             upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,

@@ -17,9 +17,10 @@ scan.py      detectors by name, and a scan of a JSON value that redacts in a cop
 from __future__ import annotations
 
 from mcp_hub.guardrails.matches import Match, marker, merged, redacted
-from mcp_hub.guardrails.scan import DETECTORS, GROUPS, NAMES, Detectors, Scan, expand, scan_value
+from mcp_hub.guardrails.scan import BINARY_KEYS, DETECTORS, GROUPS, NAMES, Detectors, Scan, expand, scan_value
 
 __all__ = [
+    "BINARY_KEYS",
     "DETECTORS",
     "GROUPS",
     "NAMES",

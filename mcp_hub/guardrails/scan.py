@@ -22,7 +22,7 @@ GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 NAMES: tuple[str, ...] = DETECTORS + tuple(GROUPS)
 
-_BINARY_KEYS = frozenset(("data", "blob"))
+BINARY_KEYS = frozenset(("data", "blob"))
 """Keys of base64 payloads in MCP content (image and audio `data`, a resource's `blob`): not text, not scanned."""
 
 
@@ -78,12 +78,15 @@ def scan_value(
     value: Any,
     find: Callable[[str], list[Match]],
     redact: Callable[[Match], bool] | None = None,
+    *,
+    skip: Collection[str] = BINARY_KEYS,
 ) -> tuple[Any, Scan]:
-    """Scan every string in a JSON value (object keys are names, not scanned; base64 `data`/`blob` payloads
-    are skipped); return the value with the matches `redact` selects replaced by `[REDACTED:<kind>]` (a copy
-    where something changed, the same object where nothing did) and what was found."""
+    """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
+    by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
+    by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
+    found."""
     scan = Scan()
-    return _walk(value, (), find, redact, scan), scan
+    return _walk(value, (), find, redact, scan, frozenset(skip)), scan
 
 
 def _walk(
@@ -92,6 +95,7 @@ def _walk(
     find: Callable[[str], list[Match]],
     redact: Callable[[Match], bool] | None,
     scan: Scan,
+    skip: frozenset[str],
 ) -> Any:
     if isinstance(value, str):
         matches = find(value)
@@ -105,15 +109,15 @@ def _walk(
         mapping = cast(Mapping[str, Any], value)
         out: dict[str, Any] | None = None
         for key, item in mapping.items():
-            if key in _BINARY_KEYS and isinstance(item, str):
+            if key in skip and (isinstance(item, str) or key not in BINARY_KEYS):
                 continue
-            new = _walk(item, (*path, key), find, redact, scan)
+            new = _walk(item, (*path, key), find, redact, scan, skip)
             if new is not item:
                 out = dict(mapping) if out is None else out
                 out[key] = new
         return value if out is None else out
     if isinstance(value, list | tuple):
         items = cast(Sequence[Any], value)
-        new_items = [_walk(item, (*path, index), find, redact, scan) for index, item in enumerate(items)]
+        new_items = [_walk(item, (*path, index), find, redact, scan, skip) for index, item in enumerate(items)]
         return value if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
     return value
