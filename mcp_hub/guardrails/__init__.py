@@ -11,6 +11,7 @@ secrets.py   detect-secrets' plugins, high-entropy strings, the hub's own secret
 personal.py  card numbers (Luhn), IBANs and national IDs (python-stdnum), phones (phonenumbers), e-mail
 hidden.py    tag characters, bidi controls, zero-width characters, HTML comments
 scan.py      detectors by name, and a scan of a JSON value that redacts in a copy
+tools.py     tool poisoning: hidden text in a tool's definition
 ```
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from mcp_hub.guardrails.matches import Match, marker, merged, redacted
 from mcp_hub.guardrails.scan import BINARY_KEYS, DETECTORS, GROUPS, NAMES, Detectors, Scan, expand, scan_value
+from mcp_hub.guardrails.tools import poisoned
 
 __all__ = [
     "BINARY_KEYS",
@@ -30,6 +32,7 @@ __all__ = [
     "expand",
     "marker",
     "merged",
+    "poisoned",
     "redacted",
     "scan_value",
 ]

@@ -187,6 +187,18 @@ class Rule(BaseModel):
         return self
 
 
+def _check_detectors(names: tuple[str, ...], *, allow_empty: bool = False) -> tuple[str, ...]:
+    if not names and not allow_empty:
+        raise rule_error(f'no detectors; list at least one of {", ".join(NAMES)}, like detect = ["secrets"]')
+    for index, name in enumerate(names):
+        if name not in NAMES:
+            close = difflib.get_close_matches(name, NAMES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            groups = "; ".join(f"{group} = {', '.join(members)}" for group, members in GROUPS.items())
+            raise rule_error(f"unknown detector {name!r}; {hint}use one of {', '.join(NAMES)} ({groups})", index)
+    return names
+
+
 class Guard(BaseModel):
     """One `[[profiles.P.guards]]` entry: what to look for in a call's arguments or results, and what to do
     with what is found. Without tools, prompts or resources, it applies to every tool, prompt and resource."""
@@ -208,15 +220,7 @@ class Guard(BaseModel):
     @field_validator("detect")
     @classmethod
     def _detectors(cls, detect: tuple[str, ...]) -> tuple[str, ...]:
-        if not detect:
-            raise rule_error(f'no detectors; list at least one of {", ".join(NAMES)}, like detect = ["secrets"]')
-        for index, name in enumerate(detect):
-            if name not in NAMES:
-                close = difflib.get_close_matches(name, NAMES, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                groups = "; ".join(f"{group} = {', '.join(members)}" for group, members in GROUPS.items())
-                raise rule_error(f"unknown detector {name!r}; {hint}use one of {', '.join(NAMES)} ({groups})", index)
-        return detect
+        return _check_detectors(detect)
 
 
 class Profile(BaseModel):
@@ -268,6 +272,14 @@ class PinningSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     on_change: Literal["accept", "flag", "hold"] = "flag"
+    scan: _Strings = ("hidden",)
+    """Detectors run over each listed tool's name, title, description and schemas; a tool they find
+    something in is handled as by `on_change`, until its definition is accepted. [] turns it off."""
+
+    @field_validator("scan")
+    @classmethod
+    def _detectors(cls, scan: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_detectors(scan, allow_empty=True)
 
 
 class PolicyFile(BaseModel):
