@@ -14,7 +14,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
-from tests.conftest import hub_client, running_hub, write_config
+from mcp_hub.guardrails import DETECTORS, Detectors, poisoned
+from tests.conftest import EVERYTHING, hub_client, running_hub, write_config
 from tests.servers.leaky import DATA, ORDINARY, PIXEL
 
 pytestmark = pytest.mark.anyio
@@ -189,3 +190,46 @@ async def test_no_guards_no_link(tmp_path: Path) -> None:
         result = await client.call_tool("leaky_leak", {"what": "aws"})
     assert texts(result)[0] == f"Record: {DATA['aws']}."
     assert not any(type(link).__name__ == "Guardrails" for link in hub.links)
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_no_false_positives_on_the_public_servers_results(tmp_path: Path, mode: str) -> None:
+    """npm's server-everything and mcp-server-time, every detector watching: nothing found in their results
+    (text, structured content, images, prompts, a document) or in their tools' definitions."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "policy.toml").write_text(
+        '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n\n' + guard("flag"), encoding="utf-8"
+    )
+    servers = {
+        "everything": {"command": str(EVERYTHING), "args": ["stdio"]},
+        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+    }
+    config = write_config(tmp_path / "hub.toml", servers)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\nreload = false\n\n[audit]\nfile = "audit.jsonl"\n')
+    calls = [
+        ("everything_echo", {"message": "hello ✓"}),
+        ("everything_get-sum", {"a": 1, "b": 2}),
+        ("everything_get-structured-content", {"location": "Chicago"}),
+        ("everything_get-tiny-image", {}),
+        ("everything_get-resource-links", {"count": 3}),
+        ("time_get_current_time", {"timezone": "Europe/Paris"}),
+        ("time_convert_time", {"source_timezone": "Europe/Paris", "time": "14:30", "target_timezone": "Asia/Tokyo"}),
+    ]
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        tools = (await client.list_tools()).tools
+        for name, arguments in calls:
+            assert (await client.call_tool(name, arguments)).is_error is not True, name
+        await client.get_prompt("everything_simple-prompt", {})
+        await client.get_prompt("everything_args-prompt", {"city": "Paris", "state": "TX"})
+        await client.read_resource("everything+demo://resource/static/document/architecture.md")
+    lines = audit_lines(tmp_path / "audit.jsonl")
+    assert len(lines) == len(calls) + 3
+    found = [(line["name"], line["reason"]) for line in lines if line["rule"] == "flag-both"]
+    assert found == []
+    detectors = Detectors()
+    definitions = [tool.model_dump(by_alias=True, exclude_none=True) for tool in tools]
+    assert [
+        (d["name"], poisoned(d, detectors, DETECTORS)) for d in definitions if poisoned(d, detectors, DETECTORS)
+    ] == []
