@@ -233,3 +233,19 @@ async def test_no_false_positives_on_the_public_servers_results(tmp_path: Path, 
     assert [
         (d["name"], poisoned(d, detectors, DETECTORS)) for d in definitions if poisoned(d, detectors, DETECTORS)
     ] == []
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_progress_messages_are_redacted_as_they_go(tmp_path: Path, mode: str) -> None:
+    config, audit = setup(tmp_path, guard("block", "results", detect='["secrets"]'))
+    messages: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        messages.append(message)
+
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        result = await client.call_tool("leaky_progress", {}, progress_callback=progress)
+    assert result.content[0].text == "finished"  # type: ignore[union-attr]
+    assert messages == ["using key [REDACTED:aws_access_key]", "done"]
+    reasons = [line["reason"] for line in audit_lines(audit) if line["rule"] == "block-results"]
+    assert reasons == ["secrets found aws_access_key x1 in the progress messages"]

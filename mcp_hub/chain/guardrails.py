@@ -11,7 +11,9 @@ denied call is never looked at) and around the router:
   contents and prompt messages, every string at any depth but base64 payloads (`data`, `blob`) and the
   protocol's own fields (`_meta`, `requestState`, `type`, `mimeType`, `uri`); a blocked match replaces
   the whole result (a tool error for tools, an error for prompts and resources), redacted ones are
-  replaced.
+  replaced;
+- progress messages, on their way to the client while the call runs, as results are, one by one (each
+  is relayed at once, nothing is held back): a match is redacted whether its guard redacts or blocks.
 
 Every hit leaves one audit line per guard and detector ("redacted", "blocked" or "flagged", the guard as
 the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
@@ -23,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.config import HubConfig
@@ -78,8 +82,10 @@ class Guardrails:
                         return self._blocked(ctx, blocker, scan, "arguments")
                     if arguments is not ctx.arguments:
                         ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": arguments})
-        result = await call_next(ctx)
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
+        if guarding and ctx.on_progress is not None:
+            ctx = dataclasses.replace(ctx, on_progress=self._progress(ctx, guarding, ctx.on_progress, policy.revision))
+        result = await call_next(ctx)
         if not guarding:
             return result
         checked, scan = self._scan(guarding, result, RESULT_SKIP)
@@ -90,6 +96,25 @@ class Guardrails:
         if blocker is not None:
             return self._blocked(ctx, blocker, scan, "results")
         return checked
+
+    def _progress(self, ctx: CallContext, guarding: Guarding, relay: ProgressFnT, revision: str) -> ProgressFnT:
+        """Progress on its way to the client, its message scanned as a result is: a match is redacted whether
+        its guard redacts or blocks (a notification cannot be answered with an error; the result will be)."""
+
+        async def guarded(progress: float, total: float | None, message: str | None) -> None:
+            if message:
+                detectors, names = self._detectors, guarding.detectors
+                checked, scan = scan_value(
+                    message,
+                    lambda text: detectors.find(text, names),
+                    lambda match: guarding.handling(match).action != "flag",
+                )
+                if scan.hits:
+                    self._record(ctx, guarding, scan, "progress messages", revision)
+                    message = checked
+            await relay(progress, total, message)
+
+        return guarded
 
     def _scan(
         self, guarding: Guarding, value: Any, skip: Iterable[str], *, everything: bool = False
@@ -111,7 +136,7 @@ class Guardrails:
             return {"content": [{"type": "text", "text": message}], "isError": True}
         raise Refused(message, guard.id)
 
-    def _record(self, ctx: CallContext, guarding: Guarding, scan: Scan, direction: Direction, revision: str) -> None:
+    def _record(self, ctx: CallContext, guarding: Guarding, scan: Scan, direction: str, revision: str) -> None:
         """One audit line per guard and detector: what was found (kinds and counts), never the value."""
         found: dict[tuple[str, str], dict[str, int]] = {}
         guards: dict[str, CompiledGuard] = {}
