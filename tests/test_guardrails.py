@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
 from mcp_hub.guardrails import DETECTORS, Detectors, poisoned
-from tests.conftest import EVERYTHING, hub_client, running_hub, write_config
+from tests.conftest import EVERYTHING, hub_client, running_hub, wait_for, write_config
 from tests.servers.leaky import DATA, ORDINARY, PIXEL
 
 pytestmark = pytest.mark.anyio
@@ -249,3 +249,19 @@ async def test_progress_messages_are_redacted_as_they_go(tmp_path: Path, mode: s
     assert messages == ["using key [REDACTED:aws_access_key]", "done"]
     reasons = [line["reason"] for line in audit_lines(audit) if line["rule"] == "block-results"]
     assert reasons == ["secrets found aws_access_key x1 in the progress messages"]
+
+
+async def test_guards_added_by_a_policy_reload_apply(tmp_path: Path) -> None:
+    config, _ = setup(tmp_path, "")
+    text = config.read_text(encoding="utf-8").replace("reload = false", "reload = true")
+    config.write_text(text, encoding="utf-8")
+    policy = tmp_path / "policies" / "policy.toml"
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        assert texts(await client.call_tool("leaky_leak", {"what": "aws"}))[0] == f"Record: {DATA['aws']}."
+        policy.write_text(policy.read_text(encoding="utf-8") + guard("redact", "results"), encoding="utf-8")
+
+        async def redacted() -> bool:
+            result = await client.call_tool("leaky_leak", {"what": "aws"})
+            return texts(result)[0] == f"Record: {MARKERS['aws']}."
+
+        await wait_for(redacted)
