@@ -44,10 +44,12 @@ def mcp_hub_pins(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_hidden_text_in_a_definition_is_told_by_kind_and_place() -> None:
     detectors = Detectors()
-    assert [poisoned(tool, detectors, {"hidden"}) for tool in TOOLS] == [None, None, REASON]
+    assert {
+        tool["name"]: poisoned(tool, detectors, {"hidden"}) for tool in TOOLS if poisoned(tool, detectors, {"hidden"})
+    } == {"poisoned": REASON}
     schema = {"name": "t", "inputSchema": {"properties": {"a": {"description": "x\u200by"}}}}
     assert poisoned(schema, detectors, {"hidden"}) == "hidden text: zero_width in inputSchema/properties/a/description"
-    assert poisoned(TOOLS[2], detectors, set()) is None
+    assert poisoned(next(t for t in TOOLS if t["name"] == "poisoned"), detectors, set()) is None
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -55,7 +57,7 @@ async def test_a_poisoned_tool_is_held_until_accepted(tmp_path: Path, mode: str)
     config = setup(tmp_path, "hold")
     async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
         listed = {tool.name for tool in (await client.list_tools()).tools}
-        assert listed == {"leaky_leak", "leaky_echo"}
+        assert listed == {f"leaky_{tool['name']}" for tool in TOOLS} - {"leaky_poisoned"}
         with pytest.raises(MCPError) as caught:
             await client.call_tool("leaky_poisoned", {"a": 1, "b": 2})
         assert caught.value.message == "Unknown tool: leaky_poisoned"

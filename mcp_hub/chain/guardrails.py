@@ -73,14 +73,15 @@ class Guardrails:
         if ctx.kind != "resource" and ctx.arguments:
             guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
             if guarding:
-                arguments, scan = self._scan(guarding, dict(ctx.arguments), ())
+                sent = dict(ctx.arguments)
+                arguments, scan = self._scan(guarding, sent, ())
                 if scan.hits:
-                    ctx.verdict.arguments = self._scan(guarding, dict(ctx.arguments), (), everything=True)[0]
+                    ctx.verdict.arguments = self._scan(guarding, sent, (), everything=True)[0]
                     self._record(ctx, guarding, scan, "arguments", policy.revision)
                     blocker = guarding.blocking(match for _, match in scan.hits)
                     if blocker is not None:
                         return self._blocked(ctx, blocker, scan, "arguments")
-                    if arguments is not ctx.arguments:
+                    if arguments is not sent:  # something was redacted
                         ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": arguments})
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
         if guarding and ctx.on_progress is not None:
