@@ -225,7 +225,8 @@ def _pins(args: argparse.Namespace) -> int:
         return 1 if unknown else 0
     print(f"{len(store.pins)} tool(s) pinned; {len(store.pending)} changed since:")
     for key, change in sorted(store.pending.items()):
-        print(f"  {key}  (changed {change['since']}; accept with: mcp-hub pins accept {key})")
+        why = f"held or flagged for {change['reason']}, since" if change.get("reason") else "changed"
+        print(f"  {key}  ({why} {change['since']}; accept with: mcp-hub pins accept {key})")
     return 0
 
 

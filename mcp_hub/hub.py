@@ -31,10 +31,12 @@ from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
+from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
+from mcp_hub.guardrails import Detectors, expand, poisoned
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
@@ -88,6 +90,7 @@ class Hub:
         )
         pins = config.relative(config.policy.pins) if config.policy.pins else None
         self.pins = PinStore(pins, on_flag=self.audit.record_tool_changed)
+        self._tool_detectors = Detectors()
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
         access = config.hub.access_log and access_log.isEnabledFor(logging.INFO)
         observer = None
@@ -102,13 +105,16 @@ class Hub:
             links.append(trail)
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter()))
+            if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
+                links.append(Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit))
+        self.links: tuple[Link, ...] = tuple(links)
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
             self.router,
             page_size=config.hub.page_size,
             policy=self.policy,
-            call=compose(links, self.router.call),
+            call=compose(self.links, self.router.call),
             upstreams=self.upstreams,
             on_log_level=self._log_level_changed,
             confirms=self.policy.directory is not None,
@@ -211,11 +217,15 @@ class Hub:
                 continue
             changed: set[str] = set()
             for mount, tools in self._served_tools.items():
-                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change)
+                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
                 changed |= self.catalog.update(mount, {"tools": admitted})
                 self.snapshot.record(mount, self.catalog.listings(mount))
             if changed:
                 await self.endpoint.notify_changed(changed)
+
+    def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
+        """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
+        return poisoned(tool, self._tool_detectors, expand(self.policy().pinning.scan))
 
     async def _on_listing(self, upstream: Upstream, kinds: frozenset[str]) -> None:
         # A kind the server does not offer or implement is empty, one it failed to list this time keeps
@@ -228,7 +238,8 @@ class Hub:
                 listings[kind] = self.catalog.admit(upstream.name, kind, items)
         if "tools" in listings:
             self._served_tools[upstream.name] = listings["tools"]
-            listings["tools"] = self.pins.admit(upstream.name, listings["tools"], self.policy().pinning.on_change)
+            pinning = self.policy().pinning
+            listings["tools"] = self.pins.admit(upstream.name, listings["tools"], pinning.on_change, self._poisoned)
         changed = self.catalog.update(upstream.name, listings)
         self.snapshot.record(upstream.name, self.catalog.listings(upstream.name))
         if changed:

@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, policy
+    observe, catalog, guardrails <- policy
     upstream
     chain
     server
@@ -33,12 +33,13 @@ ALLOWED = {
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config"},
-    "policy": {"errors", "config", "shown"},
+    "guardrails": {"errors", "config", "shown"},
+    "policy": {"errors", "config", "shown", "guardrails"},
     "sdk": set(),
     "upstream": BASE | {"config", "observe", "sdk", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "policy", "sdk", "upstream"},
+    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
     "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "policy", "sdk", "upstream", "chain", "server"},
+    "hub": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
     "examples": set(),
 }
 

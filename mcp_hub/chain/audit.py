@@ -82,7 +82,8 @@ class AuditTrail:
         else:  # no policy link decided: no policy configured (or the call ended before it was decided)
             policy = self._policy()
             revision, mask = policy.revision, policy.audit.mask_arguments
-        arguments = mask_arguments(ctx.arguments, mask) if ctx.kind != "resource" else None
+        shown = verdict.arguments if verdict.arguments is not None else ctx.arguments  # as a guard redacted them
+        arguments = mask_arguments(shown, mask) if ctx.kind != "resource" else None
         decided = verdict.outcome not in _DECIDED_ALLOWED
         self._log.record(
             AuditEvent(

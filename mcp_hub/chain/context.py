@@ -1,11 +1,11 @@
 """What every link of the chain sees about one call, and how links are composed.
 
-A call flows `recorder -> audit -> policy -> router`: each link is an object
+A call flows `recorder -> audit -> policy -> guardrails -> router`: each link is an object
 with `async __call__(ctx, call_next)`, composed once by `compose()` (hub.py,
 which adds only the links that have work to do); the router (router.py,
 `Router.call`) is the last. The context is frozen; the one thing links tell
-each other is the `Verdict`, which the policy link fills in and the audit link
-reads when the call is over.
+each other is the `Verdict`, which the policy and guardrails links fill in and
+the audit link reads when the call is over.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class Verdict:
     """The revision of the policy that decided (None: no policy link did)."""
     mask: Sequence[str] | None = None
     """That policy's `[audit] mask_arguments`: the audit record is masked as the deciding policy says."""
+    arguments: Mapping[str, Any] | None = None
+    """The arguments as the audit record may show them, when a guard found something in them (redacted)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -209,7 +209,8 @@ class AuditLog:
 
     def record_tool_changed(self, mount: str, name: str, old_fingerprint: str, new_fingerprint: str) -> None:
         """A server now serves a definition of a pinned tool other than the pinned one, and it is served
-        (`[pinning] on_change = "flag"`): one event, outcome "tool_changed", by the principal "mcp-hub"."""
+        (`[pinning] on_change = "flag"`): one event, outcome "tool_changed", by the principal "mcp-hub".
+        An empty `old_fingerprint`: a tool first seen with hidden text in its definition (tool poisoning)."""
         self.record(
             AuditEvent(
                 time=self.now(),
@@ -223,7 +224,11 @@ class AuditLog:
                 arguments={"old_fingerprint": old_fingerprint, "new_fingerprint": new_fingerprint},
                 outcome="tool_changed",
                 rule=None,
-                reason="the tool's definition changed since it was pinned; served (pinning: flag)",
+                reason=(
+                    "the tool's definition changed since it was pinned; served (pinning: flag)"
+                    if old_fingerprint
+                    else "the tool's definition carries hidden text (tool poisoning); served (pinning: flag)"
+                ),
                 latency_ms=None,
                 policy_revision=None,
             )

@@ -11,12 +11,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from mcp_hub.policy.constraints import ArgumentRule, Realpath, Violation, compile_argument
-from mcp_hub.policy.globs import Selector
+from mcp_hub.policy.globs import KINDS, SELECTOR_FIELDS, Kind, Selector
+from mcp_hub.policy.guards import CompiledGuard, compile_guard
 from mcp_hub.policy.model import Profile, Rule
-
-Kind = Literal["tool", "prompt", "resource"]
-KINDS: tuple[Kind, ...] = ("tool", "prompt", "resource")
-SELECTOR_FIELDS: Mapping[Kind, str] = MappingProxyType({"tool": "tools", "prompt": "prompts", "resource": "resources"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +52,8 @@ class CompiledProfile:
     rules: tuple[CompiledRule, ...]
     by_kind: Mapping[Kind, tuple[CompiledRule, ...]]
     builtin: bool = False
+    guards: tuple[CompiledGuard, ...] = ()
+    """Its own guards followed by those of the profiles it includes (see guards.py)."""
 
     @classmethod
     def build(
@@ -66,11 +65,12 @@ class CompiledProfile:
         rules: tuple[CompiledRule, ...],
         *,
         builtin: bool = False,
+        guards: tuple[CompiledGuard, ...] = (),
     ) -> CompiledProfile:
         by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
             kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
         }
-        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin)
+        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin, guards)
 
 
 def rule_id(profile: str, index: int, rule: Rule) -> str:
@@ -100,11 +100,18 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
         name: tuple(compile_rule(name, index, rule) for index, rule in enumerate(profile.rules))
         for name, profile in profiles.items()
     }
+    own_guards = {
+        name: tuple(compile_guard(name, index, guard) for index, guard in enumerate(profile.guards))
+        for name, profile in profiles.items()
+    }
     compiled: dict[str, CompiledProfile] = {}
     for name, profile in profiles.items():
         includes = _includes(name, profiles)
         rules = own[name] + tuple(rule for included in includes for rule in own[included])
-        compiled[name] = CompiledProfile.build(name, profile.description, profile.default, includes, rules)
+        guards = own_guards[name] + tuple(guard for included in includes for guard in own_guards[included])
+        compiled[name] = CompiledProfile.build(
+            name, profile.description, profile.default, includes, rules, guards=guards
+        )
     return compiled
 
 

@@ -38,11 +38,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
 from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
 from mcp_hub.policy.constraints import Realpath, Violation
+from mcp_hub.policy.guards import Direction, Guarding
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
 from mcp_hub.policy.rates import parse_rate
 
@@ -146,6 +148,19 @@ class PolicySet:
             return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates)
         reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
         return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates)
+
+    @cached_property
+    def has_guards(self) -> bool:
+        """Whether any profile has guards (without, nothing in calls or results is looked at)."""
+        return any(profile.guards for profile in self.profiles.values())
+
+    def guarding(self, principal: str, kind: Kind, mount: str, name: str, direction: Direction) -> Guarding:
+        """The guards of the principal's profile that apply to this item in this direction (see guards.py)."""
+        profile_name = self.profile_for(principal)
+        if profile_name is None:
+            return Guarding(())
+        guards = self.profiles[profile_name].guards
+        return Guarding(tuple(g for g in guards if g.watches(direction) and g.applies(kind, mount, name)))
 
     def visible(self, principal: str, kind: str, mount: str, name: str) -> bool:
         """Whether the item is listed (and callable at all): the decision is not DENIED.

@@ -2,18 +2,22 @@
 
 The outcome shown is `decide()`'s own; the rule lines re-run the same matching and the same
 constraint checks, one rule at a time, so every rule considered appears, matched or not.
-Argument values are shown masked with the [audit] settings, and names and values with the
+Argument values are shown masked with the [audit] settings and with what the guards find
+redacted (see guards.py), and names and values with the
 characters that would deceive a reader escaped (see shown.py).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
+from mcp_hub.guardrails import Detectors, scan_value
 from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
 from mcp_hub.policy.constraints import Realpath
 from mcp_hub.policy.decide import BUILTIN_REASON, Decision, PolicySet, Target
+from mcp_hub.policy.guards import Guarding
 from mcp_hub.policy.masking import mask_arguments
 from mcp_hub.shown import shown, shown_json
 
@@ -29,13 +33,42 @@ def render(policy: PolicySet, principal: str, target: Target, decision: Decision
     files = f" ({', '.join(policy.sources)})" if policy.sources else " (built-in policy)"
     lines = [f"Policy revision {policy.revision}{files}", _principal_line(policy, principal)]
     target_text = f"{target.kind} {shown(repr(target.name))} on mount {shown(repr(target.mount))}"
-    lines.append(f"Target: {target_text}; {_arguments_text(policy, target)}")
+    lines.append(f"Target: {target_text}; {_arguments_text(policy, principal, target)}")
     if decision.profile is not None:
         lines.extend(_profile_lines(policy, target, realpath, decision.profile))
     lines.append(_outcome_line(decision))
     for limit in decision.rate_limits:
         lines.append(f"Rate limit from rule {limit.rule!r}: {limit.rate} ({_scope_text(limit.scope)})")
+    if decision.profile is not None and decision.outcome != "denied":
+        lines.extend(_guard_lines(policy, principal, target))
     return "\n".join(lines)
+
+
+def _guard_lines(policy: PolicySet, principal: str, target: Target) -> list[str]:
+    """The guards that apply, by direction; with arguments, what they find in them (kinds, never values)."""
+    lines: list[str] = []
+    for direction in ("arguments", "results"):
+        guarding = policy.guarding(principal, target.kind, target.mount, target.name, direction)
+        for guard in guarding.guards:
+            origin = f", from profile {guard.profile!r}" if guard.profile != policy.profile_for(principal) else ""
+            lines.append(f"Guard {guard.id} on {direction}{origin}: {guard.describe()}")
+        if direction == "arguments" and guarding and target.kind != "resource" and target.arguments:
+            lines.extend(_found_lines(guarding, target.arguments))
+    if not lines:
+        lines.append("Guards: none apply (arguments and results pass unexamined)")
+    return lines
+
+
+def _found_lines(guarding: Guarding, arguments: Mapping[str, Any]) -> list[str]:
+    """What the guards find in the arguments: where, which kind, what happens (never the value)."""
+    detectors, names = Detectors(), guarding.detectors
+    _, scan = scan_value(dict(arguments), lambda text: detectors.find(text, names))
+    lines: list[str] = []
+    for path, match in scan.hits:
+        guard = guarding.handling(match)
+        where = "/".join(shown(str(step)) for step in path)
+        lines.append(f"  argument {where}: {match.kind} ({match.detector}) -> {guard.action} by {guard.id}")
+    return lines
 
 
 def _principal_line(policy: PolicySet, principal: str) -> str:
@@ -48,12 +81,17 @@ def _principal_line(policy: PolicySet, principal: str) -> str:
     return f"Principal {principal!r}: profile {profile!r}, from {entry}"
 
 
-def _arguments_text(policy: PolicySet, target: Target) -> str:
+def _arguments_text(policy: PolicySet, principal: str, target: Target) -> str:
     if target.kind == "resource":
         return "resources take no arguments"
     if target.arguments is None:
         return "no arguments given (checked as a call without arguments)"
-    text = shown_json(mask_arguments(target.arguments, policy.audit.mask_arguments))
+    arguments: Any = mask_arguments(target.arguments, policy.audit.mask_arguments)
+    guarding = policy.guarding(principal, target.kind, target.mount, target.name, "arguments")
+    if guarding:  # what a guard finds is not shown either
+        detectors, names = Detectors(), guarding.detectors
+        arguments, _ = scan_value(arguments, lambda text: detectors.find(text, names), lambda match: True)
+    text = shown_json(arguments)
     if len(text) > _MAX_ARGUMENTS_TEXT:
         text = text[:_MAX_ARGUMENTS_TEXT] + "..."
     return f"arguments (masked): {text}"

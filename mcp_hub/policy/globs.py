@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
+from typing import Literal
 
 from mcp_hub.config import MOUNT_NAME_PATTERN, to_mount_name
+
+Kind = Literal["tool", "prompt", "resource"]
+KINDS: tuple[Kind, ...] = ("tool", "prompt", "resource")
+SELECTOR_FIELDS: Mapping[Kind, str] = MappingProxyType({"tool": "tools", "prompt": "prompts", "resource": "resources"})
+"""What selectors select, and the key that lists them in a rule or a guard."""
 
 _GLOB_CHARS = frozenset("*?[")
 _MOUNT_GLOB_CHARS = re.compile(r"[a-z0-9*?\[\]!-]+\Z")

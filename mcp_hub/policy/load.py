@@ -10,7 +10,8 @@ and ends with the fix. The steps:
 2. per file: TOML syntax; unknown keys, with "did you mean"; the model (types, selectors,
    regexes, rates, roots: `model.py`);
 3. across files: a principal, profile or settings table defined twice; [principals] and
-   `extends` naming profiles that do not exist; `extends` cycles; rule ids used twice;
+   `extends` naming profiles that do not exist; `extends` cycles; rule and guard ids used twice
+   (they share one namespace: an audit line names either);
 4. compile (`compiled.py`).
 """
 
@@ -37,11 +38,13 @@ from mcp_hub.config import (
 from mcp_hub.errors import ConfigError
 from mcp_hub.policy.compiled import compile_profiles, rule_id
 from mcp_hub.policy.decide import PolicySet
+from mcp_hub.policy.guards import guard_id
 from mcp_hub.policy.model import (
     SETTINGS_TABLES,
     ArgumentConstraints,
     AuditSettings,
     ConfirmationSettings,
+    Guard,
     PinningSettings,
     PolicyFile,
     Profile,
@@ -53,6 +56,7 @@ _TOP_KEYS = tuple(PolicyFile.model_fields)
 _PROFILE_KEYS = tuple(Profile.model_fields)
 _RULE_KEYS = tuple(Rule.model_fields)
 _CONSTRAINT_KEYS = tuple(ArgumentConstraints.model_fields)
+_GUARD_KEYS = tuple(Guard.model_fields)
 _SETTINGS_KEYS = {
     "confirmation": tuple(ConfirmationSettings.model_fields),
     "audit": tuple(AuditSettings.model_fields),
@@ -147,7 +151,11 @@ def _model_error(error: ErrorDetails, source: _Source) -> ConfigError:
     if error["type"] == "hub_rule":
         loc = (*loc, *error.get("ctx", {})["key"])
     if error["type"] == "missing":
-        hint = ' (effect = "allow", "deny" or "confirm")' if loc[-1] == "effect" else ""
+        hint = {
+            "effect": ' (effect = "allow", "deny" or "confirm")',
+            "action": ' (action = "redact", "block" or "flag")',
+            "detect": ' (detect = ["secrets"], or other detectors)',
+        }.get(str(loc[-1]), "")
         return source.error(loc, f"missing required key {loc[-1]!r}; add it{hint}")
     return source.error(loc, config_error(error, source.path).reason)
 
@@ -170,6 +178,9 @@ def _check_keys(data: dict[str, Any], source: _Source) -> None:
             for argument, spec in _table(rule.get("arguments")).items():
                 loc = ("profiles", name, "rules", index, "arguments", argument)
                 _check_table(_table(spec), _CONSTRAINT_KEYS, loc, source)
+        guards: Any = profile.get("guards")
+        for index, guard in enumerate(cast(list[Any], guards) if isinstance(guards, list) else []):
+            _check_table(_table(guard), _GUARD_KEYS, ("profiles", name, "guards", index), source)
 
 
 def _table(value: Any) -> dict[str, Any]:
@@ -191,8 +202,11 @@ def _misplaced(key: str, loc: Loc, value: Any, allowed: tuple[str, ...]) -> str 
             f"{key} is an argument constraint; put it in a [profiles.{loc[1]}.rules.arguments.NAME] table "
             "below this rule, NAME being the argument it constrains"
         )
-    if len(loc) == 2 and key in _RULE_KEYS:
-        return f"{key} belongs to a rule; put it in a [[profiles.{loc[1]}.rules]] entry"
+    if len(loc) == 4 and loc[2] == "rules" and key in _GUARD_KEYS:
+        return f"{key} belongs to a guard; put it in a [[profiles.{loc[1]}.guards]] entry"
+    if len(loc) == 2 and key in _RULE_KEYS + _GUARD_KEYS:
+        table = "rules" if key in _RULE_KEYS else "guards"
+        return f"{key} belongs to a {table[:-1]}; put it in a [[profiles.{loc[1]}.{table}]] entry"
     if not loc and key in _PROFILE_KEYS + _RULE_KEYS:
         return f"{key} belongs to a profile or a rule; put it under [profiles.NAME] or [[profiles.NAME.rules]]"
     if not loc and isinstance(value, dict) and not difflib.get_close_matches(key, allowed, n=1):
@@ -279,3 +293,10 @@ class _Merged:
                     reason = f"rule id {rid!r} is already used in {seen[rid]}; give this rule another id"
                     raise source.error(loc, reason)
                 seen[rid] = f"profile {name!r} ({source.path})"
+            for index, guard in enumerate(profile.guards):
+                gid = guard_id(name, index, guard)
+                if gid in seen:
+                    loc = ("profiles", name, "guards", index, *(("id",) if guard.id is not None else ()))
+                    reason = f"id {gid!r} is already used in {seen[gid]}; give this guard another id"
+                    raise source.error(loc, reason)
+                seen[gid] = f"profile {name!r} ({source.path})"

@@ -9,6 +9,7 @@ become `ConfigError(file, key, reason)` in one place.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -17,6 +18,7 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from mcp_hub.config import rule_error
+from mcp_hub.guardrails import GROUPS, NAMES
 from mcp_hub.policy.globs import selector_problem, unclosed_bracket
 from mcp_hub.policy.rates import parse_rate
 
@@ -116,6 +118,25 @@ class ArgumentConstraints(BaseModel):
         return self
 
 
+def _check_id(rule_id: str | None) -> str | None:
+    if rule_id is not None:
+        if rule_id in RESERVED_RULE_IDS:
+            raise rule_error(f"{rule_id!r} is reserved for decisions no rule made; choose another id")
+        if not RULE_ID.match(rule_id):
+            raise rule_error(
+                "a rule id is 1-128 letters, digits and _ . : # / - (starting with a letter or digit); rename it"
+            )
+    return rule_id
+
+
+def _check_selectors(selectors: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+    for index, selector in enumerate(selectors):
+        problem = selector_problem(selector, info.field_name or "")
+        if problem is not None:
+            raise rule_error(problem, index)
+    return selectors
+
+
 class Rule(BaseModel):
     """One `[[profiles.P.rules]]` entry."""
 
@@ -131,26 +152,8 @@ class Rule(BaseModel):
     rate_scope: Literal["principal", "shared"] = "principal"
     arguments: dict[str, ArgumentConstraints] = Field(default_factory=dict)
 
-    @field_validator("id")
-    @classmethod
-    def _id(cls, rule_id: str | None) -> str | None:
-        if rule_id is not None:
-            if rule_id in RESERVED_RULE_IDS:
-                raise rule_error(f"{rule_id!r} is reserved for decisions no rule made; choose another id")
-            if not RULE_ID.match(rule_id):
-                raise rule_error(
-                    "a rule id is 1-128 letters, digits and _ . : # / - (starting with a letter or digit); rename it"
-                )
-        return rule_id
-
-    @field_validator("tools", "prompts", "resources")
-    @classmethod
-    def _selectors(cls, selectors: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        for index, selector in enumerate(selectors):
-            problem = selector_problem(selector, info.field_name or "")
-            if problem is not None:
-                raise rule_error(problem, index)
-        return selectors
+    _id = field_validator("id")(_check_id)
+    _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
 
     @field_validator("rate")
     @classmethod
@@ -184,6 +187,42 @@ class Rule(BaseModel):
         return self
 
 
+def _check_detectors(names: tuple[str, ...], *, allow_empty: bool = False) -> tuple[str, ...]:
+    if not names and not allow_empty:
+        raise rule_error(f'no detectors; list at least one of {", ".join(NAMES)}, like detect = ["secrets"]')
+    for index, name in enumerate(names):
+        if name not in NAMES:
+            close = difflib.get_close_matches(name, NAMES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            groups = "; ".join(f"{group} = {', '.join(members)}" for group, members in GROUPS.items())
+            raise rule_error(f"unknown detector {name!r}; {hint}use one of {', '.join(NAMES)} ({groups})", index)
+    return names
+
+
+class Guard(BaseModel):
+    """One `[[profiles.P.guards]]` entry: what to look for in a call's arguments or results, and what to do
+    with what is found. Without tools, prompts or resources, it applies to every tool, prompt and resource."""
+
+    model_config = _MODEL_CONFIG
+
+    id: str | None = None
+    detect: _Strings
+    action: Literal["redact", "block", "flag"]
+    on: Literal["arguments", "results", "both"] = "both"
+    tools: _Strings = ()
+    prompts: _Strings = ()
+    resources: _Strings = ()
+    reason: str = ""
+
+    _id = field_validator("id")(_check_id)
+    _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
+
+    @field_validator("detect")
+    @classmethod
+    def _detectors(cls, detect: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_detectors(detect)
+
+
 class Profile(BaseModel):
     """One `[profiles.NAME]` table."""
 
@@ -193,6 +232,7 @@ class Profile(BaseModel):
     default: Literal["deny", "allow"] = "deny"
     extends: _Strings = ()
     rules: Annotated[tuple[Rule, ...], BeforeValidator(_as_tuple)] = ()
+    guards: Annotated[tuple[Guard, ...], BeforeValidator(_as_tuple)] = ()
 
 
 class ConfirmationSettings(BaseModel):
@@ -232,6 +272,14 @@ class PinningSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     on_change: Literal["accept", "flag", "hold"] = "flag"
+    scan: _Strings = ("hidden",)
+    """Detectors run over each listed tool's name, title, description and schemas; a tool they find
+    something in is handled as by `on_change`, until its definition is accepted. [] turns it off."""
+
+    @field_validator("scan")
+    @classmethod
+    def _detectors(cls, scan: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_detectors(scan, allow_empty=True)
 
 
 class PolicyFile(BaseModel):

@@ -1,0 +1,38 @@
+"""Guardrails: what in a call's arguments or results is a secret, personal data or hidden text.
+
+Pure: no I/O, no SDK, no configuration read here (the hub passes its own secret values in).
+Detectors return typed matches (`Match`: detector, kind, span), never copies of the values, so
+what they find can be counted, audited and redacted without being logged. The policy decides
+what happens to a match (policy/: guards); the chain enforces it (chain/guardrails.py).
+
+```
+matches.py   Match, merging overlapping matches, redaction with [REDACTED:<kind>]
+secrets.py   detect-secrets' plugins, high-entropy strings, the hub's own secret values
+personal.py  card numbers (Luhn), IBANs and national IDs (python-stdnum), phones (phonenumbers), e-mail
+hidden.py    tag characters, bidi controls, zero-width characters, HTML comments
+scan.py      detectors by name, and a scan of a JSON value that redacts in a copy
+tools.py     tool poisoning: hidden text in a tool's definition
+```
+"""
+
+from __future__ import annotations
+
+from mcp_hub.guardrails.matches import Match, marker, merged, redacted
+from mcp_hub.guardrails.scan import BINARY_KEYS, DETECTORS, GROUPS, NAMES, Detectors, Scan, expand, scan_value
+from mcp_hub.guardrails.tools import poisoned
+
+__all__ = [
+    "BINARY_KEYS",
+    "DETECTORS",
+    "GROUPS",
+    "NAMES",
+    "Detectors",
+    "Match",
+    "Scan",
+    "expand",
+    "marker",
+    "merged",
+    "poisoned",
+    "redacted",
+    "scan_value",
+]

@@ -1,0 +1,123 @@
+"""Detectors by name, and a scan of a JSON value (arguments, a result) that redacts in a copy.
+
+The names a policy's `detect` lists: "secrets", "card", "iban", "national_id", "phone", "email",
+"hidden", and the groups "personal" (card, iban, national_id, phone, email) and "all".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, cast
+
+from mcp_hub.guardrails.hidden import find_hidden
+from mcp_hub.guardrails.matches import Match, merged, redacted
+from mcp_hub.guardrails.personal import find_cards, find_emails, find_ibans, find_national_ids, find_phones
+from mcp_hub.guardrails.secrets import find_secrets, known_secrets
+
+DETECTORS: tuple[str, ...] = ("secrets", "card", "iban", "national_id", "phone", "email", "hidden")
+GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {"personal": ("card", "iban", "national_id", "phone", "email"), "all": DETECTORS}
+)
+NAMES: tuple[str, ...] = DETECTORS + tuple(GROUPS)
+
+BINARY_KEYS = frozenset(("data", "blob"))
+"""Keys of base64 payloads in MCP content (image and audio `data`, a resource's `blob`): not text, not scanned."""
+
+
+def expand(names: Iterable[str]) -> frozenset[str]:
+    """Detector names with the groups replaced by their members. Raises KeyError for an unknown name."""
+    out: set[str] = set()
+    for name in names:
+        if name in GROUPS:
+            out.update(GROUPS[name])
+        elif name in DETECTORS:
+            out.add(name)
+        else:
+            raise KeyError(name)
+    return frozenset(out)
+
+
+class Detectors:
+    """The hub's detectors, with its own secret values (`known`) for the "secrets" detector."""
+
+    def __init__(self, known: Iterable[str] = ()) -> None:
+        pattern = known_secrets(known)
+        self._finders: Mapping[str, Callable[[str], list[Match]]] = MappingProxyType(
+            {
+                "secrets": lambda text: find_secrets(text, pattern),
+                "card": find_cards,
+                "iban": find_ibans,
+                "national_id": find_national_ids,
+                "phone": find_phones,
+                "email": find_emails,
+                "hidden": find_hidden,
+            }
+        )
+
+    def find(self, text: str, detectors: Collection[str]) -> list[Match]:
+        """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""
+        return [match for name in DETECTORS if name in detectors for match in self._finders[name](text)]
+
+
+@dataclass
+class Scan:
+    """What a scan of one JSON value found: each match with the JSON path of its string."""
+
+    hits: list[tuple[tuple[str | int, ...], Match]] = field(default_factory=list)
+
+    def kinds(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _, match in self.hits:
+            counts[match.kind] = counts.get(match.kind, 0) + 1
+        return counts
+
+
+def scan_value(
+    value: Any,
+    find: Callable[[str], list[Match]],
+    redact: Callable[[Match], bool] | None = None,
+    *,
+    skip: Collection[str] = BINARY_KEYS,
+) -> tuple[Any, Scan]:
+    """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
+    by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
+    by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
+    found."""
+    scan = Scan()
+    return _walk(value, (), find, redact, scan, frozenset(skip)), scan
+
+
+def _walk(
+    value: Any,
+    path: tuple[str | int, ...],
+    find: Callable[[str], list[Match]],
+    redact: Callable[[Match], bool] | None,
+    scan: Scan,
+    skip: frozenset[str],
+) -> Any:
+    if isinstance(value, str):
+        matches = find(value)
+        if not matches:
+            return value
+        matches = merged(matches)
+        scan.hits.extend((path, match) for match in matches)
+        chosen = [m for m in matches if redact is not None and redact(m)]
+        return redacted(value, chosen) if chosen else value
+    if isinstance(value, Mapping):
+        mapping = cast(Mapping[str, Any], value)
+        out: dict[str, Any] | None = None
+        for key, item in mapping.items():
+            if key in skip and (isinstance(item, str) or key not in BINARY_KEYS):
+                continue
+            new = _walk(item, (*path, key), find, redact, scan, skip)
+            if new is not item:
+                out = dict(mapping) if out is None else out
+                out[key] = new
+        return value if out is None else out
+    if isinstance(value, list | tuple):
+        items = cast(Sequence[Any], value)
+        new_items = [_walk(item, (*path, index), find, redact, scan, skip) for index, item in enumerate(items)]
+        return value if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
+    return value

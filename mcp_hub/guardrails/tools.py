@@ -1,0 +1,33 @@
+"""Tool poisoning: a tool definition that says something to the model that a person does not see.
+
+A tool's name, title, description and schemas (every string in them, descriptions of parameters
+included) are scanned with the given detectors (usually "hidden": HTML comments, tag characters,
+bidi controls, zero-width characters). What is found is told as a reason, by kind and place, never
+by value: "hidden text: html_comment in description; tag_characters in inputSchema/properties/a/description".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from mcp_hub.guardrails.scan import Detectors, scan_value
+
+SCANNED = ("name", "title", "description", "inputSchema", "outputSchema")
+
+
+def poisoned(tool: Mapping[str, Any], detectors: Detectors, names: Collection[str]) -> str | None:
+    """Why the tool looks poisoned (what the detectors found, and where), or None."""
+    if not names:
+        return None
+    definition = {key: tool[key] for key in SCANNED if key in tool}
+    _, scan = scan_value(definition, lambda text: detectors.find(text, names), skip=())
+    if not scan.hits:
+        return None
+    places: dict[str, list[str]] = {}
+    for path, match in scan.hits:
+        place = "/".join(str(step) for step in path)
+        kinds = places.setdefault(place, [])
+        if match.kind not in kinds:
+            kinds.append(match.kind)
+    return "hidden text: " + "; ".join(f"{', '.join(kinds)} in {place}" for place, kinds in places.items())
