@@ -329,7 +329,7 @@ async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_
             refreshed = await host.call_tool("refresh_chart", {"series": "x"})
             heard = (await host.call_tool("apps_heard_extensions", {})).structured_content
         declared = host.server_capabilities.extensions or {}
-    assert (UI in declared) is (host_era == "auto")  # 2026-07-28, negotiated; none in `initialize` (see README)
+    assert UI in declared  # in `initialize` (handshake era), in `server/discover` (2026-07-28)
     assert page.contents[0].text.startswith("<!DOCTYPE html>")  # type: ignore[union-attr]
     assert refreshed.content[0].text == "refreshed x"  # type: ignore[union-attr]
     assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}

@@ -284,15 +284,11 @@ async def test_the_hub_declares_mcp_apps_to_a_2026_host(hub: Hub, direct: dict[s
     assert direct["legacy"].extensions == {UI: {}}  # the TypeScript server declares it in `initialize` too
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the SDK's handshake-era `initialize` surface has no `capabilities.extensions`: its result sieve "
-    "(mcp_types.methods.serialize_server_result) drops what the hub declares; see README, MCP Apps",
-)
-async def test_the_hub_declares_mcp_apps_to_a_handshake_era_host(hub: Hub) -> None:
+async def test_the_hub_declares_mcp_apps_to_a_handshake_era_host(hub: Hub, direct: dict[str, Seen]) -> None:
+    """In `initialize`, as the TypeScript server declares it there."""
     async with hub_client(hub, "legacy", extensions=HOST) as client:
         declared = client.server_capabilities.extensions
-    assert declared is not None and UI in declared
+    assert declared is not None and declared[UI] == direct["legacy"].extensions[UI] == {}
 
 
 @pytest.mark.parametrize("host", HOSTS)

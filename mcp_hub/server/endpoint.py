@@ -160,8 +160,7 @@ class _HubServer(Server[Any]):
         """
         known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
         if not extensions:
-            declared = [c.extensions if c is not None else CARRIED_EXTENSIONS for c in known]
-            extensions = merged_extensions(declared) or None
+            extensions = self.declared_extensions() or None
         caps = super().get_capabilities(
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
@@ -180,6 +179,12 @@ class _HubServer(Server[Any]):
             subscribe = any(c.resources and c.resources.subscribe for c in offered)
             update["resources"] = caps.resources.model_copy(update={"subscribe": subscribe})
         return caps.model_copy(update=update)
+
+    def declared_extensions(self) -> dict[str, dict[str, Any]]:
+        """The extensions the enabled mounts declared; one not connected yet counts as declaring those the
+        hub can carry (`CARRIED_EXTENSIONS`)."""
+        known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
+        return merged_extensions(c.extensions if c is not None else CARRIED_EXTENSIONS for c in known)
 
     def create_initialization_options(
         self,
@@ -288,7 +293,7 @@ class Endpoint:
         self._events = InMemorySubscriptionBus()
         """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
         self._listener = ListenHandler(self._events)
-        self.server: Server[Any] = _HubServer(name, upstreams, version=__version__, cache_hints=_NO_CACHING)
+        self.server = _HubServer(name, upstreams, version=__version__, cache_hints=_NO_CACHING)
         self.server.get_tool_input_schema = self._input_schema
         self._schemas: tuple[str, dict[str, Any]] = ("", {})
         """The tools' input schemas by public name, and the tools view revision they are from."""
@@ -314,6 +319,7 @@ class Endpoint:
         sdk_runner.drop_sdk_spans(self.server)
         self.server.middleware.append(_translate_errors)
         self.server.middleware.append(self._answer_lists)
+        self.server.middleware.append(self._declare_extensions)
         self.server.lane = CallLane(self.server, self.serve_call)
         self.server.add_notification_handler(
             "notifications/initialized", types.NotificationParams, self._client_initialized
@@ -362,6 +368,19 @@ class Endpoint:
             return result
 
         return handler
+
+    async def _declare_extensions(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Middleware: the `initialize` answer declares the mounts' extensions (`capabilities.extensions`),
+        as a server speaking the handshake era directly does (MCP Apps hosts look for it there); the SDK's
+        shaping of that era's answer leaves the field out, so it is put back here."""
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            capabilities = result.get("capabilities")
+            if isinstance(capabilities, dict) and "extensions" not in capabilities:
+                extensions = self.server.declared_extensions()
+                if extensions:
+                    capabilities["extensions"] = extensions
+        return result
 
     async def _answer_lists(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Middleware: answer a list request for a page that was sent before with the answer sent then.
