@@ -98,6 +98,7 @@ class Hub:
             observer = RequestObserver(self.telemetry, access=access, principal=principal_of, session=session_of)
         # Only the links that have work to do: every tool call passes through them.
         links: list[Link] = []
+        guardrails = None
         if observer is not None:
             links.append(CallRecorder())
         trail = AuditTrail(self.audit, self.policy) if audit.file else None
@@ -106,7 +107,8 @@ class Hub:
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter()))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
-                links.append(Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit))
+                guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
+                links.append(guardrails)
         self.links: tuple[Link, ...] = tuple(links)
         self.endpoint = Endpoint(
             config.hub.name,
@@ -120,6 +122,7 @@ class Hub:
             confirms=self.policy.directory is not None,
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
+            guard_task=guardrails.guard_task if guardrails is not None else None,
         )
         if observer is not None:
             self.endpoint.observe(observer)

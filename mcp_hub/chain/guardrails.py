@@ -15,6 +15,14 @@ denied call is never looked at) and around the router:
 - progress messages, on their way to the client while the call runs, as results are, one by one (each
   is relayed at once, nothing is held back): a match is redacted whether its guard redacts or blocks.
 
+A value with more than `INLINE_SCAN` characters of text is scanned in a worker thread (at most
+`SCAN_THREADS` at a time), so that the event loop serves other clients meanwhile; smaller ones, the
+common case, are scanned inline (a thread hop would cost more than the scan).
+
+A task's follow-up (`tasks/get`, server/tasks.py) is guarded by `guard_task`: the task's final result
+as the call's result would have been (the guards in force now, for the principal and tool of the call
+that created it), its `statusMessage` as a progress message.
+
 Every hit leaves one audit line per guard and detector ("redacted", "blocked" or "flagged", the guard as
 the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
 arguments as redacted. With no guard in the policy, a call passes straight through.
@@ -23,21 +31,29 @@ arguments as redacted. With no guard in the policy, a call passes straight throu
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import Refused
-from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, scan_value
+from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, scan_value, text_size
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.guards import CompiledGuard, Direction, Guarding
 
 RESULT_SKIP = BINARY_KEYS | {"_meta", "requestState", "type", "mimeType", "uri"}
 """Fields of a result that are the protocol's, not content for the model: changing them would break it."""
+
+INLINE_SCAN = 32 * 1024
+"""Text (in characters) up to which a value is scanned in the event loop: about 10 ms of the detectors' time."""
+SCAN_THREADS = 2
+"""How many large values are scanned at once (in worker threads); more wait their turn."""
 
 _SECRET_NAMES = ("password", "passwd", "secret", "token", "authorization", "cookie", "key", "credential")
 
@@ -65,6 +81,7 @@ class Guardrails:
         self._policy = policy
         self._detectors = detectors
         self._audit = audit
+        self._threads = anyio.CapacityLimiter(SCAN_THREADS)
 
     async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]:
         policy = self._policy()
@@ -74,9 +91,9 @@ class Guardrails:
             guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
             if guarding:
                 sent = dict(ctx.arguments)
-                arguments, scan = self._scan(guarding, sent, ())
+                arguments, scan = await self._scan(guarding, sent, ())
                 if scan.hits:
-                    ctx.verdict.arguments = self._scan(guarding, sent, (), everything=True)[0]
+                    ctx.verdict.arguments = (await self._scan(guarding, sent, (), everything=True))[0]
                     self._record(ctx, guarding, scan, "arguments", policy.revision)
                     blocker = guarding.blocking(match for _, match in scan.hits)
                     if blocker is not None:
@@ -89,13 +106,53 @@ class Guardrails:
         result = await call_next(ctx)
         if not guarding:
             return result
-        checked, scan = self._scan(guarding, result, RESULT_SKIP)
+        return await self._guard_result(ctx, guarding, result, policy.revision)
+
+    async def guard_task(self, ctx: CallContext, answer: dict[str, Any]) -> dict[str, Any]:
+        """A `tasks/get` answer for the task that the call `ctx` created: its `result` guarded as that call's
+        result, its `statusMessage` as a progress message, by the policy in force now."""
+        policy = self._policy()
+        if not policy.has_guards:
+            return answer
+        guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
+        if not guarding:
+            return answer
+        message = answer.get("statusMessage")
+        if isinstance(message, str) and message:
+            answer = {
+                **answer,
+                "statusMessage": await self._guard_message(ctx, guarding, message, policy.revision, "status message"),
+            }
+        result = answer.get("result")
+        if isinstance(result, dict):
+            answer = {**answer, "result": await self._guard_result(ctx, guarding, result, policy.revision)}
+        return answer
+
+    async def _guard_result(
+        self, ctx: CallContext, guarding: Guarding, result: dict[str, Any], revision: str
+    ) -> dict[str, Any]:
+        checked, scan = await self._scan(guarding, result, RESULT_SKIP)
         if not scan.hits:
             return result
-        self._record(ctx, guarding, scan, "results", policy.revision)
+        self._record(ctx, guarding, scan, "results", revision)
         blocker = guarding.blocking(match for _, match in scan.hits)
         if blocker is not None:
             return self._blocked(ctx, blocker, scan, "results")
+        return checked
+
+    async def _guard_message(
+        self, ctx: CallContext, guarding: Guarding, message: str, revision: str, where: str
+    ) -> str:
+        """A message on its way to the client outside a result (progress, a task's status): a match is redacted
+        whether its guard redacts or blocks (such a message cannot be answered with an error)."""
+        detectors, names = self._detectors, guarding.detectors
+        checked, scan = scan_value(
+            message,
+            lambda text: detectors.find(text, names),
+            lambda match: guarding.handling(match).action != "flag",
+        )
+        if scan.hits:
+            self._record(ctx, guarding, scan, where, revision)
         return checked
 
     def _progress(self, ctx: CallContext, guarding: Guarding, relay: ProgressFnT, revision: str) -> ProgressFnT:
@@ -104,28 +161,24 @@ class Guardrails:
 
         async def guarded(progress: float, total: float | None, message: str | None) -> None:
             if message:
-                detectors, names = self._detectors, guarding.detectors
-                checked, scan = scan_value(
-                    message,
-                    lambda text: detectors.find(text, names),
-                    lambda match: guarding.handling(match).action != "flag",
-                )
-                if scan.hits:
-                    self._record(ctx, guarding, scan, "progress messages", revision)
-                    message = checked
+                message = await self._guard_message(ctx, guarding, message, revision, "progress messages")
             await relay(progress, total, message)
 
         return guarded
 
-    def _scan(
+    async def _scan(
         self, guarding: Guarding, value: Any, skip: Iterable[str], *, everything: bool = False
     ) -> tuple[Any, Scan]:
-        detectors, names = self._detectors, guarding.detectors
+        """Scan `value`: inline when small, else in a worker thread (see `INLINE_SCAN`)."""
+        detectors, names, skip = self._detectors, guarding.detectors, frozenset(skip)
 
         def redact(match: Match) -> bool:
             return everything or guarding.handling(match).action == "redact"
 
-        return scan_value(value, lambda text: detectors.find(text, names), redact, skip=frozenset(skip))
+        scan = functools.partial(scan_value, value, lambda text: detectors.find(text, names), redact, skip=skip)
+        if text_size(value, skip, INLINE_SCAN) <= INLINE_SCAN:
+            return scan()
+        return await anyio.to_thread.run_sync(scan, limiter=self._threads)
 
     def _blocked(self, ctx: CallContext, guard: CompiledGuard, scan: Scan, direction: Direction) -> dict[str, Any]:
         kinds = ", ".join(sorted(scan.kinds()))

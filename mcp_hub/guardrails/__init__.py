@@ -18,7 +18,17 @@ tools.py     tool poisoning: hidden text in a tool's definition
 from __future__ import annotations
 
 from mcp_hub.guardrails.matches import Match, marker, merged, redacted
-from mcp_hub.guardrails.scan import BINARY_KEYS, DETECTORS, GROUPS, NAMES, Detectors, Scan, expand, scan_value
+from mcp_hub.guardrails.scan import (
+    BINARY_KEYS,
+    DETECTORS,
+    GROUPS,
+    NAMES,
+    Detectors,
+    Scan,
+    expand,
+    scan_value,
+    text_size,
+)
 from mcp_hub.guardrails.tools import poisoned
 
 __all__ = [
@@ -35,4 +45,5 @@ __all__ = [
     "poisoned",
     "redacted",
     "scan_value",
+    "text_size",
 ]

@@ -89,6 +89,22 @@ def scan_value(
     return _walk(value, (), find, redact, scan, frozenset(skip)), scan
 
 
+def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> int:
+    """How many characters `scan_value` would scan in a JSON value (counting stops once past `limit`)."""
+    total = 0
+    stack = [value]
+    while stack and (limit is None or total <= limit):
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, Mapping):
+            mapping = cast(Mapping[str, Any], item)
+            stack += [v for k, v in mapping.items() if not (k in skip and (isinstance(v, str) or k not in BINARY_KEYS))]
+        elif isinstance(item, list | tuple):
+            stack += cast(Sequence[Any], item)
+    return total
+
+
 def _walk(
     value: Any,
     path: tuple[str | int, ...],

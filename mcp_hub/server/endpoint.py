@@ -51,7 +51,7 @@ from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.server.lane import CallLane, Observer
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
-from mcp_hub.server.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
+from mcp_hub.server.tasks import TASK_METHODS, TASKS_EXTENSION, TaskGuard, Tasks
 from mcp_hub.upstream import CARRIED_EXTENSIONS, ClientCannotAnswer, Upstream
 from mcp_hub.upstream.startup import Startup
 
@@ -267,6 +267,7 @@ class Endpoint:
         confirms: bool = False,
         startup: Startup | None = None,
         on_refused: Callable[[CallContext, str], None] | None = None,
+        guard_task: TaskGuard | None = None,
     ) -> None:
         self._catalog = catalog
         self._startup = startup
@@ -311,7 +312,7 @@ class Endpoint:
             ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
             ("subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen),
         ]
-        self._tasks = Tasks(router)
+        self._tasks = Tasks(router, guard_task)
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
@@ -503,7 +504,7 @@ class Endpoint:
 
     def _finish(self, call: CallContext, result: dict[str, Any]) -> dict[str, Any]:
         """A call's result as the client gets it: a task handle with the hub's task id (see tasks.py)."""
-        return _complete_result(self._tasks.adopt(call.principal, call.mount, result))
+        return _complete_result(self._tasks.adopt(call, result))
 
     async def _follow_task(self, ctx: ServerRequestContext[Any, Any], params: types.RequestParams) -> Any:
         """`tasks/get`, `tasks/update`, `tasks/cancel`: to the server whose task it is, for its caller only."""

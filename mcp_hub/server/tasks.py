@@ -11,7 +11,9 @@ of the calling client (its capabilities, its per-client session), and its answer
 hub's id; a completed task's inlined result has its resource URIs mapped as a call's.
 
 The policy decides at the call: a task exists at the hub only if the call that created it was
-allowed, and its follow-ups are allowed to whoever made that call. The table is bounded (per
+allowed, and its follow-ups are allowed to whoever made that call. A `tasks/get` answer passes the
+guards on results (`guard`, the guardrails link's `guard_task`) as the call's result would have: the
+task keeps what the call was (its method, tool, principal and session). The table is bounded (per
 principal, and in principals); a task is forgotten when its server's `ttlMs` has passed.
 `tasks/list` and `tasks/result` do not exist in the extension, and the handshake era's tasks (the
 2025-11-25 `tasks` capability) are not relayed: the SDK validates a handshake-era call's result as a
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
 from mcp.shared.inbound import decode_header_value
 
+from mcp_hub.catalog.catalog import Kind
+from mcp_hub.chain.context import CallContext
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import CapabilityMissing, HeaderMismatch, UnknownName
 from mcp_hub.upstream import Origin
@@ -46,8 +50,39 @@ _TASKS_PER_PRINCIPAL = 1_000
 """How many tasks of one principal the hub keeps (the least recently used go first)."""
 
 
+TaskGuard = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Guards a `tasks/get` answer as a result of the call (given) that created the task."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """What the call that created a task was (for its guards), without its params and client."""
+
+    method: str
+    kind: Kind
+    native: str
+    public: str
+    session: str | None
+    via: str | None
+
+    def context(self, principal: str, mount: str, origin: Origin) -> CallContext:
+        return CallContext(
+            method=self.method,
+            kind=self.kind,
+            mount=mount,
+            native=self.native,
+            public=self.public,
+            params={},
+            principal=principal,
+            session=self.session,
+            origin=origin,
+            via=self.via,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
+    call: _Call
     mount: str
     native: str
     """The server's own task id."""
@@ -58,22 +93,24 @@ class _Task:
 class Tasks:
     """The tasks the hub relays, by principal and the hub's task id."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, guard: TaskGuard | None = None) -> None:
         self._router = router
+        self._guard = guard
         self._tasks: LRUCache[str, LRUCache[str, _Task]] = LRUCache(maxsize=_PRINCIPALS)
 
-    def adopt(self, principal: str, mount: str, result: dict[str, Any]) -> dict[str, Any]:
+    def adopt(self, call: CallContext, result: dict[str, Any]) -> dict[str, Any]:
         """A call's result: a task handle is kept and given the hub's id; any other result is returned as is."""
         native = result.get("taskId")
         if result.get("resultType") != "task" or not isinstance(native, str):
             return result
         ttl = result.get("ttlMs")
         expires = time.monotonic() + ttl / 1000 if isinstance(ttl, int | float) and ttl > 0 else None
-        own = self._tasks.get(principal)
+        own = self._tasks.get(call.principal)
         if own is None:
-            own = self._tasks[principal] = LRUCache(maxsize=_TASKS_PER_PRINCIPAL)
+            own = self._tasks[call.principal] = LRUCache(maxsize=_TASKS_PER_PRINCIPAL)
         task_id = secrets.token_urlsafe(32)
-        own[task_id] = _Task(mount, native, expires)
+        kept = _Call(call.method, call.kind, call.native, call.public, call.session, call.via)
+        own[task_id] = _Task(kept, call.mount, native, expires)
         return {**result, "taskId": task_id}
 
     def _find(self, principal: str, task_id: Any) -> _Task:
@@ -107,4 +144,6 @@ class Tasks:
         result = await self._router.forward(method, task.mount, native, origin=origin)
         if result.get("taskId") == task.native:
             result["taskId"] = task_id
+        if method == "tasks/get" and self._guard is not None and origin is not None:
+            result = await self._guard(task.call.context(principal, task.mount, origin), result)
         return result
