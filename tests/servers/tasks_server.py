@@ -2,9 +2,10 @@
 
 The fixtures the conformance suite's `tasks-*` scenarios (0.2.x) call: it advertises the
 extension, and for a request that declares it (in its client capabilities) a task-supporting tool
-answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds` seconds, then
-completes with its result (inlined on `tasks/get`); `failing_job` completes after a second with a
-tool error (and needs the extension: -32021 without it); `protocol_error_job` fails with a JSON-RPC
+answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds` seconds (its
+`statusMessage` "computing <label>"), then completes with its result (inlined on `tasks/get`);
+`failing_job` completes after a second with a tool error (and needs the extension: -32021 without
+it); `protocol_error_job` fails with a JSON-RPC
 error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
 `tasks/update`; `test_tool_with_task` asks a name in an `input_required` round, then creates a
 task that greets it; `tasks/get` of a working `stuck_job` never answers (once cancelled, it tells how many such requests
@@ -117,7 +118,8 @@ def build_server(name: str = "tasks") -> Server[Any]:
             label = str(arguments.get("label", ""))
             result = _text(f"computed {label}")
             result["content"].append({"type": "resource_link", "uri": f"note://{label}", "name": label})
-            return {"seconds": float(arguments.get("seconds", 0)), "result": result}
+            seconds = float(arguments.get("seconds", 0))
+            return {"seconds": seconds, "result": result, "message": f"computing {label}"}
         if tool == "failing_job":
             return {"seconds": 1.0, "result": _text("the job failed", error=True)}
         if tool == "protocol_error_job":
@@ -176,6 +178,8 @@ def build_server(name: str = "tasks") -> Server[Any]:
         answer: dict[str, Any] = {"taskId": params.task_id, **_envelope(task), "status": status}
         if task.get("stuck"):
             answer["interruptedGets"] = task.get("interrupted", 0)
+        if status == "working" and "message" in task:
+            answer["statusMessage"] = task["message"]
         if status == "input_required":
             answer["inputRequests"] = dict(task["pending"])
         elif status == "completed":

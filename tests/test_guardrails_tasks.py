@@ -1,0 +1,109 @@
+"""Guardrails on tasks (SEP-2663): a task's result, fetched with `tasks/get`, and its status message pass the
+guards on results of the call that created the task, with the audit lines a call's result would leave.
+
+The server is `tests/servers/tasks_server.py` (a stdio child), whose `slow_compute` task says
+"computing <label>" while it works and answers "computed <label>" (and a resource link named
+`<label>`); the label is an AWS access key. The client is the SDK's, declaring the tasks extension."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.extension import advertise
+
+from mcp_hub.config import load_config
+from tests.conftest import ROOT, hub_client, running_hub, write_config
+from tests.servers.leaky import DATA
+from tests.servers.tasks_server import TASKS
+from tests.test_tasks import call, follow, settled
+
+pytestmark = pytest.mark.anyio
+
+SERVER = str(ROOT / "tests" / "servers" / "tasks_server.py")
+KEY = DATA["aws"]
+MARKER = "[REDACTED:aws_access_key]"
+
+
+def setup(tmp_path: Path, action: str | None) -> tuple[Path, Path]:
+    """The hub mounting the tasks server as `work`, its policy guarding results with `action` (None: no guard)."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    policy = '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n'
+    if action is not None:
+        policy += textwrap.dedent(f"""
+            [[profiles.agent.guards]]
+            id = "{action}-results"
+            detect = ["secrets"]
+            action = "{action}"
+            on = "results"
+            """)
+    (policies / "policy.toml").write_text(policy, encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"work": {"command": sys.executable, "args": [SERVER]}})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\nreload = false\n\n[audit]\nfile = "audit.jsonl"\n')
+    return config, tmp_path / "audit.jsonl"
+
+
+async def run_tasks(config: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A working task's `tasks/get` answer, and a completed task's."""
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
+    ):
+        working = await call(client, "work_slow_compute", seconds=600, label=KEY)
+        status = await follow(client, "tasks/get", working["taskId"])
+        await follow(client, "tasks/cancel", working["taskId"])
+        quick = await call(client, "work_slow_compute", seconds=0, label=KEY)
+        done = await settled(client, quick["taskId"])
+    return status, done
+
+
+def guard_lines(audit: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if line["rule"] in ("redact-results", "block-results") and line["arguments"] is None]
+
+
+async def test_without_guards_a_tasks_result_passes_unchanged(tmp_path: Path) -> None:
+    status, done = await run_tasks(setup(tmp_path, None)[0])
+    assert status["statusMessage"] == f"computing {KEY}"
+    assert done["result"]["content"][0]["text"] == f"computed {KEY}"
+
+
+async def test_redact_replaces_a_secret_in_a_tasks_result_and_status_message(tmp_path: Path) -> None:
+    config, audit = setup(tmp_path, "redact")
+    status, done = await run_tasks(config)
+    assert status["status"] == "working"
+    assert status["statusMessage"] == f"computing {MARKER}"
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == [
+        {"type": "text", "text": f"computed {MARKER}"},
+        {"type": "resource_link", "uri": f"work+note://{KEY}", "name": MARKER},  # a URI is the protocol's
+    ]
+    lines = guard_lines(audit)
+    assert [(line["method"], line["name"], line["outcome"], line["reason"]) for line in lines] == [
+        ("tools/call", "slow_compute", "redacted", "secrets found aws_access_key x1 in the status message"),
+        ("tools/call", "slow_compute", "redacted", "secrets found aws_access_key x2 in the results"),
+    ]
+    assert all(KEY not in json.dumps(line) for line in lines)  # (the call's own line shows its arguments)
+
+
+async def test_block_replaces_a_tasks_result_with_a_tool_error(tmp_path: Path) -> None:
+    config, audit = setup(tmp_path, "block")
+    status, done = await run_tasks(config)
+    assert status["statusMessage"] == f"computing {MARKER}"  # a message cannot be refused: it is redacted
+    assert done["status"] == "completed"
+    assert done["result"] == {
+        "content": [{"type": "text", "text": "Blocked by guard block-results: the result held aws_access_key"}],
+        "isError": True,
+    }
+    lines = guard_lines(audit)
+    assert [(line["name"], line["outcome"], line["reason"].rsplit(" in ", 1)[1]) for line in lines] == [
+        ("slow_compute", "blocked", "the status message"),
+        ("slow_compute", "blocked", "the results"),
+    ]
+    assert all(KEY not in json.dumps(line) for line in lines)  # (the call's own line shows its arguments)
