@@ -33,8 +33,12 @@ from stdnum.us import ssn
 
 from mcp_hub.guardrails.matches import Match
 
-_CARD = re.compile(r"(?<![\w.+-])\d[\d -]{11,}\d(?![\w-])")
-"""A run of digits, spaces and dashes (one fast pass); `_GROUPED` finds card numbers written within it."""
+_CARD = re.compile(r"\d(?<![\w.+-]\d)[\d -]{11,}\d(?![\w-])")
+"""A run of digits, spaces and dashes (one fast pass); `_GROUPED` finds card numbers written within it.
+
+This pattern and the next two start with a character class and look behind it (a digit not preceded by a word
+character, rather than "not after a word character, a digit"): the regular expression engine then skips to the
+candidates' first characters in C, which takes half the time or less on long texts."""
 _GROUPED = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
 _CARD_NETWORKS = re.compile(
     r"4\d{12}(?:\d{3}){0,2}"  # Visa: 13, 16, 19
@@ -46,18 +50,19 @@ _CARD_NETWORKS = re.compile(
     r"|62\d{14,17}"  # UnionPay: 16-19
     r"|(?:5018|5020|5038|6304|6759|676[1-3])\d{8,15}"  # Maestro: 12-19
 )
-_IBAN = re.compile(r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
+_IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])\+\s?\d[\d\s().\-/]{5,24}\d(?:\s?(?:ext\.?|x|#)\s?\d{1,6})?")
 """Where a number in international form may be: a "+", digits and the separators phone numbers are written with."""
 _EMAIL = re.compile(
     r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
 )
 _NATIONAL = re.compile(
-    r"(?<![\w-])(?:(?P<ssn>\d{3}-\d{2}-\d{4})|(?P<dni>\d{8}-?[A-Z])|(?P<hetu>\d{6}[-+A]\d{3}[0-9A-Y])"
-    r"|(?P<personnummer>\d{6}[-+]\d{4}))(?![\w-])"
-    r"|(?<!\w)(?P<codicefiscale>[A-Z]{6}\d{2}[A-Z]\d{2}[A-Z]\d{3}[A-Z])(?!\w)"
+    r"\d(?<![\w-]\d)(?:(?P<ssn>\d{2}-\d{2}-\d{4})|(?P<dni>\d{7}-?[A-Z])|(?P<hetu>\d{5}[-+A]\d{3}[0-9A-Y])"
+    r"|(?P<personnummer>\d{5}[-+]\d{4}))(?![\w-])"
+    r"|[A-Z](?<!\w[A-Z])(?P<codicefiscale>[A-Z]{5}\d{2}[A-Z]\d{2}[A-Z]\d{3}[A-Z])(?!\w)"
 )
-"""One pass for every format; the group that matched names the validator."""
+"""One pass for every format; the group that matched names the validator (of the whole match: each group leaves
+out the first character, which the lookbehind follows)."""
 _VALIDATORS: dict[str, Callable[[str], bool]] = {
     "ssn": ssn.is_valid,
     "dni": dni.is_valid,
