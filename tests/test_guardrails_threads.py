@@ -45,11 +45,11 @@ class Watched(Detectors):
     def __init__(self) -> None:
         super().__init__()
         self.large = threading.Event()
-        self.threads: set[int] = set()
+        self.threads: dict[str, set[int]] = {"large": set(), "small": set()}
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
+        self.threads["large" if len(text) > INLINE_SCAN else "small"].add(threading.get_ident())
         if len(text) > INLINE_SCAN:
-            self.threads.add(threading.get_ident())
             self.large.set()
         return super().find(text, detectors)
 
@@ -99,4 +99,6 @@ async def test_a_small_result_is_guarded_while_a_large_one_is_scanned(tmp_path: 
             tg.start_soon(small_call)
             tg.start_soon(large_call)
     assert order == ["small", "large"]
-    assert threading.get_ident() not in detectors.threads  # the large text was scanned off the loop's thread
+    # The large text was scanned off the event loop's thread, the small one on it (no thread hop).
+    assert threading.get_ident() not in detectors.threads["large"]
+    assert detectors.threads["small"] == {threading.get_ident()}
