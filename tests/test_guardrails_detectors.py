@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcp_hub.guardrails import DETECTORS, Detectors, Match, expand, redacted, scan_value
+from mcp_hub.guardrails.scan import PIECE
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,3 +195,25 @@ def test_a_long_line_of_urls_costs_time_linear_in_its_length() -> None:
     assert time.process_time() - started < 4
     token = "//registry.npmjs.org/:_authToken=npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     assert [m.kind for m in Detectors().find(line + token, ["secrets"])] == ["npm_token"]
+
+
+def test_a_long_text_is_scanned_in_pieces_of_whole_lines_without_losing_a_match() -> None:
+    """Card numbers, IBANs and national IDs are looked for in pieces of `PIECE` characters and whole lines of a long
+    text (each pass of a pattern then holds the GIL briefly): values on the lines either side of a cut are found,
+    with their places in the whole text."""
+    filler = "[2026-11-25T10:00:00Z] GET /api/v1/items/8812 200 12 ms\n"
+    values = {CARD: "card_number", IBAN: "iban", SSN: "national_id", DNI: "national_id"}
+    text, expected = "", []
+    for index in range(3 * PIECE // len(filler)):
+        near_a_cut = any(abs(len(text) - PIECE * cut) < 8 * len(filler) for cut in (1, 2))
+        if not near_a_cut:
+            text += filler
+            continue
+        value = list(values)[index % len(values)]
+        line = f"{value} {filler}" if index % 2 else f"{filler[:-1]} {value}\n"
+        start = len(text) + line.index(value)
+        expected.append((values[value], start, start + len(value)))
+        text += line
+    assert len(expected) > 20
+    found = Detectors().find(text, ["card", "iban", "national_id"])
+    assert sorted((m.kind, m.start, m.end) for m in found) == sorted(expected)
