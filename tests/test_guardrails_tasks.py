@@ -107,3 +107,16 @@ async def test_block_replaces_a_tasks_result_with_a_tool_error(tmp_path: Path) -
         ("slow_compute", "blocked", "the results"),
     ]
     assert all(KEY not in json.dumps(line) for line in lines)  # (the call's own line shows its arguments)
+
+
+async def test_a_servers_task_id_is_the_protocols_and_not_scanned(tmp_path: Path) -> None:
+    """A task id of random bytes looks like a secret (high entropy): redacted, the task could not be followed."""
+    config, audit = setup(tmp_path, "redact")
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
+    ):
+        handle = await call(client, "work_slow_compute", seconds=0, label="plain", opaque=True)
+        done = await settled(client, handle["taskId"])
+    assert done["result"]["content"][0] == {"type": "text", "text": "computed plain"}
+    assert guard_lines(audit) == []

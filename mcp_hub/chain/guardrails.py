@@ -9,7 +9,7 @@ denied call is never looked at) and around the router:
   `[REDACTED:<kind>]` in what the server receives, flagged ones pass;
 - results, on their way back: text content, structuredContent, embedded resources, `resources/read`
   contents and prompt messages, every string at any depth but base64 payloads (`data`, `blob`) and the
-  protocol's own fields (`_meta`, `requestState`, `type`, `mimeType`, `uri`); a blocked match replaces
+  protocol's own fields (`_meta`, `requestState`, `type`, `mimeType`, `uri`, `taskId`); a blocked match replaces
   the whole result (a tool error for tools, an error for prompts and resources), redacted ones are
   replaced;
 - progress messages, on their way to the client while the call runs, as results are, one by one (each
@@ -47,7 +47,7 @@ from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.guards import CompiledGuard, Direction, Guarding
 
-RESULT_SKIP = BINARY_KEYS | {"_meta", "requestState", "type", "mimeType", "uri"}
+RESULT_SKIP = BINARY_KEYS | {"_meta", "requestState", "type", "mimeType", "uri", "taskId"}
 """Fields of a result that are the protocol's, not content for the model: changing them would break it."""
 
 INLINE_SCAN = 32 * 1024

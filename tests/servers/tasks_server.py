@@ -3,7 +3,8 @@
 The fixtures the conformance suite's `tasks-*` scenarios (0.2.x) call: it advertises the
 extension, and for a request that declares it (in its client capabilities) a task-supporting tool
 answers with a task handle (`resultType: "task"`). `slow_compute` works `seconds` seconds (its
-`statusMessage` "computing <label>"), then completes with its result (inlined on `tasks/get`);
+`statusMessage` "computing <label>"; with `opaque`, its task id is 32 random URL-safe bytes, not a
+UUID), then completes with its result (inlined on `tasks/get`);
 `failing_job` completes after a second with a tool error (and needs the extension: -32021 without
 it); `protocol_error_job` fails with a JSON-RPC
 error; `confirm_delete` and `multi_input` wait on one and two elicitations, answered with
@@ -19,6 +20,7 @@ without the extension -32021, and an `Mcp-Name` other than the task id -32020.
 
 from __future__ import annotations
 
+import secrets
 import sys
 import time
 import uuid
@@ -54,7 +56,7 @@ def _tool(tool: str, **properties: str) -> dict[str, Any]:
 
 _TOOLS = [
     _tool("greet", name="string"),
-    _tool("slow_compute", seconds="number", label="string"),
+    _tool("slow_compute", seconds="number", label="string", opaque="boolean"),
     _tool("failing_job"),
     _tool("protocol_error_job"),
     _tool("confirm_delete", filename="string"),
@@ -156,7 +158,7 @@ def build_server(name: str = "tasks") -> Server[Any]:
                 asked = {"user_name": _confirm("What is your name?", "name")}
                 return {"resultType": "input_required", "inputRequests": asked}
             arguments = {"name": str((answer.get("content") or {}).get("name", ""))}
-        task_id = str(uuid.uuid4())
+        task_id = secrets.token_urlsafe(32) if arguments.get("opaque") else str(uuid.uuid4())
         now = _now()
         task = {"status": "working", "started": time.monotonic(), "createdAt": now, "lastUpdatedAt": now}
         tasks[task_id] = {"pending": {}, **task, **outcome(params.name, arguments)}
