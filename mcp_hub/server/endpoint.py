@@ -3,8 +3,8 @@
 The SDK's low-level `Server` owns the wire (both protocol eras, the handshake,
 params and result validation per version); `Endpoint` wires the hub's handlers
 into it: lists (listing.py), calls through the chain, completion, log levels,
-resource subscriptions, and the connected clients it notifies (origin.py). The
-server itself, with what it declares, is hub_server.py. Hub errors become
+resource subscriptions, and the connected clients it notifies (clients.py). The
+server itself, with what it declares, is hub_server.py; who sent a request, origin.py. Hub errors become
 JSON-RPC errors in exactly one place, `_translate_errors`.
 """
 
@@ -16,10 +16,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import RequestHandler
-from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -30,7 +28,6 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp_types import LOG_LEVEL_META_KEY
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel
 
 from mcp_hub import __version__
@@ -40,18 +37,12 @@ from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.sdk import runner as sdk_runner
+from mcp_hub.server.clients import Clients
 from mcp_hub.server.hub_server import NO_CACHING, HubServer
 from mcp_hub.server.lane import CallLane, Observer
 from mcp_hub.server.listing import Listings
 from mcp_hub.server.origin import (
-    LOG_LEVELS,
-    NOTIFY_TIMEOUT,
-    Client,
     ClientOrigin,
-    SoleClient,
-    at_least,
-    deliver,
-    log_notification,
     principal_of,
     progress_relay,
     session_of,
@@ -63,10 +54,6 @@ from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub.server")
-
-SOLE_CLIENT_WAIT = 10.0
-"""How long a server's `roots/list` outside any call waits for the client of a hub serving stdio to arrive
-(a server may ask as soon as it starts, while the client that launched the hub is still initializing)."""
 
 
 async def _translate_errors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -105,7 +92,6 @@ class Endpoint:
         self._call = call
         self._listings = Listings(catalog, page_size=page_size, policy=policy, startup=startup)
         self._on_log_level = on_log_level
-        self._clients: dict[Connection, Client] = {}
         self._upstreams = upstreams
         self._confirms = confirms
         self._on_refused = on_refused
@@ -117,6 +103,7 @@ class Endpoint:
         """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
         self._listener = ListenHandler(self._events)
         self.server = HubServer(name, upstreams, version=__version__, cache_hints=NO_CACHING)
+        self._clients = Clients(self.server, self._subscriptions, upstreams)
         self.server.get_tool_input_schema = self._listings.input_schema
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
             ("tools/list", types.PaginatedRequestParams, self._listings.lister("tools")),
@@ -143,10 +130,10 @@ class Endpoint:
         self.server.middleware.append(self.server.declare_extensions)
         self.server.lane = CallLane(self.server, self.serve_call)
         self.server.add_notification_handler(
-            "notifications/initialized", types.NotificationParams, self._client_initialized
+            "notifications/initialized", types.NotificationParams, self._clients.initialized
         )
         self.server.add_notification_handler(
-            "notifications/roots/list_changed", types.NotificationParams, self._roots_changed
+            "notifications/roots/list_changed", types.NotificationParams, self._clients.roots_changed
         )
 
     def observe(self, observer: Observer) -> None:
@@ -156,6 +143,7 @@ class Endpoint:
         self.server.lane.observe(observer)
 
     # -- handlers -------------------------------------------------------------
+
     def _caller(self, method: str) -> RequestHandler[Any, Any]:
         async def handler(ctx: ServerRequestContext[Any, Any], params: BaseModel) -> Any:
             return await self.serve_call(ctx)
@@ -167,7 +155,7 @@ class Endpoint:
         the chain, then the router. Raises `HubError`."""
         method = ctx.method
         route = await self._router.route_arriving(method, ctx.params or {})
-        client = self._client_of(ctx)
+        client = self._clients.of(ctx)
         forwarded = route.params
         if client is not None:
             # A 2026-07-28 server sends log messages only to requests that ask, at the
@@ -229,7 +217,7 @@ class Endpoint:
         return _complete_result(await self._router.forward("completion/complete", route.mount, route.params))
 
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
-        client = self._client_of(ctx) or self._register(ctx.session)
+        client = self._clients.of(ctx) or self._clients.register(ctx.session)
         client.log_level = params.level
         if self._on_log_level is not None:
             await self._on_log_level(self.log_level())
@@ -246,14 +234,14 @@ class Endpoint:
 
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
         public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
-        client = self._client_of(ctx) or self._register(ctx.session)
+        client = self._clients.of(ctx) or self._clients.register(ctx.session)
         client.subscriptions.add(public)
         await self._subscriptions.add(sdk_runner.connection_of(ctx.session), mount, native)
         return {}
 
     async def _unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams) -> Any:
         public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
-        client = self._client_of(ctx)
+        client = self._clients.of(ctx)
         if client is not None:
             client.subscriptions.discard(public)
         await self._subscriptions.remove(sdk_runner.connection_of(ctx.session), mount, native)
@@ -291,77 +279,25 @@ class Endpoint:
         """A server says one of its resources changed: tell the clients that subscribed to it."""
         public = self._catalog.public_uri(mount, uri)
         await self._events.publish(ResourceUpdated(uri=public))
-        notification = types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=public))
-        for client in list(self._clients.values()):
-            if public in client.subscriptions:
-                await deliver(client.session, notification)
+        await self._clients.resource_updated(public)
+
+    # -- clients and their notifications (clients.py) ---------------------------------
 
     def log_level(self) -> str:
         """The most verbose level any connected client asked for (what servers are asked to send)."""
-        levels = [c.log_level for c in self._clients.values() if c.log_level is not None]
-        return min(levels, key=LOG_LEVELS.index) if levels else "info"
-
-    # -- clients and their notifications ------------------------------------------
-
-    async def _client_initialized(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-        client = self._register(ctx.session)
-        sole = self._sole
-        if sole is not None and sole.origin is None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            sole.origin = ClientOrigin(ctx, client, scoped=False)
-            sole.arrived.set()
-
-    async def _roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
-        key = sdk_runner.connection_of(ctx.session)
-        sole = self._sole is not None and self._sole.origin is not None and self._sole.origin.client_key is key
-        for upstream in self._upstreams.values():
-            await upstream.roots_changed(key, sole=sole)
-
-    # -- the one client of a hub serving stdio --------------------------------------
-
-    @property
-    def _sole(self) -> SoleClient | None:
-        return self.server.sole if isinstance(self.server, HubServer) else None
+        return self._clients.log_level()
 
     def serve_one_client(self) -> None:
-        """The hub serves stdio, to one client: servers' `roots/list` that no call explains go to it
-        (shared sessions' questions, on its behalf), and its `notifications/roots/list_changed` reaches
-        the shared sessions too. Call before the mounts start."""
-        if isinstance(self.server, HubServer) and self.server.sole is None:
-            self.server.sole = SoleClient()
+        """The hub serves stdio, to one client (see `Clients.serve_one_client`). Call before the mounts start."""
+        self._clients.serve_one_client()
 
     async def sole_client(self) -> ClientOrigin | None:
-        """The client of a hub serving stdio, waiting (up to `SOLE_CLIENT_WAIT`) for it to arrive; None: not
-        serving stdio, no client yet, or a 2026-07-28 client (which can be asked only during its calls)."""
-        sole = self._sole
-        if sole is None:
-            return None
-        with anyio.move_on_after(SOLE_CLIENT_WAIT):
-            await sole.arrived.wait()
-        return sole.origin
-
-    def _register(self, session: ServerSession) -> Client:
-        connection = sdk_runner.connection_of(session)
-        client = self._clients.get(connection)
-        if client is None:
-            client = self._clients[connection] = Client(session)
-            # Forget the client, and what it subscribed to, when its connection closes.
-            connection.exit_stack.callback(self._clients.pop, connection, None)
-            if isinstance(self.server, HubServer):
-                self.server.connected(connection)
-            connection.exit_stack.push_async_callback(self._subscriptions.drop, connection)
-        return client
-
-    def _client_of(self, ctx: ServerRequestContext[Any, Any]) -> Client | None:
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return None
-        return self._clients.get(sdk_runner.connection_of(ctx.session))
+        """The client of a hub serving stdio, once it arrived (see `Clients.sole_client`)."""
+        return await self._clients.sole_client()
 
     async def broadcast_log(self, params: Mapping[str, Any]) -> None:
         """A server's log message that belongs to no one request: to every client at its level."""
-        notification = log_notification(params)
-        for client in list(self._clients.values()):
-            if at_least(params.get("level"), client.log_level):
-                await deliver(client.session, notification)
+        await self._clients.broadcast_log(params)
 
     async def notify_changed(self, kinds: Iterable[str]) -> None:
         """Tell every connected client which of the hub's lists changed."""
@@ -376,25 +312,7 @@ class Endpoint:
                 events[ResourcesListChanged] = ResourcesListChanged()
         for event in events.values():
             await self._events.publish(event)
-        senders = []
-        for kind in set(kinds):
-            if kind == "tools":
-                senders.append(ServerSession.send_tool_list_changed)
-            elif kind == "prompts":
-                senders.append(ServerSession.send_prompt_list_changed)
-            elif kind == "resources" or (
-                kind == "resource_templates" and ServerSession.send_resource_list_changed not in senders
-            ):
-                senders.append(ServerSession.send_resource_list_changed)
-        for connection, client in list(self._clients.items()):
-            for send in senders:
-                try:
-                    with anyio.fail_after(NOTIFY_TIMEOUT):
-                        await send(client.session)
-                except Exception:  # boundary: one gone client must not stop the others' notifications
-                    logger.debug("dropping a client that could not be notified", exc_info=True)
-                    self._clients.pop(connection, None)
-                    break
+        await self._clients.notify_changed(kinds)
 
 
 def _complete_result(result: dict[str, Any]) -> dict[str, Any]:
