@@ -4,8 +4,9 @@ The SDK's low-level `Server` owns the wire (both protocol eras, the handshake,
 params and result validation per version); `Endpoint` wires the hub's handlers
 into it: lists (listing.py), calls through the chain, completion, log levels,
 resource subscriptions, and the connected clients it notifies (clients.py). The
-server itself, with what it declares, is hub_server.py; who sent a request, origin.py. Hub errors become
-JSON-RPC errors in exactly one place, `_translate_errors`.
+server itself, with what it declares, is hub_server.py; who sent a request and
+the client behind it, origin.py. Hub errors become JSON-RPC errors in exactly
+one place, `_translate_errors`.
 """
 
 from __future__ import annotations
