@@ -9,9 +9,10 @@ another revision). Its hub (`python -m mcp_hub serve`, run in that tree, so its 
 speaking stdio (`--transport stdio`, as in `bench.py`'s stdio rows) or streamable HTTP
 (`--transport http`: the hub listens on a port of its own, and its client reaches it
 through the hub's HTTP doors); the same fixture is also reached directly over stdio,
-the reference either way. The sides take turns, `--calls` sequential `tools/call echo` each, for
-`--rounds` rounds. Printed per side: the median over rounds of the p50, its ratio
-against direct, and the hub's CPU per call (from /proc in 10 ms ticks, so the mean over rounds).
+the reference either way. The sides take turns, each round starting one side further
+on, `--calls` sequential `tools/call echo` each, for `--rounds` rounds. Printed per
+side: the median over rounds of the p50, its ratio against direct, and the hub's CPU
+per call (from /proc in 10 ms ticks, so the mean over rounds).
 
 For changes to the per-call path whose effect is smaller than the VM's drift between
 two separate runs of `bench.py`: the revisions share every round.
@@ -70,8 +71,11 @@ async def run(checkouts: list[Path], mode: str, transport: str, rounds: int, cal
                 await bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, 200, 60)
             p50: dict[str, list[float]] = {side.label: [] for side in sides}
             cpu: dict[str, list[float]] = {side.label: [] for side in sides}
-            for _ in range(rounds):
-                for side in sides:
+            for round_ in range(rounds):
+                # Each round starts one side further on: no side always goes first or last (over HTTP,
+                # a side's place in the round shows in its latency).
+                turn = round_ % len(sides)
+                for side in sides[turn:] + sides[:turn]:
                     pid = side.pids.get("hub")
                     used = bench.cpu_seconds(pid) if pid else 0.0
                     samples = await bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, calls, 60)

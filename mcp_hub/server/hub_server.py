@@ -42,7 +42,7 @@ class HubServer(Server[Any]):
         self.lane: CallLane | None = None
         """Where clients' calls are served past the SDK runner's generic steps (see lane.py)."""
         self.sole: SoleClient | None = None
-        """Set while the hub serves stdio, which has one client (see `Endpoint.serve_one_client`)."""
+        """Set while the hub serves stdio, which has one client (see `Clients.serve_one_client`)."""
 
     @property
     def server_info_stamp(self) -> dict[str, Any]:
