@@ -41,8 +41,8 @@ from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
 from mcp_hub.server import Endpoint
-from mcp_hub.server.endpoint import principal_of, session_of
 from mcp_hub.server.http import build_app
+from mcp_hub.server.origin import principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import Origin, State, Upstream
 from mcp_hub.upstream.startup import Startup

@@ -22,8 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.catalog import naming
 from mcp_hub.config import load_config
-from mcp_hub.server.endpoint import merged_extensions
 from mcp_hub.server.http import build_app
+from mcp_hub.server.hub_server import merged_extensions
 from tests.conftest import (
     ROOT,
     fixture_server,

@@ -23,9 +23,9 @@ from sse_starlette.event import ServerSentEvent
 
 from mcp_hub.hub import Hub
 from mcp_hub.sdk.server import split_sse_lines_fast as _split_sse_lines_fast
-from mcp_hub.server.endpoint import session_connections
 from mcp_hub.server.http import build_app
 from mcp_hub.server.http import exchange as deferred
+from mcp_hub.server.hub_server import session_connections
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
 from tests.test_resilience import JSON_HEADERS, MODERN_META, _true, legacy_session

@@ -22,9 +22,9 @@ from mcp_types import ClientCapabilities
 
 import mcp_hub.server.http.app
 from mcp_hub.hub import Hub
-from mcp_hub.server.endpoint import relayed_capabilities
 from mcp_hub.server.http import build_app
 from mcp_hub.server.http import exchange as deferred
+from mcp_hub.server.origin import relayed_capabilities
 from mcp_hub.server.serving import KEPT_BYTES, Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call

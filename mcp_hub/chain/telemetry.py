@@ -61,7 +61,7 @@ class CallRecorder:
 class RequestObserver:
     """Server middleware: a span, a measurement and an access line per client request.
 
-    `principal` and `session` tell who sent a request (see server/endpoint.py).
+    `principal` and `session` tell who sent a request (see server/origin.py).
     """
 
     def __init__(

@@ -48,7 +48,7 @@ from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope, on_asyncio
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.sdk.server import Cancellable, HandshakeContext
-from mcp_hub.server.endpoint import client_opened, session_connections
+from mcp_hub.server.hub_server import client_opened, session_connections
 from mcp_hub.server.lane import lane_of, serving
 from mcp_hub.server.serving import (
     Envelopes,

@@ -34,13 +34,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.sdk import server as sdk_server
-from mcp_hub.server.endpoint import HTTP_PRINCIPAL, PRINCIPAL_KEY, session_connections
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
 from mcp_hub.server.http.handshake import HandshakeRequests
 from mcp_hub.server.http.modern import ModernRequests
 from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
+from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
+from mcp_hub.server.origin import HTTP_PRINCIPAL, PRINCIPAL_KEY
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
