@@ -86,15 +86,8 @@ class AuditTrail:
         arguments = mask_arguments(shown, mask) if ctx.kind != "resource" else None
         decided = verdict.outcome not in _DECIDED_ALLOWED
         self._log.record(
-            AuditEvent(
-                time=AuditLog.now(),
-                decision_id=AuditLog.new_decision_id(),
-                principal=ctx.principal,
-                session=ctx.session,
-                method=ctx.method,
-                mount=ctx.mount,
-                name=ctx.native,
-                via=ctx.via,
+            call_event(
+                ctx,
                 arguments=arguments,
                 outcome=verdict.outcome if decided or outcome is None else outcome,
                 rule=verdict.rule,
@@ -103,3 +96,19 @@ class AuditTrail:
                 policy_revision=revision,
             )
         )
+
+
+def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
+    """An audit line about the call `ctx`: when, who, which session, what and where, by which name; `fields`
+    say the rest (arguments, outcome, rule, reason, latency, policy revision)."""
+    return AuditEvent(
+        time=AuditLog.now(),
+        decision_id=AuditLog.new_decision_id(),
+        principal=ctx.principal,
+        session=ctx.session,
+        method=ctx.method,
+        mount=ctx.mount,
+        name=ctx.native,
+        via=ctx.via,
+        **fields,
+    )

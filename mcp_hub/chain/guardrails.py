@@ -39,11 +39,12 @@ import anyio
 import anyio.to_thread
 from mcp.shared.dispatcher import ProgressFnT
 
+from mcp_hub.chain.audit import call_event
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import Refused
 from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, scan_value, text_size
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.guards import CompiledGuard, Direction, Guarding
 
@@ -203,15 +204,8 @@ class Guardrails:
             action = guards[guard_id].action
             counts = ", ".join(f"{kind} x{count}" for kind, count in sorted(kinds.items()))
             self._audit.record(
-                AuditEvent(
-                    time=AuditLog.now(),
-                    decision_id=AuditLog.new_decision_id(),
-                    principal=ctx.principal,
-                    session=ctx.session,
-                    method=ctx.method,
-                    mount=ctx.mount,
-                    name=ctx.native,
-                    via=ctx.via,
+                call_event(
+                    ctx,
                     arguments=None,
                     outcome={"redact": "redacted", "block": "blocked", "flag": "flagged"}[action],
                     rule=guard_id,
