@@ -6,6 +6,8 @@ import functools
 import hashlib
 import json
 import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,3 +242,16 @@ def test_a_long_text_is_scanned_in_pieces_of_whole_lines_without_losing_a_match(
     assert len(expected) > 20
     found = Detectors().find(text, ["card", "iban", "national_id"])
     assert sorted((m.kind, m.start, m.end) for m in found) == sorted(expected)
+
+
+def test_the_detector_libraries_load_only_when_a_text_is_looked_at_with_them() -> None:
+    """detect-secrets, python-stdnum and phonenumbers take a tenth of a second to import: a hub that loads the
+    hub and its guardrails, and looks for hidden text only (pinning's default), never imports them."""
+    script = (
+        "import sys; import mcp_hub.hub; from mcp_hub.guardrails import Detectors; d = Detectors(['k' * 20]); "
+        "d.find('plain text', ['hidden']); heavy = ('detect_secrets', 'stdnum', 'phonenumbers'); "
+        "print(sorted(m for m in heavy if m in sys.modules)); d.find('a@example.com', ['email']); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "['detect_secrets', 'phonenumbers', 'stdnum']"]

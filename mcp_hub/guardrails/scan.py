@@ -13,8 +13,6 @@ from typing import Any, cast
 
 from mcp_hub.guardrails.hidden import find_hidden
 from mcp_hub.guardrails.matches import Match, merged, redacted
-from mcp_hub.guardrails.personal import find_cards, find_emails, find_ibans, find_national_ids, find_phones
-from mcp_hub.guardrails.secrets import find_secrets, known_secrets
 
 DETECTORS: tuple[str, ...] = ("secrets", "card", "iban", "national_id", "phone", "email", "hidden")
 GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -46,28 +44,42 @@ def expand(names: Iterable[str]) -> frozenset[str]:
 
 
 class Detectors:
-    """The hub's detectors, with its own secret values (`known`) for the "secrets" detector."""
+    """The hub's detectors, with its own secret values (`known`) for the "secrets" detector.
+
+    The libraries behind the secrets and personal-data detectors (detect-secrets, python-stdnum,
+    phonenumbers) take about a tenth of a second to import, so they are imported when a text is first
+    looked at with one of them: a hub whose policy has no guards never loads them.
+    """
 
     def __init__(self, known: Iterable[str] = ()) -> None:
-        pattern = known_secrets(known)
-        self._finders: Mapping[str, Callable[[str], list[Match]]] = MappingProxyType(
-            {
-                "secrets": lambda text: find_secrets(text, pattern),
-                "card": find_cards,
-                "iban": find_ibans,
-                "national_id": find_national_ids,
-                "phone": find_phones,
-                "email": find_emails,
-                "hidden": find_hidden,
-            }
-        )
+        self._known = tuple(known)
+        self._finders: dict[str, Callable[[str], list[Match]]] = {"hidden": find_hidden}
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
         """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""
         return [match for name in DETECTORS if name in detectors for match in self._find(name, text)]
 
+    def _finder(self, name: str) -> Callable[[str], list[Match]]:
+        finder = self._finders.get(name)
+        if finder is None:
+            from mcp_hub.guardrails import personal, secrets
+
+            pattern = secrets.known_secrets(self._known)
+            self._finders.update(
+                {
+                    "secrets": lambda text: secrets.find_secrets(text, pattern),
+                    "card": personal.find_cards,
+                    "iban": personal.find_ibans,
+                    "national_id": personal.find_national_ids,
+                    "phone": personal.find_phones,
+                    "email": personal.find_emails,
+                }
+            )
+            finder = self._finders[name]
+        return finder
+
     def _find(self, name: str, text: str) -> list[Match]:
-        finder = self._finders[name]
+        finder = self._finder(name)
         if name not in LINE_LOCAL or len(text) <= PIECE:
             return finder(text)
         found: list[Match] = []
