@@ -22,6 +22,14 @@ def test_a_renamed_internal_is_caught() -> None:
         sdk.resolve("mcp.server.runner:ServerRunner._renamed_in_a_later_release")
 
 
+def test_an_instance_attribute_counts_when_the_class_sets_it() -> None:
+    """Attributes a class sets on its instances in `__init__` (or declares) are found; a renamed one is not."""
+    sdk.resolve("mcp.server.streamable_http:StreamableHTTPServerTransport._request_streams")
+    sdk.resolve("contextlib:AsyncExitStack._exit_callbacks")  # set by a base class
+    with pytest.raises(LookupError, match="no '_request_streamz'"):
+        sdk.resolve("mcp.server.streamable_http:StreamableHTTPServerTransport._request_streamz")
+
+
 def test_install_is_idempotent() -> None:
     sdk.install()
     sdk.install()

@@ -15,9 +15,6 @@ each:
 - a connection's exit stack (`needs_unwinding`);
 - two process-wide changes: the SSE encoder's line split (`split_sse_lines_fast`, applied by `install()`)
   and the response the handshake-era transport answers a POST with (`answer_posts_with`).
-
-Instance attributes (which no class lookup finds) are listed in `INSTANCE_SURFACE`;
-tests/test_sdk_server.py checks them on real instances.
 """
 
 from __future__ import annotations
@@ -64,25 +61,21 @@ SURFACE: tuple[str, ...] = (
     "mcp.server.stdio:_open_stdin_diversion",
     "mcp.server.stdio:_open_stdout_diversion",
     "sse_starlette.event:ServerSentEvent._LINE_SEP_EXPR",
+    "mcp.shared.jsonrpc_dispatcher:JSONRPCDispatcher._in_flight",
+    "mcp.shared.jsonrpc_dispatcher:JSONRPCDispatcher._transport_builder",
+    "mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext._dispatcher",
+    "mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext._request_id",
+    "mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext._progress_token",
+    "mcp.server.streamable_http:StreamableHTTPServerTransport._security",
+    "mcp.server.streamable_http:StreamableHTTPServerTransport._idle_timeout",
+    "mcp.server.streamable_http:StreamableHTTPServerTransport._requests_in_flight",
+    "mcp.server.streamable_http:StreamableHTTPServerTransport._request_streams",
+    "mcp.server.streamable_http_manager:StreamableHTTPSessionManager._server_instances",
+    "mcp.server.streamable_http_manager:StreamableHTTPSessionManager._session_owners",
+    "mcp.server.streamable_http_manager:StreamableHTTPSessionManager._lifespan_state",
+    "contextlib:AsyncExitStack._exit_callbacks",
 )
 """What this module names, as "module:qualified.name"."""
-
-INSTANCE_SURFACE: tuple[tuple[str, str], ...] = (
-    ("mcp.shared.jsonrpc_dispatcher:JSONRPCDispatcher", "_in_flight"),
-    ("mcp.shared.jsonrpc_dispatcher:JSONRPCDispatcher", "_transport_builder"),
-    ("mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext", "_dispatcher"),
-    ("mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext", "_request_id"),
-    ("mcp.shared.jsonrpc_dispatcher:_JSONRPCDispatchContext", "_progress_token"),
-    ("mcp.server.streamable_http:StreamableHTTPServerTransport", "_security"),
-    ("mcp.server.streamable_http:StreamableHTTPServerTransport", "_idle_timeout"),
-    ("mcp.server.streamable_http:StreamableHTTPServerTransport", "_requests_in_flight"),
-    ("mcp.server.streamable_http:StreamableHTTPServerTransport", "_request_streams"),
-    ("mcp.server.streamable_http_manager:StreamableHTTPSessionManager", "_server_instances"),
-    ("mcp.server.streamable_http_manager:StreamableHTTPSessionManager", "_session_owners"),
-    ("mcp.server.streamable_http_manager:StreamableHTTPSessionManager", "_lifespan_state"),
-    ("contextlib:AsyncExitStack", "_exit_callbacks"),
-)
-"""Instance attributes this module names: ("module:Class", attribute)."""
 
 
 def install() -> None:
