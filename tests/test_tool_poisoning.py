@@ -1,5 +1,6 @@
-"""Tool poisoning: a tool whose definition carries hidden text is handled by `[pinning]` as a changed
-definition, the first time it is seen too: held (neither listed nor callable) until accepted, or flagged."""
+"""Tool poisoning: a tool whose definition carries hidden text or instructions aimed at the model is handled by
+`[pinning]` as a changed definition, the first time it is seen too: held (neither listed nor callable) until
+accepted, or flagged."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 REASON = "hidden text: html_comment, tag_characters in description"
 
 
-def setup(tmp_path: Path, on_change: str, scan: str = '["hidden"]') -> Path:
+def setup(tmp_path: Path, on_change: str, scan: str | None = '["hidden"]') -> Path:
+    """A hub mounting tests/servers/leaky.py, with pinning and audit; `scan=None` leaves `[pinning] scan` out."""
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "all.toml").write_text(
         f'[principals]\n"*" = "all"\n[profiles.all]\ndefault = "allow"\n'
-        f'[pinning]\non_change = "{on_change}"\nscan = {scan}\n',
+        f'[pinning]\non_change = "{on_change}"\n' + (f"scan = {scan}\n" if scan is not None else ""),
         encoding="utf-8",
     )
     config = write_config(tmp_path / "hub.toml", {"leaky": {"command": sys.executable, "args": [LEAKY]}})
@@ -50,6 +52,37 @@ def test_hidden_text_in_a_definition_is_told_by_kind_and_place() -> None:
     schema = {"name": "t", "inputSchema": {"properties": {"a": {"description": "x\u200by"}}}}
     assert poisoned(schema, detectors, {"hidden"}) == "hidden text: zero_width in inputSchema/properties/a/description"
     assert poisoned(next(t for t in TOOLS if t["name"] == "poisoned"), detectors, set()) is None
+
+
+def test_instructions_in_plain_sight_are_told_by_kind() -> None:
+    detectors = Detectors()
+    tools = {tool["name"]: tool for tool in TOOLS}
+    both = {"hidden", "instructions"}
+    assert poisoned(tools["shadow"], detectors, both) == (
+        "instructions to the model: model_tag, shadowing, concealment in description"
+    )
+    # inside the HTML comment: told as the comment
+    assert poisoned(tools["poisoned"], detectors, both) == REASON
+    assert poisoned(tools["poisoned"], detectors, {"instructions"}) == (
+        "instructions to the model: sensitive_file in description"
+    )
+    assert poisoned(tools["shadow"], detectors, {"hidden"}) is None
+
+
+async def test_the_default_scan_holds_instructions_to_the_model(tmp_path: Path) -> None:
+    config = setup(tmp_path, "hold", scan=None)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        assert listed == {f"leaky_{tool['name']}" for tool in TOOLS} - {"leaky_poisoned", "leaky_shadow"}
+        with pytest.raises(MCPError):
+            await client.call_tool("leaky_shadow", {"a": 1, "b": 2})
+    pending = PinStore(tmp_path / "pins.json").pending
+    assert (
+        pending["leaky/shadow"]["reason"]
+        == "instructions to the model: model_tag, shadowing, concealment in description"
+    )
+    shown = mcp_hub_pins(config)
+    assert "leaky/shadow  (held or flagged for instructions to the model: model_tag" in shown.stdout, shown.stderr
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -84,7 +117,7 @@ async def test_a_poisoned_tool_is_served_and_audited_when_flagged(tmp_path: Path
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
     changed = [line for line in lines if line["outcome"] == "tool_changed"]
     assert [(line["name"], line["reason"]) for line in changed] == [
-        ("poisoned", "the tool's definition carries hidden text (tool poisoning); served (pinning: flag)")
+        ("poisoned", f"the tool's definition looks poisoned ({REASON}); served (pinning: flag)")
     ]
 
 

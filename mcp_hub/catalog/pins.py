@@ -9,8 +9,9 @@ hub points at its audit log), "hold" hides the tool (unlisted, uncallable) until
 an administrator accepts the change with `mcp-hub pins accept`. The file is
 written atomically; the hub notices when the command changes it.
 
-A tool whose definition carries hidden text (tool poisoning: an HTML comment, tag characters,
-zero-width or bidi characters in its name, description or schemas; `[pinning] scan`) is handled
+A tool whose definition looks poisoned (hidden text: an HTML comment, tag characters, zero-width or
+bidi characters; or instructions to the model: "do not tell the user", `<IMPORTANT>`, `~/.ssh`... in
+its name, description or schemas; `[pinning] scan`) is handled
 the same way, the first time it is seen too, until that definition is accepted: its pending entry
 says why ("reason"), which `mcp-hub pins` shows.
 
@@ -44,8 +45,9 @@ OnChange = Literal["accept", "flag", "hold"]
 Suspect = Callable[[Mapping[str, Any]], "str | None"]
 """Why a tool's definition looks poisoned (hidden text in it), or None: given by the hub (see guardrails/tools.py)."""
 
-OnFlag = Callable[[str, str, str, str], None]
-"""Told `(mount, tool, pinned fingerprint, new fingerprint)` when "flag" serves a tool's new definition."""
+OnFlag = Callable[[str, str, str, str, "str | None"], None]
+"""Told `(mount, tool, pinned fingerprint, new fingerprint, why it looks poisoned or None)` when "flag" serves a
+tool's new definition."""
 
 
 def fingerprint(tool: Mapping[str, Any]) -> str:
@@ -104,7 +106,7 @@ class PinStore:
     ) -> list[dict[str, Any]]:
         """The tools to serve from `mount`'s listing; records new pins and changes.
 
-        A tool `suspect` finds something in (hidden text: tool poisoning) is handled as a changed
+        A tool `suspect` finds something in (tool poisoning) is handled as a changed
         definition, the first time it is seen too, until its definition is pinned (accepted)."""
         if self.path is None:
             return list(tools)
@@ -135,7 +137,7 @@ class PinStore:
                 logger.warning("tool %s %s; served (pinning: flag)", key, why)
                 served.append(tool)
                 if new:
-                    self._flagged(mount, str(tool.get("name")), pinned["fingerprint"] if pinned else "", seen)
+                    self._flagged(mount, str(tool.get("name")), pinned["fingerprint"] if pinned else "", seen, reason)
             else:
                 logger.warning("tool %s %s; held until accepted", key, why)
         if dirty:
@@ -147,11 +149,11 @@ class PinStore:
                 )
         return served
 
-    def _flagged(self, mount: str, name: str, pinned: str, seen: str) -> None:
+    def _flagged(self, mount: str, name: str, pinned: str, seen: str, reason: str | None) -> None:
         if self._on_flag is None:
             return
         try:
-            self._on_flag(mount, name, pinned, seen)
+            self._on_flag(mount, name, pinned, seen, reason)
         except Exception:  # the listing must not fail for the report of it
             logger.exception("could not report the change of tool %s/%s", mount, name)
 

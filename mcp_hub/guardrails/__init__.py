@@ -10,9 +10,11 @@ matches.py   Match, merging overlapping matches, redaction with [REDACTED:<kind>
 secrets.py   detect-secrets' plugins, high-entropy strings, the hub's own secret values
 personal.py  card numbers (Luhn), IBANs and national IDs (python-stdnum), phones (phonenumbers), e-mail
 hidden.py    tag characters, bidi controls, zero-width characters, HTML comments
+instructions.py  wording aimed at the model: overriding its instructions, hiding from the user, posing markup,
+             credential files, rules for other tools
 scan.py      detectors by name (long texts in pieces where a match cannot span lines), and a scan of a
              JSON value that redacts in a copy
-tools.py     tool poisoning: hidden text in a tool's definition
+tools.py     tool poisoning: hidden text or instructions to the model in a tool's definition
 ```
 """
 

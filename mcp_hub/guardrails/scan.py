@@ -1,7 +1,8 @@
 """Detectors by name, and a scan of a JSON value (arguments, a result) that redacts in a copy.
 
 The names a policy's `detect` lists: "secrets", "card", "iban", "national_id", "phone", "email",
-"hidden", and the groups "personal" (card, iban, national_id, phone, email) and "all".
+"hidden", "instructions", and the groups "personal" (card, iban, national_id, phone, email) and "all" (all of
+them but "instructions").
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from mcp_hub.guardrails.hidden import find_hidden
+from mcp_hub.guardrails.instructions import find_instructions
 from mcp_hub.guardrails.matches import Match, merged, redacted
 
-DETECTORS: tuple[str, ...] = ("secrets", "card", "iban", "national_id", "phone", "email", "hidden")
+DETECTORS: tuple[str, ...] = ("secrets", "card", "iban", "national_id", "phone", "email", "hidden", "instructions")
 GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {"personal": ("card", "iban", "national_id", "phone", "email"), "all": DETECTORS}
+    {"personal": ("card", "iban", "national_id", "phone", "email"), "all": DETECTORS[:-1]}
 )
+""""all" is every detector but "instructions": wording aimed at a model is ordinary in what tools return (a
+README that names `mcp.json`, a page about prompt injection), so a policy that wants it names it."""
 NAMES: tuple[str, ...] = DETECTORS + tuple(GROUPS)
 
 LINE_LOCAL = frozenset(("card", "iban", "national_id"))
@@ -53,7 +57,10 @@ class Detectors:
 
     def __init__(self, known: Iterable[str] = ()) -> None:
         self._known = tuple(known)
-        self._finders: dict[str, Callable[[str], list[Match]]] = {"hidden": find_hidden}
+        self._finders: dict[str, Callable[[str], list[Match]]] = {
+            "hidden": find_hidden,
+            "instructions": find_instructions,
+        }
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
         """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""

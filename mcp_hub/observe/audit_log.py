@@ -207,10 +207,13 @@ class AuditLog:
                     errors_log.error("audit log %s: closing failed: %r", self.path, exc)
             self._report_held_back()
 
-    def record_tool_changed(self, mount: str, name: str, old_fingerprint: str, new_fingerprint: str) -> None:
+    def record_tool_changed(
+        self, mount: str, name: str, old_fingerprint: str, new_fingerprint: str, poisoned: str | None = None
+    ) -> None:
         """A server now serves a definition of a pinned tool other than the pinned one, and it is served
         (`[pinning] on_change = "flag"`): one event, outcome "tool_changed", by the principal "mcp-hub".
-        An empty `old_fingerprint`: a tool first seen with hidden text in its definition (tool poisoning)."""
+        `poisoned`: why the definition looks poisoned (hidden text or instructions to the model in it), if it does;
+        the old fingerprint is empty for a tool first seen so."""
         self.record(
             AuditEvent(
                 time=self.now(),
@@ -225,9 +228,9 @@ class AuditLog:
                 outcome="tool_changed",
                 rule=None,
                 reason=(
-                    "the tool's definition changed since it was pinned; served (pinning: flag)"
-                    if old_fingerprint
-                    else "the tool's definition carries hidden text (tool poisoning); served (pinning: flag)"
+                    f"the tool's definition looks poisoned ({poisoned}); served (pinning: flag)"
+                    if poisoned
+                    else "the tool's definition changed since it was pinned; served (pinning: flag)"
                 ),
                 latency_ms=None,
                 policy_revision=None,

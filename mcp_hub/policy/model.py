@@ -272,7 +272,7 @@ class PinningSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     on_change: Literal["accept", "flag", "hold"] = "flag"
-    scan: _Strings = ("hidden",)
+    scan: _Strings = ("hidden", "instructions")
     """Detectors run over each listed tool's name, title, description and schemas; a tool they find
     something in is handled as by `on_change`, until its definition is accepted. [] turns it off."""
 
