@@ -120,3 +120,31 @@ async def test_a_servers_task_id_is_the_protocols_and_not_scanned(tmp_path: Path
         done = await settled(client, handle["taskId"])
     assert done["result"]["content"][0] == {"type": "text", "text": "computed plain"}
     assert guard_lines(audit) == []
+
+
+@pytest.mark.parametrize("action", ["redact", "block"])
+async def test_a_failed_tasks_error_and_a_tasks_questions_are_guarded_as_messages(tmp_path: Path, action: str) -> None:
+    """A failed task's `error` and an `input_required` task's `inputRequests` reach the client beside the result:
+    a secret in them is redacted, whether its guard redacts or blocks (the task's answer cannot be refused)."""
+    config, audit = setup(tmp_path, action)
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
+    ):
+        failed = await settled(client, (await call(client, "work_protocol_error_job", label=KEY))["taskId"])
+        asking = await call(client, "work_confirm_delete", filename=KEY)
+        questions = await follow(client, "tasks/get", asking["taskId"])
+        await follow(client, "tasks/cancel", asking["taskId"])
+    assert failed["status"] == "failed"
+    assert failed["error"]["message"] == f"the job crashed on {MARKER}"
+    assert questions["status"] == "input_required"
+    assert questions["inputRequests"]["confirm"]["params"]["message"] == f"Delete {MARKER}?"
+    assert questions["inputRequests"]["confirm"]["params"]["requestedSchema"]["properties"]["confirm"] == {
+        "type": "boolean"
+    }
+    lines = guard_lines(audit)
+    assert [(line["name"], line["reason"].rsplit(" in ", 1)[1]) for line in lines] == [
+        ("protocol_error_job", "the task's error"),
+        ("confirm_delete", "the input requests"),
+    ]
+    assert all(KEY not in json.dumps(line) for line in lines)

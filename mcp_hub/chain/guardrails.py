@@ -21,7 +21,8 @@ common case, are scanned inline (a thread hop would cost more than the scan).
 
 A task's follow-up (`tasks/get`, server/tasks.py) is guarded by `guard_task`: the task's final result
 as the call's result would have been (the guards in force now, for the principal and tool of the call
-that created it), its `statusMessage` as a progress message.
+that created it), its `statusMessage`, a failed task's `error` and an `input_required` task's
+`inputRequests` as progress messages.
 
 Every hit leaves one audit line per guard and detector ("redacted", "blocked" or "flagged", the guard as
 the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
@@ -50,6 +51,11 @@ from mcp_hub.policy.guards import CompiledGuard, Direction, Guarding
 
 RESULT_SKIP = BINARY_KEYS | {"_meta", "requestState", "type", "mimeType", "uri", "taskId"}
 """Fields of a result that are the protocol's, not content for the model: changing them would break it."""
+
+_TASK_ASIDES = (("statusMessage", "status message"), ("error", "task's error"), ("inputRequests", "input requests"))
+"""What a `tasks/get` answer brings the client besides the result: guarded as messages (see `_guard_message`). A
+failed task's `error` (its message and data) and an `input_required` task's questions (an elicitation's message
+and schema, a sampling request's messages) reach the person or the model as a result would."""
 
 INLINE_SCAN = 32 * 1024
 """Text (in characters) up to which a value is scanned in the event loop: about 10 ms of the detectors' time."""
@@ -111,19 +117,17 @@ class Guardrails:
 
     async def guard_task(self, ctx: CallContext, answer: dict[str, Any]) -> dict[str, Any]:
         """A `tasks/get` answer for the task that the call `ctx` created: its `result` guarded as that call's
-        result, its `statusMessage` as a progress message, by the policy in force now."""
+        result, its status message, error and input requests as progress messages, by the policy in force now."""
         policy = self._policy()
         if not policy.has_guards:
             return answer
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
         if not guarding:
             return answer
-        message = answer.get("statusMessage")
-        if isinstance(message, str) and message:
-            answer = {
-                **answer,
-                "statusMessage": await self._guard_message(ctx, guarding, message, policy.revision, "status message"),
-            }
+        for key, where in _TASK_ASIDES:
+            value = answer.get(key)
+            if value:
+                answer = {**answer, key: await self._guard_message(ctx, guarding, value, policy.revision, where)}
         result = answer.get("result")
         if isinstance(result, dict):
             answer = {**answer, "result": await self._guard_result(ctx, guarding, result, policy.revision)}
@@ -142,15 +146,16 @@ class Guardrails:
         return checked
 
     async def _guard_message(
-        self, ctx: CallContext, guarding: Guarding, message: str, revision: str, where: str
-    ) -> str:
-        """A message on its way to the client outside a result (progress, a task's status): a match is redacted
-        whether its guard redacts or blocks (such a message cannot be answered with an error)."""
+        self, ctx: CallContext, guarding: Guarding, message: Any, revision: str, where: str
+    ) -> Any:
+        """A message on its way to the client outside a result (progress, a task's status, error or questions): a
+        match is redacted whether its guard redacts or blocks (such a message cannot be answered with an error)."""
         detectors, names = self._detectors, guarding.detectors
         checked, scan = scan_value(
             message,
             lambda text: detectors.find(text, names),
             lambda match: guarding.handling(match).action != "flag",
+            skip=RESULT_SKIP,
         )
         if scan.hits:
             self._record(ctx, guarding, scan, where, revision)

@@ -125,7 +125,9 @@ def build_server(name: str = "tasks") -> Server[Any]:
         if tool == "failing_job":
             return {"seconds": 1.0, "result": _text("the job failed", error=True)}
         if tool == "protocol_error_job":
-            return {"seconds": 0.0, "error": {"code": INTERNAL_ERROR, "message": "the job crashed"}}
+            label = arguments.get("label")
+            message = f"the job crashed on {label}" if label else "the job crashed"
+            return {"seconds": 0.0, "error": {"code": INTERNAL_ERROR, "message": message}}
         if tool == "confirm_delete":
             filename = str(arguments.get("filename", ""))
             pending = {"confirm": _confirm(f"Delete {filename}?", "confirm")}
