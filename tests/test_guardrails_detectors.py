@@ -106,6 +106,7 @@ def test_each_detector_finds_its_kind_with_the_exact_span(detector: str, value: 
         "Do not include the user's password. The user must provide a path. Send an e-mail to the user.",
         "Never ask the user twice; tell the user what changed. Tags like <b> and [x] are markup.",
         "configure via ~/.config/app or mcp.json; myid_rsaKey; all requests must include a key",
+        "git clone git@github.com:owner/repo.git, ssh://git@gitlab.example.com/group/repo, user@host.example:/srv",
     ],
 )
 def test_lookalikes_are_not_reported(text: str) -> None:
@@ -126,6 +127,10 @@ def test_scan_redacts_in_a_copy_and_reports_paths() -> None:
     assert new["structuredContent"] is value["structuredContent"]
     assert scan.kinds() == {"aws_access_key": 1, "card_number": 1}
     assert {path for path, _ in scan.hits} == {("content", 0, "text")}
+
+
+def test_an_address_in_a_mailto_link_or_before_a_colon_and_space_is_an_email() -> None:
+    assert kinds("mailto:ada@example.com, or ada@example.com: hi", ("email",)) == [("email", EMAIL)] * 2
 
 
 def test_instructions_are_found_where_lower_case_changes_the_length() -> None:

@@ -13,7 +13,8 @@
 - `phone`: numbers written in international form (+CC ...), that `phonenumbers` says are valid
   numbers of that country. Numbers without a country code are not reported: without knowing the
   country, any run of digits could be one;
-- `email`: a mailbox `local@domain.tld` with a letters-only top-level domain.
+- `email`: a mailbox `local@domain.tld` with a letters-only top-level domain (not the user of a URL,
+  `ssh://git@host/`, nor of an scp-style address, `git@github.com:owner/repo.git`).
 
 Digits and letters adjacent to a candidate disqualify it (a card number inside a longer number is not one).
 """
@@ -54,8 +55,10 @@ _IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])\+\s?\d[\d\s().\-/]{5,24}\d(?:\s?(?:ext\.?|x|#)\s?\d{1,6})?")
 """Where a number in international form may be: a "+", digits and the separators phone numbers are written with."""
 _EMAIL = re.compile(
-    r"(?<![\w.%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])"
+    r"(?<![\w.%+-])(?<!://)[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}"
+    r"(?![\w-]|:[\w~/])"
 )
+"""Not a URL's user (`ssh://git@host/...`) nor an scp-style address (`git@github.com:owner/repo.git`)."""
 _NATIONAL = re.compile(
     r"\d(?<![\w-]\d)(?:(?P<ssn>\d{2}-\d{2}-\d{4})|(?P<dni>\d{7}-?[A-Z])|(?P<hetu>\d{5}[-+A]\d{3}[0-9A-Y])"
     r"|(?P<personnummer>\d{5}[-+]\d{4}))(?![\w-])"
