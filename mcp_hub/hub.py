@@ -103,6 +103,7 @@ class Hub:
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
                 links.append(guardrails)
         self.links: tuple[Link, ...] = tuple(links)
+        self._guardrails = guardrails
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
@@ -120,6 +121,7 @@ class Hub:
         if observer is not None:
             self.endpoint.observe(observer)
         self._tg: anyio.abc.TaskGroup | None = None
+        self._settled_once = False
         self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
         """Each running mount's supervisor: the scope that stops it, and the event set once it has stopped."""
         self.on_mounts_changed: list[Callable[[MountsChanged], Awaitable[None]]] = []
@@ -176,6 +178,7 @@ class Hub:
                 with scope:
                     await self._supervise(upstream, pace)
             finally:
+                upstream.settled.set()  # stopped before its first attempt ended (a reload): nothing to wait for
                 stopped.set()
 
         self._tg.start_soon(supervise)
@@ -196,6 +199,8 @@ class Hub:
         added = [name for name in servers if name not in self.upstreams]
         restarted = [name for name in restart if name in servers and name in self.upstreams]
         self.config = self.config.model_copy(update={"servers": config.servers})
+        if self._guardrails is not None:
+            self._guardrails.know_secrets(configured_secrets(self.config))
         changed = self.catalog.remount(list(servers), [name for name, s in servers.items() if not s.prefix])
         self.snapshot.remount(servers)
         for name in removed:
@@ -342,9 +347,12 @@ class Hub:
 
     def ready(self) -> bool:
         """Whether to send the hub traffic (served at /readyz): every enabled mount has finished its
-        first connection attempt, either way, and at least one is up."""
+        first connection attempt, either way, and at least one is up. (A mount a reload adds later is
+        not waited for: the hub already serves.)"""
         upstreams = self.upstreams.values()
-        return all(u.settled.is_set() for u in upstreams) and any(u.state == State.UP for u in upstreams)
+        if not self._settled_once:
+            self._settled_once = all(u.settled.is_set() for u in upstreams)
+        return self._settled_once and any(u.state == State.UP for u in upstreams)
 
     # -- serving ------------------------------------------------------------------
 

@@ -21,12 +21,16 @@ import pytest
 import tomlkit
 from mcp import Client
 from mcp.client.context import ClientRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types import ToolListChangedNotification
 
 from mcp_hub import live
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.hub import Hub
+from mcp_hub.upstream import State
 from tests.conftest import fixture_server, free_port, hub_client, hub_environment, wait_for
+
+LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 
 pytestmark = pytest.mark.anyio
 
@@ -118,8 +122,9 @@ def test_the_diff_names_servers_and_keys_never_values() -> None:
 async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Added and removed servers join and leave the catalog with list_changed; a changed one restarts; the
-    untouched one keeps its process, its session and the call it is serving; a bad edit changes nothing."""
+    """Added and removed servers join and leave the catalog with list_changed (a call in flight to the removed
+    one ends with an error); a changed one restarts; the untouched one keeps its process, its session and the
+    call it is serving; a bad edit changes nothing."""
     caplog.set_level(logging.INFO, logger="mcp_hub.live")
     path = tmp_path / "hub.toml"
     a, b, c = fixture_server("a", protocol="legacy"), fixture_server("b"), fixture_server("c")
@@ -146,17 +151,23 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
             async def in_flight() -> None:
                 results.append(_text(await client.call_tool("a_ask", {"what": "elicitation", "text": "hold"})))
 
+            async def on_removed_server() -> None:
+                with pytest.raises(MCPError) as ended:
+                    await client.call_tool("b_wait", {"marker": str(tmp_path / "b")})
+                results.append(ended.value.message)
+
             tg.start_soon(in_flight)
+            tg.start_soon(on_removed_server)
             with anyio.fail_after(30):
                 await asked.wait()
+            await wait_for(lambda: _true((tmp_path / "b.started").exists()))
 
             # b removed, c added: written to a temporary file renamed over hub.toml
             write(path, {"a": a, "c": c}, rename=True)
             names = await listener.tools_until(client, lambda names: "c_echo" in names and "b_echo" not in names)
             assert "a_echo" in names
-            assert not results  # the call on a is still in flight
-            answer.set()
-        assert results == ["elicited: accept {'answer': 'later'}"]
+            answer.set()  # the call on a was in flight all along
+        assert results == ["Server 'b' closed the connection during tools/call", "elicited: accept {'answer': 'later'}"]
         await wait_for(lambda: _true(not _alive(b_pid)), timeout=15)  # b stopped, its process reaped
         assert await _pid(client, "a_pid") == a_pid  # a untouched, on the same session
 
@@ -204,7 +215,8 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
 
 
 async def test_sighup_reloads_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the watcher looking once an hour, only SIGHUP can make the edit apply."""
+    """With the watcher looking once an hour, only SIGHUP can make the edit apply. The hub stays ready while
+    an added server is starting."""
     monkeypatch.setattr(live, "POLL_INTERVAL", 3600.0)
     path = tmp_path / "hub.toml"
     write(path, {"a": fixture_server("a")}, rename=False)
@@ -213,9 +225,40 @@ async def test_sighup_reloads_at_once(tmp_path: Path, monkeypatch: pytest.Monkey
     async with hub.running(live=True), hub_client(hub, message_handler=listener.on_message) as client:
         await hub.wait_settled(30)
         await listener.tools_until(client, lambda names: "a_echo" in names)
-        write(path, {"a": fixture_server("a"), "b": fixture_server("b")}, rename=True)
+        assert hub.ready()
+        hangs = fixture_server("hangs", "--hang-on-start")
+        write(path, {"a": fixture_server("a"), "b": fixture_server("b"), "hangs": hangs}, rename=True)
         os.kill(os.getpid(), signal.SIGHUP)
         await listener.tools_until(client, lambda names: "b_echo" in names)
+        assert hub.upstreams["hangs"].state == State.STARTING
+        assert hub.ready()  # a mount added later is not waited for: the hub already serves
+
+
+async def test_a_secret_of_an_added_server_is_one_the_guardrails_know(tmp_path: Path) -> None:
+    """The "secrets" detector knows the hub's own secrets: an added server's too."""
+    key = "s3cr3t-Configured-Value"
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "policy.toml").write_text(
+        '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n\n[[profiles.agent.guards]]\n'
+        'id = "own"\ndetect = ["secrets"]\naction = "redact"\non = "arguments"\n',
+        encoding="utf-8",
+    )
+    path, policy = tmp_path / "hub.toml", {"dir": "policies", "reload": False}
+    leaky = {"command": sys.executable, "args": [LEAKY]}
+    write(path, {"a": fixture_server("a")}, rename=False, policy=policy)
+    hub = Hub(load_config(path))
+    listener = Listener()
+    async with hub.running(live=True), hub_client(hub, message_handler=listener.on_message) as client:
+        write(
+            path,
+            {"a": fixture_server("a"), "leaky": {**leaky, "env": {"LEAKY_API_KEY": key}}},
+            rename=True,
+            policy=policy,
+        )
+        await listener.tools_until(client, lambda names: "leaky_echo" in names)
+        result = await client.call_tool("leaky_echo", {"text": f"the key is {key}"})
+    assert _text(result) == 'received {"text": "the key is [REDACTED:configured_secret]"}'
 
 
 # -- `mcp-hub serve` as a process --------------------------------------------------------------------------
