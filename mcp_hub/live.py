@@ -176,7 +176,10 @@ class LiveConfig:
                         break
                     signature = settled
             self._signature = signature
-            await self.reload(policy=forced)
+            try:
+                await self.reload(policy=forced)
+            except Exception:  # boundary: a reload that fails leaves the hub serving, and watching
+                logger.exception("%s: the edit could not be applied in full", self.path)
 
     async def reload(self, *, policy: bool = False) -> ConfigDiff | None:
         """Read the file and apply what changed; None if the file was rejected. `policy`: reload the policy

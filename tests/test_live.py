@@ -19,7 +19,7 @@ import anyio
 import mcp_types as types
 import pytest
 import tomlkit
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.context import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import ToolListChangedNotification
@@ -215,11 +215,15 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
 
 
 async def test_sighup_reloads_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the watcher looking once an hour, only SIGHUP can make the edit apply. The hub stays ready while
-    an added server is starting."""
+    """With the watcher looking once an hour and the policy files not watched, only SIGHUP can make the edits
+    apply: hub.toml's and the policy's. The hub stays ready while an added server is starting."""
     monkeypatch.setattr(live, "POLL_INTERVAL", 3600.0)
-    path = tmp_path / "hub.toml"
-    write(path, {"a": fixture_server("a")}, rename=False)
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    allow = '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n'
+    (policies / "policy.toml").write_text(allow, encoding="utf-8")
+    path, policy = tmp_path / "hub.toml", {"dir": "policies", "reload": False}
+    write(path, {"a": fixture_server("a")}, rename=False, policy=policy)
     hub = Hub(load_config(path))
     listener = Listener()
     async with hub.running(live=True), hub_client(hub, message_handler=listener.on_message) as client:
@@ -227,9 +231,11 @@ async def test_sighup_reloads_at_once(tmp_path: Path, monkeypatch: pytest.Monkey
         await listener.tools_until(client, lambda names: "a_echo" in names)
         assert hub.ready()
         hangs = fixture_server("hangs", "--hang-on-start")
-        write(path, {"a": fixture_server("a"), "b": fixture_server("b"), "hangs": hangs}, rename=True)
+        write(path, {"a": fixture_server("a"), "b": fixture_server("b"), "hangs": hangs}, rename=True, policy=policy)
+        deny = '[[profiles.agent.rules]]\neffect = "deny"\ntools = ["a/echo"]\n'
+        (policies / "policy.toml").write_text(allow + deny, encoding="utf-8")
         os.kill(os.getpid(), signal.SIGHUP)
-        await listener.tools_until(client, lambda names: "b_echo" in names)
+        await listener.tools_until(client, lambda names: "b_echo" in names and "a_echo" not in names)
         assert hub.upstreams["hangs"].state == State.STARTING
         assert hub.ready()  # a mount added later is not waited for: the hub already serves
 
@@ -302,3 +308,20 @@ async def test_a_served_hub_applies_edits_and_says_what_changed(tmp_path: Path) 
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_a_hub_served_over_stdio_applies_an_edit(tmp_path: Path) -> None:
+    path = tmp_path / "hub.toml"
+    write(path, {"a": fixture_server("a")}, rename=False)
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_hub", "serve", "--config", str(path)],
+        cwd=str(tmp_path),
+        env=hub_environment(),
+    )
+    listener = Listener()
+    async with Client(command, mode="legacy", cache=None, message_handler=listener.on_message) as client:
+        await listener.tools_until(client, lambda names: "a_echo" in names)
+        write(path, {"a": fixture_server("a"), "b": fixture_server("b")}, rename=True)
+        await listener.tools_until(client, lambda names: "b_echo" in names)
+        assert _text(await client.call_tool("b_echo", {"text": "hi"})) == "b: hi"
