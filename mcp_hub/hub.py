@@ -6,7 +6,9 @@ downstream endpoint, and owns the task group they all run in. Unless
 snapshot.py), and the stdio mounts it lists start a few at a time. Leaving
 `Hub.running()` cancels every supervisor, and with it every upstream
 connection: stdio children are shut down and reaped by the SDK's transport
-inside a shielded, time-bounded scope, so nothing outlives the hub.
+inside a shielded, time-bounded scope, so nothing outlives the hub. While
+`mcp-hub serve` runs, edits to hub.toml add, remove and restart mounts (`remount`,
+driven by live.py), each mount's supervisor running in a scope of its own.
 """
 
 from __future__ import annotations

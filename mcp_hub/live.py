@@ -32,7 +32,7 @@ import signal
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -187,13 +187,13 @@ class LiveConfig:
         if policy:
             await self._hub.reload_policy()
         try:
-            new = await anyio.to_thread.run_sync(load_config, self.path)
+            new = await anyio.to_thread.run_sync(load_config, self._hub.config.path)  # named as at start-up
         except ConfigError as exc:
             logger.error("%s; the configuration in force stays until the file is fixed", exc)
             self.last_error = str(exc)
             return None
         if self.last_error is not None:
-            logger.info("%s: fixed", self.path)
+            logger.info("%s: valid again", self.path)
         self.last_error = None
         change = diff(self._hub.config, new)
         _log(self.path, change)
@@ -218,5 +218,5 @@ def _log(path: Path, change: ConfigDiff) -> None:
         )
 
 
-def _listed(keys: tuple[str, ...] | list[Any]) -> str:
+def _listed(keys: tuple[str, ...]) -> str:
     return ", ".join(keys[:-1]) + f" and {keys[-1]}" if len(keys) > 1 else str(keys[0])

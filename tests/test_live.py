@@ -6,6 +6,7 @@ stdio children, the SDK's client. The file is edited on disk, in place and by re
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -203,6 +204,8 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
         await listener.tools_until(client, lambda names: "d_echo" in names)
         assert await _pid(client, "a_pid") == a_pid
         assert _text(await client.call_tool("a_echo", {"text": "still here"})) == "a: still here"
+    assert hub.snapshot.path is not None  # the last known catalog forgets the removed server
+    assert set(json.loads(hub.snapshot.path.read_text())["mounts"]) == {"a", "c", "d"}
     logged = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.live"]
     assert f"{path}: server 'c' added" in logged
     assert f"{path}: server 'b' removed" in logged
