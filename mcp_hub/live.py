@@ -36,6 +36,7 @@ from typing import Protocol
 
 import anyio
 import anyio.to_thread
+from pydantic import BaseModel
 
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
@@ -47,8 +48,8 @@ POLL_INTERVAL = 0.5
 QUIET = 0.2
 """Seconds a changed file must stay unchanged before it is read."""
 
-_READ_ONCE = ("hub", "http", "policy", "audit", "auth", "telemetry")
-"""The tables read at start-up only: a change to one of their keys needs a restart."""
+_READ_ONCE = tuple(table for table in HubConfig.model_fields if table not in ("servers", "path"))
+"""The tables read at start-up only ([hub], [http], [policy], ...): a change to one of their keys needs a restart."""
 
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 
@@ -87,12 +88,13 @@ def diff(old: HubConfig, new: HubConfig) -> ConfigDiff:
         keys = tuple(key for key in _SERVER_KEYS if getattr(before[name], key) != getattr(after[name], key))
         if keys:
             changed[name] = keys
-    read_once = [
-        f"{table}.{key}"
-        for table in _READ_ONCE
-        for key in type(getattr(old, table)).model_fields
-        if getattr(getattr(old, table), key) != getattr(getattr(new, table), key)
-    ]
+    read_once: list[str] = []
+    for table in _READ_ONCE:
+        was, now = getattr(old, table), getattr(new, table)
+        if isinstance(was, BaseModel):
+            read_once += [f"{table}.{key}" for key in type(was).model_fields if getattr(was, key) != getattr(now, key)]
+        elif was != now:
+            read_once.append(table)
     return ConfigDiff(
         added=tuple(name for name in after if name not in before),
         removed=tuple(name for name in before if name not in after),
