@@ -147,6 +147,7 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
         await listener.tools_until(client, lambda names: {"a_echo", "b_echo"} <= names)
         a_pid, b_pid = await _pid(client, "a_pid"), await _pid(client, "b_pid")
         results: list[str] = []
+        served: list[str] = []
         async with anyio.create_task_group() as tg:
 
             async def in_flight() -> None:
@@ -157,8 +158,14 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
                     await client.call_tool("b_wait", {"marker": str(tmp_path / "b")})
                 results.append(ended.value.message)
 
+            async def traffic() -> None:  # calls to a all through the reload: none may fail
+                while not answer.is_set():
+                    served.append(_text(await client.call_tool("a_echo", {"text": "busy"})))
+                    await anyio.sleep(0.02)  # pacing, not waiting for anything
+
             tg.start_soon(in_flight)
             tg.start_soon(on_removed_server)
+            tg.start_soon(traffic)
             with anyio.fail_after(30):
                 await asked.wait()
             await wait_for(lambda: _true((tmp_path / "b.started").exists()))
@@ -169,6 +176,7 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
             assert "a_echo" in names
             answer.set()  # the call on a was in flight all along
         assert results == ["Server 'b' closed the connection during tools/call", "elicited: accept {'answer': 'later'}"]
+        assert served and set(served) == {"a: busy"}
         await wait_for(lambda: _true(not _alive(b_pid)), timeout=15)  # b stopped, its process reaped
         assert await _pid(client, "a_pid") == a_pid  # a untouched, on the same session
 
