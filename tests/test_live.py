@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ToolListChangedNotification
 
 from mcp_hub import live
-from mcp_hub.config import load_config, parse_config
+from mcp_hub.config import HubConfig, load_config, parse_config
 from mcp_hub.hub import Hub
 from mcp_hub.upstream import State
 from tests.conftest import fixture_server, free_port, hub_client, hub_environment, wait_for
@@ -115,6 +115,53 @@ def test_the_diff_names_servers_and_keys_never_values() -> None:
     assert change.read_once == ("http.port",)
     assert live.diff(new, new) == live.ConfigDiff()
     assert not live.diff(new, new).mounts
+
+
+class Recorder:
+    """What `LiveConfig` asks of a hub, recorded (the hub's own `remount` is exercised by the tests below)."""
+
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        self.remounts: list[tuple[HubConfig, tuple[str, ...]]] = []
+
+    async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> live.MountsChanged:
+        self.remounts.append((config, tuple(restart)))
+        self.config = self.config.model_copy(update={"servers": config.servers})
+        return live.MountsChanged()
+
+    async def reload_policy(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "reason"),
+    [
+        ('[servers.a]\ncommand = "a"\nargs = [\n', "", "invalid TOML"),
+        ('[servers.a]\ncommand = "a"\ntimeout = -1\n', "servers.a.timeout", "must be greater than 0"),
+        ('[servers.a]\ncommand = "a"\nprefix = false\n[servers.b]\ncommand = "b"\n', "servers.a.prefix", "only"),
+        ('[servers.a]\ncommand = "${NOT_SET_ANYWHERE}"\n', "servers.a.command", "NOT_SET_ANYWHERE is not set"),
+    ],
+    ids=["toml", "type", "rule", "variable"],
+)
+async def test_an_edit_the_loader_rejects_is_logged_and_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, edit: str, key: str, reason: str
+) -> None:
+    path = tmp_path / "hub.toml"
+    path.write_text('[servers.a]\ncommand = "a"\n', encoding="utf-8")
+    hub = Recorder(load_config(path))
+    watcher = live.LiveConfig(hub)
+    path.write_text(edit, encoding="utf-8")
+    with caplog.at_level(logging.ERROR, logger="mcp_hub.live"):
+        assert await watcher.reload() is None
+    (message,) = [record.getMessage() for record in caplog.records]
+    assert message.startswith(f"{path}: {key}: " if key else f"{path}: ")
+    assert reason in message
+    assert message.endswith("; the configuration in force stays until the file is fixed")
+    assert watcher.last_error is not None and hub.remounts == []
+    path.write_text('[servers.a]\ncommand = "a"\n[servers.b]\ncommand = "b"\n', encoding="utf-8")
+    change = await watcher.reload()
+    assert change is not None and change.added == ("b",) and watcher.last_error is None
+    assert [restart for _, restart in hub.remounts] == [()]
 
 
 # -- an in-process hub with its watcher --------------------------------------------------------------------
