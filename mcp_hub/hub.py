@@ -6,7 +6,9 @@ downstream endpoint, and owns the task group they all run in. Unless
 snapshot.py), and the stdio mounts it lists start a few at a time. Leaving
 `Hub.running()` cancels every supervisor, and with it every upstream
 connection: stdio children are shut down and reaped by the SDK's transport
-inside a shielded, time-bounded scope, so nothing outlives the hub.
+inside a shielded, time-bounded scope, so nothing outlives the hub. While
+`mcp-hub serve` runs, edits to hub.toml add, remove and restart mounts (`remount`,
+driven by live.py), each mount's supervisor running in a scope of its own.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import uvicorn
 from mcp.server.runner import serve_dual_era_loop
@@ -34,9 +37,10 @@ from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
-from mcp_hub.config import HubConfig
+from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned
+from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
@@ -69,16 +73,7 @@ class Hub:
         )
         """Shared stdio mounts listed from the snapshot: no listing waits for them, so they start a few at
         a time. (A per-client mount starts at once: its clients' sessions need its supervisor running.)"""
-        self.upstreams = {
-            name: Upstream(
-                server,
-                self._on_listing,
-                on_log=self._on_log,
-                on_updated=self._on_updated,
-                sole_client=self._sole_client,
-            )
-            for name, server in servers.items()
-        }
+        self.upstreams = {name: self._upstream(server) for name, server in servers.items()}
         self.startup = Startup(self.upstreams, config.hub.startup_grace, listed=listed)
         self.router = Router(self.catalog, self.upstreams, self.startup)
         self.policy = PolicyStore(config.relative(config.policy.dir) if config.policy.dir else None)
@@ -110,6 +105,7 @@ class Hub:
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
                 links.append(guardrails)
         self.links: tuple[Link, ...] = tuple(links)
+        self._guardrails = guardrails
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
@@ -126,20 +122,36 @@ class Hub:
         )
         if observer is not None:
             self.endpoint.observe(observer)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._settled_once = False
+        self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
+        """Each running mount's supervisor: the scope that stops it, and the event set once it has stopped."""
+        self.on_mounts_changed: list[Callable[[MountsChanged], Awaitable[None]]] = []
+        """Called after a configuration reload added, removed or restarted mounts (and their items joined or
+        left the catalog): what keeps state per mount (a response cache) forgets the mounts named."""
+
+    def _upstream(self, server: ServerConfig) -> Upstream:
+        return Upstream(
+            server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated, sole_client=self._sole_client
+        )
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[Hub]:
+    async def running(self, *, live: bool = False) -> AsyncIterator[Hub]:
         """Start every mount concurrently (stdio mounts listed from the catalog snapshot a few at a
-        time); stop (and reap) them all on exit."""
+        time); stop (and reap) them all on exit. `live`: apply edits to hub.toml as they are saved, and
+        on SIGHUP (see live.py)."""
         self.audit.start()
         try:
             self.telemetry.start(self._mount_status)
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 tg.start_soon(self.endpoint.parking.run)
                 pace = anyio.Semaphore(STARTS_AT_ONCE)
                 self.startup.begin()
                 for upstream in self.upstreams.values():
-                    tg.start_soon(self._supervise, upstream, pace if upstream.name in self._paced else None)
+                    self._start_mount(upstream, pace if upstream.name in self._paced else None)
+                if live:
+                    tg.start_soon(LiveConfig(self).run)
                 if self.config.policy.reload and self.policy.directory is not None:
                     tg.start_soon(self.policy.watch, self._policy_changed)
                 if self.pins.enabled:
@@ -156,6 +168,64 @@ class Hub:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self.audit.stop)
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
+
+    def _start_mount(self, upstream: Upstream, pace: anyio.Semaphore | None = None) -> None:
+        """Run the mount's supervisor in the hub's task group until `_stop_mount`."""
+        assert self._tg is not None, "mounts run inside Hub.running()"
+        scope, stopped = anyio.CancelScope(), anyio.Event()
+        self._mount_tasks[upstream.name] = (scope, stopped)
+
+        async def supervise() -> None:
+            try:
+                with scope:
+                    await self._supervise(upstream, pace)
+            finally:
+                upstream.settled.set()  # stopped before its first attempt ended (a reload): nothing to wait for
+                stopped.set()
+
+        self._tg.start_soon(supervise)
+
+    async def _stop_mount(self, name: str) -> None:
+        """Stop the mount's supervisor and wait until its connections are closed (stdio children reaped)."""
+        scope, stopped = self._mount_tasks.pop(name)
+        scope.cancel()
+        await stopped.wait()
+
+    async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> MountsChanged:
+        """Serve `config`'s servers from now on (a configuration reload; the rest of `config` is not applied):
+        mounts no longer enabled stop and their items leave the catalog, new ones start, those in `restart`
+        stop and start again with their new settings (their items stay listed until they list again), and
+        the others go on untouched. Clients hear `list_changed` for the lists that changed."""
+        servers = config.enabled_servers()
+        removed = [name for name in self.upstreams if name not in servers]
+        added = [name for name in servers if name not in self.upstreams]
+        restarted = [name for name in restart if name in servers and name in self.upstreams]
+        self.config = self.config.model_copy(update={"servers": config.servers})
+        if self._guardrails is not None:
+            self._guardrails.know_secrets(configured_secrets(self.config))
+        changed = self.catalog.remount(list(servers), [name for name, s in servers.items() if not s.prefix])
+        self.snapshot.remount(servers)
+        for name in removed:
+            del self.upstreams[name]
+            self._served_tools.pop(name, None)
+        if changed:
+            await self.endpoint.notify_changed(changed)
+        starting = []
+        for name in [*added, *restarted]:  # requests from now on wait for the new connection
+            old = self.upstreams.get(name)
+            upstream = self.upstreams[name] = self._upstream(servers[name])
+            await upstream.set_log_level(self.endpoint.log_level())
+            for uri in old.subscribed if old is not None else ():
+                await upstream.subscribe(uri)
+            starting.append(upstream)
+        for name in [*removed, *restarted]:
+            await self._stop_mount(name)
+        for upstream in starting:
+            self._start_mount(upstream)
+        change = MountsChanged(tuple(added), tuple(removed), tuple(restarted))
+        for hook in self.on_mounts_changed:
+            await hook(change)
+        return change
 
     async def _supervise(self, upstream: Upstream, pace: anyio.Semaphore | None = None) -> None:
         """`upstream.run()`; with telemetry on, the requests it makes (listings, pings) are measured.
@@ -181,7 +251,7 @@ class Hub:
     def _mount_status(self) -> list[MountStatus]:
         return [
             MountStatus(name, upstream.state == State.UP, upstream.restarts, upstream.client_sessions)
-            for name, upstream in self.upstreams.items()
+            for name, upstream in list(self.upstreams.items())  # read by the metrics exporter's thread
         ]
 
     async def _sole_client(self) -> Origin | None:
@@ -195,17 +265,22 @@ class Hub:
 
     async def _log_level_changed(self, level: str) -> None:
         """Servers send what the most verbose client asked for; each client gets its own level's share."""
-        for upstream in self.upstreams.values():
+        for upstream in list(self.upstreams.values()):
             await upstream.set_log_level(level)
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
         await self.endpoint.notify_changed(KINDS)
 
+    async def reload_policy(self) -> None:
+        """Load the policy files again if they changed (SIGHUP; they are also watched unless `reload = false`)."""
+        if self.policy.reload():
+            await self._policy_changed()
+
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until every mount has finished its first connection attempt, either way."""
         with anyio.move_on_after(timeout):
-            for upstream in self.upstreams.values():
+            for upstream in list(self.upstreams.values()):
                 await upstream.settled.wait()
 
     async def _watch_pins(self) -> None:
@@ -274,9 +349,12 @@ class Hub:
 
     def ready(self) -> bool:
         """Whether to send the hub traffic (served at /readyz): every enabled mount has finished its
-        first connection attempt, either way, and at least one is up."""
+        first connection attempt, either way, and at least one is up. (A mount a reload adds later is
+        not waited for: the hub already serves.)"""
         upstreams = self.upstreams.values()
-        return all(u.settled.is_set() for u in upstreams) and any(u.state == State.UP for u in upstreams)
+        if not self._settled_once:
+            self._settled_once = all(u.settled.is_set() for u in upstreams)
+        return self._settled_once and any(u.state == State.UP for u in upstreams)
 
     # -- serving ------------------------------------------------------------------
 
@@ -286,7 +364,7 @@ class Hub:
         """Serve until the client goes away (stdio) or a signal arrives."""
         if transport == "stdio":
             self.endpoint.serve_one_client()
-        async with self.running():
+        async with self.running(live=True):
             if transport == "stdio":
                 await self._serve_stdio()
             else:
@@ -369,7 +447,7 @@ async def _take_place(pace: anyio.Semaphore, wanted: anyio.Event) -> bool:
 
 
 async def _on_signal(stop: Callable[[], None]) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # SIGHUP: reload (live.py)
         async for signum in signals:
             logger.info("received %s; shutting down", signal.Signals(signum).name)
             stop()

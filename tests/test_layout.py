@@ -6,6 +6,7 @@
     upstream
     chain
     server
+    live (reloading hub.toml)
     hub <- cli
 
 A package imports only from floors below it (its own modules are always allowed)."""
@@ -39,7 +40,9 @@ ALLOWED = {
     "upstream": BASE | {"config", "observe", "sdk", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
     "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
+    "live": {"errors", "config"},
+    "hub": BASE
+    | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server", "live"},
     "examples": set(),
 }
 

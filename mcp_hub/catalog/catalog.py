@@ -192,6 +192,22 @@ class Catalog:
                 changed.add(kind)
         return frozenset(changed)
 
+    def remount(self, mounts: Sequence[str], unprefixed: Collection[str] = ()) -> frozenset[str]:
+        """Serve these mounts from now on (a configuration reload): a new one starts with no items, a
+        mount no longer named leaves with its items, one kept keeps its items. Every view is rebuilt
+        (names may depend on the other mounts); return the kinds whose public view changed."""
+        self._mounts = tuple(mounts)
+        self._unprefixed = frozenset(unprefixed)
+        self._raw = {m: self._raw.get(m, {}) for m in self._mounts}
+        self._skipped = {m: self._skipped.get(m, {}) for m in self._mounts}
+        changed: set[str] = set()
+        for kind in KINDS:
+            view = self._build(kind)
+            if view.items != self._views[kind].items:
+                self._views[kind] = view
+                changed.add(kind)
+        return frozenset(changed)
+
     # -- resolving public names back to their mount --------------------------
 
     def resolve(self, kind: str, public: str) -> Target | None:

@@ -178,6 +178,21 @@ class CatalogSnapshot:
             )
         return loaded
 
+    def remount(self, servers: Mapping[str, ServerConfig]) -> None:
+        """The enabled mounts are these now (a configuration reload): the file forgets the mounts no longer
+        configured, and those configured differently, until they list again."""
+        self._fingerprints = {name: fingerprint(server) for name, server in servers.items()}
+        kept = {
+            mount: entry
+            for mount, entry in self._entries.items()
+            if entry["fingerprint"] == self._fingerprints.get(mount)
+        }
+        if kept != self._entries:
+            self._entries = kept
+            self._pending = self.path is not None
+            if self._changed is not None:
+                self._changed.set()
+
     def record(self, mount: str, listings: Mapping[str, list[dict[str, Any]]]) -> None:
         """A mount's listings in the catalog now; the file is written soon if they changed."""
         expected = self._fingerprints.get(mount)

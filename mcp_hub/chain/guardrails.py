@@ -90,6 +90,10 @@ class Guardrails:
         self._audit = audit
         self._threads = anyio.CapacityLimiter(SCAN_THREADS)
 
+    def know_secrets(self, values: Iterable[str]) -> None:
+        """Look for these secret values too, from now on (a configuration reload added or changed a mount)."""
+        self._detectors = self._detectors.knowing(values)
+
     async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]:
         policy = self._policy()
         if not policy.has_guards:

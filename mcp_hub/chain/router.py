@@ -186,7 +186,9 @@ class Router:
         on_progress: ProgressFnT | None = None,
         origin: Origin | None = None,
     ) -> dict[str, Any]:
-        upstream = self._upstreams[mount]
+        upstream = self._upstreams.get(mount)
+        if upstream is None:  # routed just before a configuration reload removed its mount
+            raise UpstreamUnavailable(mount, "is no longer configured")
         meta = params.get("_meta")
         if isinstance(meta, dict):
             hop = _HOP_BY_HOP_META if upstream.modern else _HOP_BY_HOP_META_LEGACY

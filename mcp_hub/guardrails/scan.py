@@ -62,6 +62,11 @@ class Detectors:
             "instructions": find_instructions,
         }
 
+    def knowing(self, known: Iterable[str]) -> Detectors:
+        """These detectors, knowing `known` secret values too (a configuration reload added a mount's)."""
+        more = tuple(value for value in dict.fromkeys(known) if value not in self._known)
+        return Detectors((*self._known, *more)) if more else self
+
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
         """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""
         return [match for name in DETECTORS if name in detectors for match in self._find(name, text)]

@@ -124,7 +124,7 @@ class Clients:
     async def roots_changed(self, ctx: ServerRequestContext[Any, Any], params: types.NotificationParams) -> None:
         key = sdk_runner.connection_of(ctx.session)
         sole = self._sole is not None and self._sole.origin is not None and self._sole.origin.client_key is key
-        for upstream in self._upstreams.values():
+        for upstream in list(self._upstreams.values()):  # mounts may come and go meanwhile (a reload)
             await upstream.roots_changed(key, sole=sole)
 
     # -- the one client of a hub serving stdio --------------------------------------

@@ -35,7 +35,9 @@ class Subscriptions:
         holders.discard(holder)
         if not holders:
             del self._holders[(mount, uri)]
-            await self._upstreams[mount].unsubscribe(uri)
+            upstream = self._upstreams.get(mount)
+            if upstream is not None:  # None: the mount was removed by a configuration reload
+                await upstream.unsubscribe(uri)
 
     async def drop(self, holder: Hashable) -> None:
         """The holder went away: release everything it held."""

@@ -203,6 +203,11 @@ class Upstream:
         caps = self.capabilities
         return bool(caps is not None and caps.resources is not None and caps.resources.subscribe)
 
+    @property
+    def subscribed(self) -> frozenset[str]:
+        """The server's URIs of the resources some client wants to hear about (kept across reconnects)."""
+        return frozenset(self._subscribed)
+
     def offers(self, kind: str) -> bool:
         """Whether the connected server declared the capability behind a catalog kind."""
         caps = self.capabilities
