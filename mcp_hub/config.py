@@ -290,7 +290,8 @@ class ServerAuth(BaseModel):
     (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
     person."""
     issuer: str | None = None
-    """The authorization server; its token endpoint is found in its metadata (RFC 8414)."""
+    """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
+    `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
     token_url: str | None = None
     """The token endpoint, when it is not to be discovered from `issuer`."""
     client_id: str | None = Field(default=None, min_length=1)
@@ -340,12 +341,6 @@ class ServerAuth(BaseModel):
         needs: tuple[str, ...] = ()
         if self.mode in ("client_credentials", "token_exchange"):
             needs = ("client_id",)
-            if self.issuer is None and self.token_url is None:
-                raise rule_error(
-                    f'mode = "{self.mode}" needs the authorization server: add issuer = "https://..." (its token '
-                    'endpoint is read from its metadata) or token_url = "https://.../token"',
-                    "issuer",
-                )
         for key in needs:
             if getattr(self, key) is None:
                 raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)

@@ -142,6 +142,17 @@ async def test_a_configured_token_url_is_used_without_discovery(tmp_path: Path) 
     assert len(server.requests) == 1
 
 
+async def test_with_no_issuer_configured_the_servers_protected_resource_metadata_names_it(tmp_path: Path) -> None:
+    seen: list[dict[str, str]] = []
+    async with authorization_server() as server, guarded_upstream(server, seen) as url:
+        auth = {"mode": "client_credentials", "client_id": "the-hub", "client_secret": SECRET}
+        config = make_config(tmp_path, {"remote": {"url": url, "auth": auth}})
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            result = await client.call_tool("remote_echo", {"text": "found"})
+    assert result.structured_content == {"text": "found", "server": "remote"}
+    assert [r["grant_type"] for r in server.requests] == ["client_credentials"]
+
+
 # -- no passthrough ------------------------------------------------------------------------------------------------
 
 
@@ -290,7 +301,6 @@ async def test_token_exchange_trades_the_callers_token_for_one_meant_for_the_ser
     [
         ('mode = "client_credential"', "servers.gh.auth.mode", 'did you mean "client_credentials"'),
         ('mode = "user"', "servers.gh.auth.mode", "not available yet"),
-        ('mode = "client_credentials"\nclient_id = "a"\nclient_secret = "b"', "servers.gh.auth.issuer", "issuer"),
         (
             'mode = "client_credentials"\nissuer = "https://as"\nclient_id = "a"',
             "servers.gh.auth.client_secret",

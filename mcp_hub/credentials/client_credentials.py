@@ -35,7 +35,7 @@ class ClientCredentials:
         self.server = server
         self._auth = auth
         self._resource = auth.resource or url
-        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url)
+        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
         self._token = CachedToken(self._fetch)
 
     def http_auth(self) -> httpx2.Auth:

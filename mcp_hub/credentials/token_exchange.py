@@ -49,7 +49,7 @@ class TokenExchange:
         self.server = server
         self._auth = auth
         self._resource = auth.resource or url
-        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url)
+        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
         self._tokens: LRUCache[str, CachedToken] = LRUCache(PRINCIPALS)
 
     def http_auth(self) -> httpx2.Auth:

@@ -10,7 +10,8 @@ token or refuse every request.
 
 `guarded` wraps an MCP server's ASGI app: it records the headers of every request
 and answers 401 (with `WWW-Authenticate: Bearer`) to one whose bearer token this
-server did not issue, has revoked, or issued for another resource.
+server did not issue, has revoked, or issued for another resource; it publishes the
+server's protected resource metadata (RFC 9728), naming this authorization server.
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def guarded(app: Any, server: AuthorizationServer, resource: str, seen: list[dic
             await app(scope, receive, send)
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        if scope["path"].startswith("/.well-known/oauth-protected-resource"):
+            document = {"resource": resource, "authorization_servers": [server.issuer]}
+            await JSONResponse(document)(scope, receive, send)
+            return
         seen.append(headers)
         kind, _, token = headers.get("authorization", "").partition(" ")
         if kind.lower() != "bearer" or not server.valid(token, resource):
