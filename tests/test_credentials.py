@@ -29,6 +29,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import KEYS, free_port, hub_client, keyed_hub, make_config, running_hub, serve_app
 from tests.servers.authorization_server import AuthorizationServer, guarded, recording
 from tests.servers.fixture import build_server, sse_app
+from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -110,6 +111,24 @@ async def test_a_token_the_server_refuses_is_fetched_anew_once_and_the_call_retr
                 await client.call_tool("remote_echo", {"text": "never"})
             assert len(seen) - refused == 1  # refused once; the refetch failed, so no second attempt
             assert len(server.requests) == 3
+
+
+async def test_client_credentials_over_legacy_sse(tmp_path: Path) -> None:
+    """A legacy SSE server gets the token on its stream's GET and on every POST; a refused one is replaced."""
+    seen: list[dict[str, str]] = []
+    async with authorization_server() as server:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/sse"
+        async with serve_app(guarded(sse_app(build_server("old")), server, url, seen), port=port):
+            mount = {"url": url, "transport": "sse", "auth": client_credentials(server)}
+            config = make_config(tmp_path, {"old": mount})
+            async with running_hub(config) as hub, hub_client(hub) as client:
+                await client.call_tool("old_echo", {"text": "first"})
+                server.revoked.update(server.tokens)
+                result = await client.call_tool("old_echo", {"text": "second"})
+    assert result.structured_content == {"text": "second", "server": "old"}
+    assert len(server.requests) == 2
+    assert bearers(seen) == {f"Bearer {token}" for token in server.tokens}
 
 
 async def test_a_refused_client_secret_is_reported_on_the_mount(tmp_path: Path) -> None:
@@ -331,3 +350,17 @@ def test_the_client_secret_comes_from_the_environment_and_is_never_shown() -> No
         parse_config(text, environ={})
     with pytest.raises(ConfigError, match="only applies to a remote server"):
         parse_config('[servers.local]\ncommand = "x"\n[servers.local.auth]\nmode = "static"\n')
+
+
+def test_check_names_the_auth_key_and_the_fix(tmp_path: Path) -> None:
+    config = tmp_path / "hub.toml"
+    config.write_text(
+        '[servers.gh]\nurl = "https://gh.example/mcp"\n[servers.gh.auth]\nmode = "client_credentials"\n'
+        'client_id = "hub"\n',
+        encoding="utf-8",
+    )
+    result = mcp_hub("check", "--config", str(config))
+    assert result.returncode == 2
+    assert f"{config}: servers.gh.auth.client_secret" in result.stderr
+    assert 'add client_secret = "${VAR}"' in result.stderr
+    assert "Traceback" not in result.stderr
