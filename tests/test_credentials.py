@@ -144,6 +144,20 @@ async def test_a_refused_client_secret_is_reported_on_the_mount(tmp_path: Path) 
     assert not any("authorization" in headers for headers in seen)
 
 
+async def test_a_login_that_wants_a_person_is_reported_on_the_mount(tmp_path: Path) -> None:
+    """authorization_code: the hub finds the authorization server through the server's 401 and metadata,
+    registers, and opens the authorization URL; a login page (no redirect back) is reported, not waited on."""
+    seen: list[dict[str, str]] = []
+    async with authorization_server() as server, guarded_upstream(server, seen) as url:
+        config = make_config(tmp_path, {"remote": {"url": url, "auth": {"mode": "authorization_code"}}})
+        async with running_hub(config, settle=10) as hub:
+            status = hub.health()["servers"]["remote"]
+    assert status["state"] != "up"
+    assert "wants a person to sign in" in (status["last_error"] or ""), status
+    assert "registered-1" in server.clients  # registered dynamically
+    assert not any("authorization" in headers for headers in seen)
+
+
 async def test_a_configured_token_url_is_used_without_discovery(tmp_path: Path) -> None:
     seen: list[dict[str, str]] = []
     async with authorization_server() as server, guarded_upstream(server, seen) as url:

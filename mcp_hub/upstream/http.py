@@ -316,9 +316,8 @@ class HttpChannel:
         response = await http.post(self._url, data=_body(message), headers={**self._headers_for(headers), **credential})
         if response.status == 401 and self._credential is not None and await self._credential.rejected(credential):
             response.close()
-            credential = await self._credential_headers()
-            headers = {**self._headers_for(headers), **credential}
-            response = await http.post(self._url, data=_body(message), headers=headers)
+            fresh = {**self._headers_for(headers), **await self._credential_headers()}
+            response = await http.post(self._url, data=_body(message), headers=fresh)
         return response
 
     async def _credential_headers(self) -> Mapping[str, str]:

@@ -4,7 +4,8 @@ It publishes its metadata (RFC 8414) at `/.well-known/oauth-authorization-server
 issues opaque tokens at `/token` for two grants: client credentials (RFC 6749 4.4),
 to a registered client whose secret it checks (HTTP Basic or in the body), and token
 exchange (RFC 8693), of a subject token it issued, for one whose audience is the
-`resource`/`audience` asked for. It keeps every token it issued and every token
+`resource`/`audience` asked for. It registers any client (RFC 7591) and shows a login page
+at its authorization endpoint, which it never approves by itself. It keeps every token it issued and every token
 request it was sent, so a test can check what a client asked for, and it can revoke a
 token or refuse every request.
 
@@ -25,7 +26,7 @@ from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -59,6 +60,8 @@ class AuthorizationServer:
             routes=[
                 Route("/.well-known/oauth-authorization-server", self._metadata),
                 Route("/token", self._token, methods=["POST"]),
+                Route("/register", self._register, methods=["POST"]),
+                Route("/authorize", self._authorize),
             ]
         )
 
@@ -82,10 +85,24 @@ class AuthorizationServer:
             {
                 "issuer": self.issuer,
                 "token_endpoint": f"{self.issuer}/token",
+                "authorization_endpoint": f"{self.issuer}/authorize",
+                "registration_endpoint": f"{self.issuer}/register",
+                "code_challenge_methods_supported": ["S256"],
                 "grant_types_supported": ["client_credentials", EXCHANGE],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             }
         )
+
+    async def _register(self, request: Request) -> Response:
+        """Dynamic registration (RFC 7591): any client is registered, as a public client."""
+        metadata = await request.json()
+        client_id = f"registered-{len(self.clients)}"
+        self.clients[client_id] = ""
+        return JSONResponse({**metadata, "client_id": client_id, "token_endpoint_auth_method": "none"}, 201)
+
+    async def _authorize(self, request: Request) -> Response:
+        """The login page a person would fill in: this server never approves by itself."""
+        return HTMLResponse("<form method=post><input name=password type=password></form>")
 
     async def _token(self, request: Request) -> Response:
         form = dict(await request.form())
