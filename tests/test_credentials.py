@@ -326,6 +326,20 @@ async def test_token_exchange_trades_the_callers_token_for_one_meant_for_the_ser
     assert exchanges[0]["subject_token_type"] == "urn:ietf:params:oauth:token-type:access_token"
 
 
+async def test_a_token_exchange_mount_says_it_has_no_callers_token(tmp_path: Path) -> None:
+    """Until the hub's OAuth sign-in for clients hands the caller's token to the mount (`CALLER_TOKEN`), a
+    token exchange mount has nothing to exchange, not even for its own handshake: it is down, and says why."""
+    seen: list[dict[str, str]] = []
+    async with authorization_server() as server, guarded_upstream(server, seen) as url:
+        auth = {**client_credentials(server), "mode": "token_exchange"}
+        config = make_config(tmp_path, {"remote": {"url": url, "auth": auth}})
+        async with running_hub(config, settle=10) as hub:
+            status = hub.health()["servers"]["remote"]
+    assert status["state"] != "up"
+    assert "needs the caller's OAuth token" in (status["last_error"] or ""), status
+    assert server.requests == [] and seen == []
+
+
 # -- configuration -------------------------------------------------------------------------------------------------
 
 
