@@ -8,9 +8,13 @@ Each exchanged token is kept per subject token, until shortly before it expires
 token lifetime.
 
 Wiring point: the caller's token reaches `headers` through `CALLER_TOKEN`, a
-context variable the hub's inbound OAuth sets around a request once it has
-validated the caller's token (its `Identity.token`). Until then a call to a
-token-exchange mount fails with an error that says the caller has no token.
+context variable the hub's inbound OAuth is to set around a request once it has
+validated the caller's token (its `Identity.token`), where the request is sent
+to the mount (the channel sends in the caller's task). Such a mount also needs a
+session per principal (upstream/relay.py `Origin.client_key`, as `isolation =
+"per-client"` gives an authenticated caller), since even its handshake is then
+made for one caller. Until that is wired, the mount has no token to exchange and
+stays down with an error that says so.
 """
 
 from __future__ import annotations
