@@ -7,8 +7,8 @@
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
-   headers, roots), in `[auth] api_keys` and in `[telemetry] endpoint` and `headers`, then step 3
-   again on the expanded values (a url may come from a variable).
+   headers, roots, and the values of their `auth` table), in `[auth] api_keys` and in
+   `[telemetry] endpoint` and `headers`, then step 3 again on the expanded values (a url may come from a variable).
 
 Disabled servers are not expanded: their variables need not be set.
 """
@@ -273,6 +273,92 @@ class AuthSettings(BaseModel):
         return keys
 
 
+AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code")
+"""How the hub proves itself to a remote server (see `ServerAuth`)."""
+
+
+class ServerAuth(BaseModel):
+    """A remote server's [servers.NAME.auth] table: the credential the hub presents to it (see
+    mcp_hub/credentials/). Never the hub's own client's: that one stops at the hub."""
+
+    model_config = _MODEL_CONFIG
+
+    mode: str = "static"
+    """"static": only the server's `headers`; "client_credentials": a token the hub fetches for itself at
+    the authorization server; "token_exchange": the caller's token exchanged there for one meant for this
+    server (RFC 8693); "authorization_code": the hub logs in to the server's authorization server itself
+    (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
+    person."""
+    issuer: str | None = None
+    """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
+    `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
+    token_url: str | None = None
+    """The token endpoint, when it is not to be discovered from `issuer`."""
+    client_id: str | None = Field(default=None, min_length=1)
+    client_secret: str | None = Field(default=None, min_length=1, repr=False)
+    """Write it as ${VAR}."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    """How the client authenticates at the token endpoint; unset: client_secret_basic with a secret, else none."""
+    scope: str | None = Field(default=None, min_length=1)
+    """Space-separated scopes to ask for."""
+    resource: str | None = Field(default=None, min_length=1)
+    """The resource indicator sent with token requests (RFC 8707); unset: the server's url."""
+    audience: str | None = Field(default=None, min_length=1)
+    """The audience asked for in a token exchange (RFC 8693)."""
+    redirect_uri: str = "http://127.0.0.1/callback"
+    """authorization_code: where the authorization server sends the code; the hub reads it off the redirect."""
+    client_metadata_url: str | None = None
+    """authorization_code: the hub's client ID metadata document (an https URL), used where the authorization
+    server supports them, instead of dynamic registration."""
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, mode: str) -> str:
+        if mode == "user":
+            raise rule_error(
+                'mode = "user" (each person\'s own login) is not available yet; use "static", "client_credentials", '
+                '"token_exchange" or "authorization_code"'
+            )
+        if mode not in AUTH_MODES:
+            close = difflib.get_close_matches(mode, AUTH_MODES, n=1)
+            hint = f'did you mean "{close[0]}"?' if close else "write one of " + ", ".join(f'"{m}"' for m in AUTH_MODES)
+            raise rule_error(f"unknown mode {mode!r}; {hint}")
+        return mode
+
+    @field_validator("issuer", "token_url", "redirect_uri", "client_metadata_url")
+    @classmethod
+    def _http_urls(cls, url: str | None) -> str | None:
+        if url is None or url.startswith("${"):
+            return url
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            raise rule_error('must be an http:// or https:// address, like "https://login.example.com"; fix it')
+        return url
+
+    @model_validator(mode="after")
+    def _complete(self) -> ServerAuth:
+        given = self.model_fields_set - {"mode"}
+        needs: tuple[str, ...] = ()
+        if self.mode in ("client_credentials", "token_exchange"):
+            needs = ("client_id",)
+        for key in needs:
+            if getattr(self, key) is None:
+                raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)
+        if self.mode == "static" and given:
+            key = sorted(given)[0]
+            raise rule_error(
+                f'{key} does not apply to mode = "static" (the server\'s headers are its credential); remove it, '
+                'or choose mode = "client_credentials"',
+                key,
+            )
+        public = self.token_endpoint_auth_method == "none"
+        if self.mode == "client_credentials" and self.client_secret is None and not public:
+            raise rule_error(
+                'mode = "client_credentials" needs client_secret; add client_secret = "${VAR}"', "client_secret"
+            )
+        return self
+
+
 class ServerConfig(BaseModel):
     """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
 
@@ -288,6 +374,8 @@ class ServerConfig(BaseModel):
     """How a remote server is reached. Unset or "auto": streamable HTTP, or legacy SSE if the server refuses
     it with a 4xx (the MCP spec's backwards compatibility); "http" is "streamable-http"."""
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    auth: ServerAuth = Field(default_factory=ServerAuth)
+    """The credential the hub presents to a remote server ([servers.NAME.auth])."""
     timeout: _Seconds = 60.0
     connect_timeout: _Seconds = 30.0
     enabled: bool = True
@@ -379,7 +467,7 @@ def _check_mount_name(name: str) -> None:
 
 
 _STDIO_ONLY = ("args", "env", "cwd")
-_REMOTE_ONLY = ("transport", "headers")
+_REMOTE_ONLY = ("transport", "headers", "auth")
 
 
 def _check_kind(server: ServerConfig) -> None:
@@ -512,6 +600,7 @@ _SECTION_KEYS = {
     "telemetry": tuple(TelemetrySettings.model_fields),
 }
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
+_SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
 
 
 def _check_keys(data: dict[str, Any], file: str) -> None:
@@ -525,6 +614,8 @@ def _check_keys(data: dict[str, Any], file: str) -> None:
         for name, table in servers.items():
             if isinstance(table, dict):
                 _check_table(table, _SERVER_KEYS, ("servers", name), file)
+                if isinstance(table.get("auth"), dict):
+                    _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
 
 
 def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> None:
@@ -596,7 +687,7 @@ def _describe(value: Any) -> str:
 
 _REFERENCE = re.compile(r"\$\$|\$\{(?P<body>[^}]*)\}|\$\{")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^$]*))?\Z")
-_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots"))
+_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots", "auth"))
 
 
 def expand_env(value: str, environ: Mapping[str, str], *, file: str, key: str) -> str:

@@ -153,9 +153,25 @@ def _client(server: Any, protocol_version: str) -> Client:
     )
 
 
+def mount_auth(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The `auth` table of the hub's mount for an `auth/*` scenario (None: another scenario).
+
+    The client credentials scenarios get the client the context names; the others, the hub's own login
+    (authorization code + PKCE, registered dynamically, or as the client the context names)."""
+    if not scenario.startswith("auth/"):
+        return None
+    credentials = {key: context[key] for key in ("client_id", "client_secret") if key in context}
+    if scenario.startswith("auth/client-credentials"):
+        return {"mode": "client_credentials", **credentials}
+    return {"mode": "authorization_code", **credentials}
+
+
 @asynccontextmanager
-async def connect(via: str, url: str, protocol_version: str, hub_protocol: str | None = None) -> AsyncIterator[Client]:
-    """The SDK's client, connected to `url` directly or to an in-process hub that mounts it."""
+async def connect(
+    via: str, url: str, protocol_version: str, hub_protocol: str | None = None, auth: dict[str, Any] | None = None
+) -> AsyncIterator[Client]:
+    """The SDK's client, connected to `url` directly or to an in-process hub that mounts it (with `auth` as
+    the mount's auth table, for an `auth/*` scenario)."""
     if via == "direct":
         async with _client(url, protocol_version) as client:
             yield client
@@ -167,6 +183,8 @@ async def connect(via: str, url: str, protocol_version: str, hub_protocol: str |
         "protocol": hub_protocol or ("legacy" if _mode(protocol_version) == "legacy" else protocol_version),
         "timeout": 20.0,
     }
+    if auth is not None:
+        mount["auth"] = auth
     config = HubConfig.model_validate({"hub": {"log_level": "warning"}, "servers": {MOUNT: mount}})
     hub = Hub(config)
     async with hub.running():
@@ -181,7 +199,7 @@ async def main(via: str, url: str, hub_protocol: str | None = None) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     print(f"scenario {scenario!r} at {protocol_version} via {via}: {url}", file=sys.stderr)
     with anyio.fail_after(60):
-        async with connect(via, url, protocol_version, hub_protocol) as client:
+        async with connect(via, url, protocol_version, hub_protocol, mount_auth(scenario, context)) as client:
             steps = Steps(client, context)
             await steps.run()
     print(f"{steps.failed} step(s) failed", file=sys.stderr)

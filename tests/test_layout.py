@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, guardrails <- policy
+    observe, catalog, guardrails <- policy, credentials
     upstream
     chain
     server
@@ -36,13 +36,15 @@ ALLOWED = {
     "catalog": {"errors", "config"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
+    "credentials": {"errors", "config"},
     "sdk": set(),
-    "upstream": BASE | {"config", "observe", "sdk", "__init__"},
+    "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
     "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
-    | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server", "live"},
+    | {"config", "observe", "catalog", "guardrails", "policy", "credentials", "sdk", "upstream", "chain", "server"}
+    | {"live"},
     "examples": set(),
 }
 

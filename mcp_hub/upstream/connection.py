@@ -40,6 +40,7 @@ from pydantic import TypeAdapter
 
 from mcp_hub import __version__, sdk
 from mcp_hub.config import ServerConfig
+from mcp_hub.credentials import credential_for
 from mcp_hub.errors import UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.observe.otel import CURRENT
 from mcp_hub.scopes import cancel_scope, deadline_after
@@ -84,6 +85,8 @@ class TransportChoice:
     def __init__(self, config: ServerConfig) -> None:
         self.kind: str = config.kind
         """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
+        self.credential = credential_for(config)
+        """What the mount presents to its server besides its headers; kept across its connections."""
 
 
 class Connection:
@@ -284,14 +287,14 @@ async def connect(
     declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
     open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
     async with AsyncExitStack() as stack:
-        transport = open_transport(config, kind, stderr)
+        transport = open_transport(config, kind, stderr, choice.credential)
         try:
             session = await stack.enter_async_context(open_session(transport))
         except Exception as exc:
             refused = transport.refused
             if choice.kind != "auto" or refused is None:
                 raise
-            kind, transport = "sse", open_transport(config, "sse")
+            kind, transport = "sse", open_transport(config, "sse", credential=choice.credential)
             try:
                 session = await stack.enter_async_context(open_session(transport))
             except Exception as sse_exc:

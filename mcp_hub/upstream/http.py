@@ -85,6 +85,7 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from mcp_hub import wire
+from mcp_hub.credentials import Credential, CredentialError
 from mcp_hub.sdk.client import ReadStream, TransportStreams
 from mcp_hub.streams import Incoming, ReadStreamBase, deliver_progress
 from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
@@ -117,9 +118,10 @@ class StreamableHttpTransport:
     hub's requests POSTed by `channel`; the session reads both its transport's messages and those the
     channel hands over."""
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, url: str, headers: dict[str, str], credential: Credential | None = None) -> None:
         self._url = url
         self._headers = headers
+        self._credential = credential
         self._stack = AsyncExitStack()
         self.channel: HttpChannel | None = None
         self.refused: int | None = None
@@ -128,8 +130,12 @@ class StreamableHttpTransport:
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
-            client = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT))
-            posts = HttpChannel(self._url, self._headers)
+            credential = self._credential
+            auth = credential.http_auth() if credential is not None else None
+            client = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT, auth=auth)
+            )
+            posts = HttpChannel(self._url, self._headers, credential)
 
             async def learn(response: httpx2.Response) -> None:
                 posts.learn(response.headers)
@@ -142,7 +148,8 @@ class StreamableHttpTransport:
             )
             merged = await stack.enter_async_context(posts.merging(read_stream))
             self._stack = stack.pop_all()
-            self.channel = posts
+            # A credential whose auth flow must see every response (a login) takes the SDK client's path only.
+            self.channel = posts if credential is None or credential.channel_ok else None
             return merged, write_stream
 
     def _note_post(self, status: int) -> None:
@@ -228,9 +235,10 @@ class HttpChannel:
     Use within `merging`, which opens and closes its HTTP client.
     """
 
-    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+    def __init__(self, url: str, headers: Mapping[str, str], credential: Credential | None = None) -> None:
         self._url = url
         self._headers = dict(headers)
+        self._credential = credential
         self._http: aiohttp.ClientSession | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._inject, self._merged = anyio.create_memory_object_stream[tuple[contextvars.Context | None, Incoming]](
@@ -277,16 +285,19 @@ class HttpChannel:
         message = request_message(request_id, method, params, on_progress is not None)
         if on_progress is not None:
             self._progress[request_id] = on_progress
-        answered = False
+        answered = unsent = False
         response: aiohttp.ClientResponse | None = None
         try:
-            response = await http.post(self._url, data=_body(message), headers=self._headers_for(headers))
+            response = await self._post(http, message, headers)
             self.learn(response.headers)
             result = await self._answer_of(response, request_id, method, headers)
             answered = True
             return result
         except aiohttp.ClientConnectorError as exc:
             raise MCPError(CONNECTION_CLOSED, f"cannot reach the server: {exc}") from exc
+        except CredentialError as exc:
+            unsent = True  # no credential, so not sent (or refused): nothing to cancel
+            raise exc.to_mcp() from exc
         except (aiohttp.ClientError, OSError) as exc:
             # The connection broke during this request; the next one finds out whether the server is gone.
             raise MCPError(INTERNAL_ERROR, f"the server's answer to {method} broke off: {exc}") from exc
@@ -294,8 +305,23 @@ class HttpChannel:
             self._progress.pop(request_id, None)
             if response is not None:
                 self._finish(response, answered)
-            if not answered and not modern:
+            if not answered and not modern and not unsent:
                 await self._cancel(request_id, headers)
+
+    async def _post(
+        self, http: aiohttp.ClientSession, message: Mapping[str, Any], headers: Mapping[str, str]
+    ) -> aiohttp.ClientResponse:
+        """POST `message` with the mount's credential; a 401 is retried once with a fresh one, if it may help."""
+        credential = await self._credential_headers()
+        response = await http.post(self._url, data=_body(message), headers={**self._headers_for(headers), **credential})
+        if response.status == 401 and self._credential is not None and await self._credential.rejected(credential):
+            response.close()
+            fresh = {**self._headers_for(headers), **await self._credential_headers()}
+            response = await http.post(self._url, data=_body(message), headers=fresh)
+        return response
+
+    async def _credential_headers(self) -> Mapping[str, str]:
+        return {} if self._credential is None else await self._credential.headers()
 
     def _finish(self, response: aiohttp.ClientResponse, answered: bool) -> None:
         """Give the response's connection back: at once if its body is read, else after reading
@@ -440,8 +466,9 @@ class HttpChannel:
                 raise closed()
             resumed_from = cursor.event_id
             try:
-                response = await http.get(self._url, headers=self._resume_headers(headers, resumed_from))
-            except aiohttp.ClientError as exc:
+                resume_headers = {**self._resume_headers(headers, resumed_from), **await self._credential_headers()}
+                response = await http.get(self._url, headers=resume_headers)
+            except (aiohttp.ClientError, CredentialError) as exc:
                 failures += 1
                 failure = f"cannot reach the server: {exc}"
                 code = CONNECTION_CLOSED if isinstance(exc, aiohttp.ClientConnectorError) else INTERNAL_ERROR
@@ -501,9 +528,10 @@ class HttpChannel:
         with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SECONDS):
             try:
                 notice = _body(cancel_notice(request_id))
-                async with http.post(self._url, data=notice, headers=self._headers_for(headers)):
+                post_headers = {**self._headers_for(headers), **await self._credential_headers()}
+                async with http.post(self._url, data=notice, headers=post_headers):
                     pass
-            except aiohttp.ClientError as exc:
+            except (aiohttp.ClientError, CredentialError) as exc:
                 logger.debug("cancellation of %s not delivered: %s", request_id, exc)
 
 

@@ -12,12 +12,14 @@ from mcp.client import Transport
 from mcp.client.sse import sse_client
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.credentials import Credential
 
 SSE_READ_SECONDS = 300.0
 """How long the event stream may stay silent before the connection counts as broken."""
 
 
-def sse_transport(config: ServerConfig) -> Transport:
-    """The SDK's legacy SSE client for `config`'s URL."""
+def sse_transport(config: ServerConfig, credential: Credential | None = None) -> Transport:
+    """The SDK's legacy SSE client for `config`'s URL, presenting `credential` (see mcp_hub/credentials/)."""
     assert config.url is not None
-    return sse_client(config.url, headers=dict(config.headers), sse_read_timeout=SSE_READ_SECONDS)
+    auth = credential.http_auth() if credential is not None else None
+    return sse_client(config.url, headers=dict(config.headers), sse_read_timeout=SSE_READ_SECONDS, auth=auth)

@@ -19,6 +19,7 @@ from mcp.client import Transport
 from mcp.shared.message import SessionMessage
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.credentials import Credential
 from mcp_hub.sdk import client as sdk_client
 from mcp_hub.sdk.client import ReadStream, TransportStreams
 from mcp_hub.streams import ReadStreamBase
@@ -28,25 +29,31 @@ from mcp_hub.upstream.stderr import StderrTail
 from mcp_hub.upstream.stdio import StdioTransport
 
 
-def open_transport(config: ServerConfig, kind: str | None = None, stderr: StderrTail | None = None) -> WatchedTransport:
+def open_transport(
+    config: ServerConfig,
+    kind: str | None = None,
+    stderr: StderrTail | None = None,
+    credential: Credential | None = None,
+) -> WatchedTransport:
     """A fresh, not yet entered transport for one connection attempt.
 
     `kind` overrides the config's (a URL mount with no `transport` is opened as
     streamable HTTP first, and as legacy SSE if that is refused; see connection.py).
     `stderr` keeps the last lines a stdio child writes to its stderr (None: they
-    only go on to the hub's stderr).
+    only go on to the hub's stderr). `credential` is what a remote mount presents
+    to its server besides its headers (see mcp_hub/credentials/).
     """
     sdk_client.install()  # once the hub installs the SDK's patches at start-up, this changes nothing
     kind = kind or config.kind
     if kind == "stdio":
         return WatchedTransport(StdioTransport(config, stderr))
     if kind == "sse":
-        return WatchedTransport(sse_transport(config))
+        return WatchedTransport(sse_transport(config, credential))
     assert config.url is not None
     # aiohttp is imported only once a streamable HTTP server is mounted (about 0.2 s and 10 MiB).
     from mcp_hub.upstream.http import StreamableHttpTransport
 
-    return WatchedTransport(StreamableHttpTransport(config.url, dict(config.headers)))
+    return WatchedTransport(StreamableHttpTransport(config.url, dict(config.headers), credential))
 
 
 class WatchedTransport:

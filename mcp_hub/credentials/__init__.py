@@ -1,0 +1,40 @@
+"""The credentials the hub presents to the servers it mounts: per mount, never its client's.
+
+A remote mount's `[servers.NAME.auth]` table (config.py `ServerAuth`) chooses one:
+
+- "static": the mount's `headers` only, as written (secrets as `${VAR}`);
+- "client_credentials": a token the hub fetches for itself (client_credentials.py);
+- "token_exchange": the caller's token exchanged for one meant for the server (token_exchange.py);
+- "authorization_code": the hub logs in to the server's authorization server (login.py).
+
+Modules: credential.py (what a credential is to the HTTP clients), token.py (a
+token kept until shortly before it expires, fetched once for all who wait),
+authority.py (the authorization server and its token endpoint), then one module
+per kind. The credential of a mount lives as long as the mount (its tokens outlive
+a reconnection); `credential_for` makes it.
+"""
+
+from __future__ import annotations
+
+from mcp_hub.config import ServerConfig
+from mcp_hub.credentials.credential import Credential, CredentialAuth, CredentialError
+
+__all__ = ["Credential", "CredentialAuth", "CredentialError", "credential_for"]
+
+
+def credential_for(config: ServerConfig) -> Credential | None:
+    """The credential a mount's auth table asks for; None: "static" (its headers are all), or a local process."""
+    auth = config.auth
+    if config.url is None or auth.mode == "static":
+        return None
+    if auth.mode == "client_credentials":
+        from mcp_hub.credentials.client_credentials import ClientCredentials
+
+        return ClientCredentials(config.name, config.url, auth)
+    if auth.mode == "token_exchange":
+        from mcp_hub.credentials.token_exchange import TokenExchange
+
+        return TokenExchange(config.name, config.url, auth)
+    from mcp_hub.credentials.login import Login
+
+    return Login(config.name, config.url, auth)

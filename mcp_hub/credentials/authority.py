@@ -1,0 +1,115 @@
+"""The authorization server a mount's credential comes from, and its token endpoint.
+
+The token endpoint is configured (`token_url`) or read from the issuer's metadata
+(RFC 8414: `/.well-known/oauth-authorization-server` with the issuer's path, then
+the OpenID Connect forms), fetched once per `Authority` and kept. Metadata whose
+`issuer` is not the configured one is refused (RFC 8414 section 3.3). With neither
+configured, the issuer is the first authorization server the MCP server's own
+protected resource metadata names (RFC 9728, as MCP clients find it), provided
+that metadata is for the server's URL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    issuers_match,
+)
+from mcp.shared.auth_utils import check_resource_allowed
+
+from mcp_hub.credentials.credential import CredentialError
+
+TIMEOUT_SECONDS = 30.0
+"""How long one exchange with the authorization server may take."""
+
+
+class Authority:
+    """One authorization server, as a mount's auth table names it."""
+
+    def __init__(self, server: str, *, issuer: str | None, token_url: str | None, resource_url: str) -> None:
+        self.server = server
+        self.issuer = issuer
+        self._resource_url = resource_url
+        self._token_url = token_url
+        self._lock = anyio.Lock()
+
+    async def token_endpoint(self) -> str:
+        """The token endpoint: configured, or discovered from the issuer's metadata (once).
+
+        Raises:
+            CredentialError: the metadata could not be had, or is not the issuer's.
+        """
+        if self._token_url is not None:
+            return self._token_url
+        async with self._lock:
+            if self._token_url is None:
+                async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+                    if self.issuer is None:
+                        self.issuer = await self._named_by_server(http)
+                    metadata = await self._metadata(http, self.issuer)
+                endpoint = metadata.get("token_endpoint")
+                if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+                    raise CredentialError(self.server, f"the metadata of {self.issuer} names no token_endpoint")
+                self._token_url = endpoint
+            return self._token_url
+
+    async def _named_by_server(self, http: httpx2.AsyncClient) -> str:
+        """The first authorization server the MCP server's protected resource metadata names."""
+        tried: list[str] = []
+        for url in build_protected_resource_metadata_discovery_urls(None, self._resource_url):
+            document = await self._document(http, url, tried)
+            if document is None:
+                continue
+            resource = document.get("resource")
+            if isinstance(resource, str) and not check_resource_allowed(self._resource_url, resource):
+                raise CredentialError(
+                    self.server, f"the protected resource metadata at {url} is for {resource}, not this server"
+                )
+            servers = document.get("authorization_servers")
+            if isinstance(servers, list) and servers and isinstance(servers[0], str):
+                return servers[0]
+            raise CredentialError(
+                self.server, f"the protected resource metadata at {url} names no authorization server"
+            )
+        raise CredentialError(
+            self.server,
+            f"no issuer or token_url is configured, and the server publishes no protected resource metadata "
+            f'(tried {", ".join(tried)}); add issuer = "https://..."',
+        )
+
+    async def _document(self, http: httpx2.AsyncClient, url: str, tried: list[str]) -> dict[str, Any] | None:
+        """The JSON object at `url`; None (noted in `tried`) if it answers other than 200."""
+        try:
+            with anyio.fail_after(TIMEOUT_SECONDS):
+                response = await http.get(url, headers={"accept": "application/json"})
+        except (httpx2.HTTPError, TimeoutError) as exc:
+            raise CredentialError(self.server, f"cannot read {url}: {exc or type(exc).__name__}") from exc
+        if response.status_code != 200:
+            tried.append(f"{url} (HTTP {response.status_code})")
+            return None
+        try:
+            document = response.json()
+        except ValueError:
+            document = None
+        if not isinstance(document, dict):
+            raise CredentialError(self.server, f"{url} does not answer with a JSON object")
+        return document
+
+    async def _metadata(self, http: httpx2.AsyncClient, issuer: str) -> dict[str, Any]:
+        tried: list[str] = []
+        for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
+            metadata = await self._document(http, url, tried)
+            if metadata is None:
+                continue
+            found = metadata.get("issuer")
+            if not isinstance(found, str) or not issuers_match(found, issuer):
+                raise CredentialError(
+                    self.server, f"the metadata at {url} is for issuer {found!r}, not {issuer!r}; check issuer"
+                )
+            return metadata
+        raise CredentialError(self.server, f"no authorization server metadata for {issuer}: tried {', '.join(tried)}")

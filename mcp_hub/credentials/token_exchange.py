@@ -1,0 +1,109 @@
+"""Token exchange (RFC 8693): the caller's token traded for one meant for the server.
+
+The hub presents the token its caller signed in with (the subject token) at the
+authorization server's token endpoint and asks for an access token whose audience
+is the mounted server (`audience`, and `resource`, by default the server's URL).
+Each exchanged token is kept per subject token, until shortly before it expires
+(token.py), in a bounded cache, so a principal's calls cost one exchange per
+token lifetime.
+
+Wiring point: the caller's token reaches `headers` through `CALLER_TOKEN`, a
+context variable the hub's inbound OAuth is to set around a request once it has
+validated the caller's token (its `Identity.token`), where the request is sent
+to the mount (the channel sends in the caller's task). Such a mount also needs a
+session per principal (upstream/relay.py `Origin.client_key`, as `isolation =
+"per-client"` gives an authenticated caller), since even its handshake is then
+made for one caller. Until that is wired, the mount has no token to exchange and
+stays down with an error that says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from contextvars import ContextVar
+from functools import partial
+
+import httpx2
+from authlib.integrations.httpx_client import AsyncOAuth2Client
+from cachetools import LRUCache
+
+from mcp_hub.config import ServerAuth
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.client_credentials import request_token
+from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.token import CachedToken, Token
+
+GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+PRINCIPALS = 4096
+"""Subject tokens whose exchanged token is kept at once (the least recently used goes first)."""
+
+CALLER_TOKEN: ContextVar[str | None] = ContextVar("mcp_hub_caller_token", default=None)
+"""The validated token of the caller a request is sent for (None: the caller signed in with no token)."""
+
+
+class TokenExchange:
+    """A `Credential`: the caller's token exchanged for one whose audience is the server."""
+
+    channel_ok = True
+
+    def __init__(self, server: str, url: str, auth: ServerAuth) -> None:
+        assert auth.client_id is not None
+        self.server = server
+        self._auth = auth
+        self._resource = auth.resource or url
+        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
+        self._tokens: LRUCache[str, CachedToken] = LRUCache(PRINCIPALS)
+
+    def http_auth(self) -> httpx2.Auth:
+        return CredentialAuth(self)
+
+    async def headers(self) -> Mapping[str, str]:
+        subject = CALLER_TOKEN.get()
+        if subject is None:
+            raise CredentialError(
+                self.server, "token exchange needs the caller's OAuth token, and this caller signed in without one"
+            )
+        return {"authorization": (await self.exchanged(subject)).header}
+
+    async def rejected(self, headers: Mapping[str, str]) -> bool:
+        subject = CALLER_TOKEN.get()
+        cached = self._tokens.get(_key(subject)) if subject is not None else None
+        if cached is not None:
+            cached.invalidate_header(headers.get("authorization"))
+        return cached is not None
+
+    async def exchanged(self, subject_token: str) -> Token:
+        """The token `subject_token` is exchanged for (kept until shortly before it expires)."""
+        key = _key(subject_token)
+        cached = self._tokens.get(key)
+        if cached is None:
+            cached = self._tokens[key] = CachedToken(partial(self._exchange, subject_token))
+        return await cached.get()
+
+    async def _exchange(self, subject_token: str) -> Token:
+        auth = self._auth
+        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
+        params = {
+            "grant_type": GRANT_TYPE,
+            "subject_token": subject_token,
+            "subject_token_type": ACCESS_TOKEN_TYPE,
+            "requested_token_type": ACCESS_TOKEN_TYPE,
+            "resource": self._resource,
+        }
+        if auth.audience is not None:
+            params["audience"] = auth.audience
+        endpoint = await self._authority.token_endpoint()
+        async with AsyncOAuth2Client(
+            client_id=auth.client_id,
+            client_secret=auth.client_secret,
+            token_endpoint_auth_method=method,
+            scope=auth.scope,
+            timeout=TIMEOUT_SECONDS,
+        ) as oauth:
+            return await request_token(self.server, oauth, endpoint, **params)
+
+
+def _key(subject_token: str) -> str:
+    return hashlib.sha256(subject_token.encode()).hexdigest()

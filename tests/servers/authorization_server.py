@@ -1,0 +1,172 @@
+"""A small OAuth authorization server for the tests, served for real (see `tests.conftest.serve_app`).
+
+It publishes its metadata (RFC 8414) at `/.well-known/oauth-authorization-server` and
+issues opaque tokens at `/token` for two grants: client credentials (RFC 6749 4.4),
+to a registered client whose secret it checks (HTTP Basic or in the body), and token
+exchange (RFC 8693), of a subject token it issued, for one whose audience is the
+`resource`/`audience` asked for. It registers any client (RFC 7591) and shows a login page
+at its authorization endpoint, which it never approves by itself. It keeps every token it issued and every token
+request it was sent, so a test can check what a client asked for, and it can revoke a
+token or refuse every request.
+
+`guarded` wraps an MCP server's ASGI app: it records the headers of every request
+and answers 401 (with `WWW-Authenticate: Bearer`) to one whose bearer token this
+server did not issue, has revoked, or issued for another resource; it publishes the
+server's protected resource metadata (RFC 9728), naming this authorization server.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+
+@dataclass
+class Issued:
+    client_id: str
+    audience: str | None
+    expires_at: float
+    subject: str | None = None
+    """The subject token's owner, for an exchanged token."""
+
+
+@dataclass
+class AuthorizationServer:
+    clients: dict[str, str]
+    """client_id -> client_secret."""
+    expires_in: int = 3600
+    issuer: str = ""
+    """Set once served: its base URL."""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Every token request: its form fields and the client it authenticated as."""
+    tokens: dict[str, Issued] = field(default_factory=dict)
+    revoked: set[str] = field(default_factory=set)
+    refuse_all: bool = False
+    """Answer every token request with `invalid_client`."""
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/.well-known/oauth-authorization-server", self._metadata),
+                Route("/token", self._token, methods=["POST"]),
+                Route("/register", self._register, methods=["POST"]),
+                Route("/authorize", self._authorize),
+            ]
+        )
+
+    def subject_token(self, who: str, audience: str = "the-hub") -> str:
+        """A token this server issued to `who` (as a hub's client would hold), to exchange."""
+        token = secrets.token_urlsafe(24)
+        self.tokens[token] = Issued("a-client-app", audience, time.time() + 3600, subject=who)
+        return token
+
+    def valid(self, token: str, resource: str) -> bool:
+        issued = self.tokens.get(token)
+        return (
+            issued is not None
+            and token not in self.revoked
+            and issued.expires_at > time.time()
+            and issued.audience == resource
+        )
+
+    async def _metadata(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "issuer": self.issuer,
+                "token_endpoint": f"{self.issuer}/token",
+                "authorization_endpoint": f"{self.issuer}/authorize",
+                "registration_endpoint": f"{self.issuer}/register",
+                "code_challenge_methods_supported": ["S256"],
+                "grant_types_supported": ["client_credentials", EXCHANGE],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            }
+        )
+
+    async def _register(self, request: Request) -> Response:
+        """Dynamic registration (RFC 7591): any client is registered, as a public client."""
+        metadata = await request.json()
+        client_id = f"registered-{len(self.clients)}"
+        self.clients[client_id] = ""
+        return JSONResponse({**metadata, "client_id": client_id, "token_endpoint_auth_method": "none"}, 201)
+
+    async def _authorize(self, request: Request) -> Response:
+        """The login page a person would fill in: this server never approves by itself."""
+        return HTMLResponse("<form method=post><input name=password type=password></form>")
+
+    async def _token(self, request: Request) -> Response:
+        form = dict(await request.form())
+        client_id = self._authenticated(request, form)
+        self.requests.append({**form, "authenticated_as": client_id})
+        if client_id is None or self.refuse_all:
+            return JSONResponse({"error": "invalid_client", "error_description": "bad client secret"}, status_code=401)
+        audience = str(form.get("audience") or form.get("resource") or "") or None
+        subject = None
+        if form.get("grant_type") == EXCHANGE:
+            exchanged = self.tokens.get(str(form.get("subject_token")))
+            if exchanged is None or exchanged.subject is None:
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            subject = exchanged.subject
+        elif form.get("grant_type") != "client_credentials":
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+        token = secrets.token_urlsafe(24)
+        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject)
+        return JSONResponse(
+            {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in},
+            headers={"cache-control": "no-store"},
+        )
+
+    def _authenticated(self, request: Request, form: dict[str, Any]) -> str | None:
+        header = request.headers.get("authorization", "")
+        if header.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(header[6:]).decode().partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+        else:
+            client_id, secret = str(form.get("client_id", "")), str(form.get("client_secret", ""))
+        if client_id in self.clients and secrets.compare_digest(self.clients[client_id], secret):
+            return client_id
+        return None
+
+
+def guarded(app: Any, server: AuthorizationServer, resource: str, seen: list[dict[str, str]]) -> Any:
+    """`app` behind a bearer token check (tokens `server` issued for `resource`), recording every request's headers."""
+
+    async def guard(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+        if scope["path"].startswith("/.well-known/oauth-protected-resource"):
+            document = {"resource": resource, "authorization_servers": [server.issuer]}
+            await JSONResponse(document)(scope, receive, send)
+            return
+        seen.append(headers)
+        kind, _, token = headers.get("authorization", "").partition(" ")
+        if kind.lower() != "bearer" or not server.valid(token, resource):
+            response = Response(status_code=401, headers={"www-authenticate": 'Bearer error="invalid_token"'})
+            await response(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return guard
+
+
+def recording(app: Any, seen: list[dict[str, str]]) -> Any:
+    """`app`, recording the headers of every HTTP request it receives."""
+
+    async def record(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]})
+        await app(scope, receive, send)
+
+    return record
