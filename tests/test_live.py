@@ -242,11 +242,9 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
             return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "mcp_hub.live"]
 
         await wait_for(lambda: _true(bool(rejected())), timeout=15)
-        assert rejected() == [
-            f"{path}: servers.c.bogus: unknown key 'bogus'; remove it (allowed keys: command, args, env, cwd, url, "
-            "transport, headers, timeout, connect_timeout, enabled, prefix, protocol, isolation, idle_timeout, "
-            "max_sessions, roots); the configuration in force stays until the file is fixed"
-        ]
+        [message] = rejected()
+        assert message.startswith(f"{path}: servers.c.bogus: unknown key 'bogus'; remove it (allowed keys: command,")
+        assert message.endswith("); the configuration in force stays until the file is fixed")
         assert set(hub.upstreams) == {"a", "c"}
 
         # fixed, with a setting that needs a restart: d joins, the port change is a warning
