@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, guardrails <- policy
+    observe, catalog, guardrails <- policy, cache
     upstream
     chain
     server
@@ -36,10 +36,12 @@ ALLOWED = {
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
     "sdk": set(),
+    "cache": BASE,
     "upstream": BASE | {"config", "observe", "sdk", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
+    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache"},
     "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
+    "hub": BASE
+    | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server", "cache"},
     "examples": set(),
 }
 
