@@ -88,6 +88,8 @@ class ResultCache:
         self.store = store
         self._max_entry_bytes = max_entry_bytes
         self._flights: dict[str, _Flight] = {}
+        self.waiting = 0
+        """How many calls wait for another call to fill their key."""
 
     async def serve(self, lookup: Lookup, call: Callable[[], Awaitable[tuple[dict[str, Any], Keep]]]) -> Served:
         """The kept result for `lookup`, or `call()`'s (kept as it says)."""
@@ -102,7 +104,11 @@ class ResultCache:
             flight = self._flights.get(flight_key)
             if flight is None:
                 break
-            await flight.done.wait()
+            self.waiting += 1
+            try:
+                await flight.done.wait()
+            finally:
+                self.waiting -= 1
         flight = self._flights[flight_key] = _Flight()
         try:
             result, keep = await call()
