@@ -165,11 +165,14 @@ def audit_outcomes(path: Path) -> list[tuple[str, str, str]]:
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_list_is_each_caller_s_own(tmp_path: Path, mode: str) -> None:
     """A first caller's list is not served to the next one: bob may not see up_write, alice may."""
-    async with cached_hub(tmp_path, list_ttl_ms=30_000) as hub:
-        async with hub.connect("alice", mode) as alice, hub.connect("bob", mode) as bob:
-            first = await alice.list_tools()
-            theirs = await bob.list_tools()
-            again = await alice.list_tools()
+    async with (
+        cached_hub(tmp_path, list_ttl_ms=30_000) as hub,
+        hub.connect("alice", mode) as alice,
+        hub.connect("bob", mode) as bob,
+    ):
+        first = await alice.list_tools()
+        theirs = await bob.list_tools()
+        again = await alice.list_tools()
     assert "up_write" in {t.name for t in first.tools} and "up_write" in {t.name for t in again.tools}
     assert "up_write" not in {t.name for t in theirs.tools}
     if mode == "2026-07-28":
@@ -484,3 +487,29 @@ async def _changed(now: Any, before: tuple[int, ...]) -> bool:
 @asynccontextmanager
 async def _serving(url: str) -> AsyncIterator[str]:
     yield url
+
+
+# -- the policy's `cache` ----------------------------------------------------------------
+
+
+def test_a_rule_s_cache_is_checked_and_explained() -> None:
+    from mcp_hub.errors import ConfigError
+    from mcp_hub.policy import Target, explain, parse_policies
+
+    policy = parse_policies({"p.toml": POLICY})
+    decision = policy.decide("alice", Target("tool", "up", "lookup", {}))
+    assert decision.cache == 60.0
+    assert "Cache: results kept 60 s" in explain(policy, "alice", Target("tool", "up", "lookup", {}))
+    assert "cache 60 s" in explain(policy, "alice", Target("tool", "up", "lookup", {}))
+    assert policy.decide("carol", Target("tool", "up", "lookup", {})).cache is None  # confirm: never kept
+    assert policy.decide("alice", Target("tool", "up", "touch", {})).cache is None
+    rule = '[principals]\n"*" = "p"\n[profiles.p]\n[[profiles.p.rules]]\n'
+    for body, message in [
+        ('effect = "allow"\ntools = ["a/b"]\ncache = "soon"\n', "invalid duration"),
+        ('effect = "allow"\ntools = ["a/b"]\ncache = "2d"\n', "invalid duration"),
+        ('effect = "allow"\ntools = ["a/b"]\ncache = "25h"\n', "more than a day"),
+        ('effect = "confirm"\ntools = ["a/b"]\ncache = "1m"\n', "a confirm rule has no cache"),
+        ('effect = "allow"\ntools = ["a/b"]\nresources = ["a/x"]\ncache = "1m"\n', "cache applies to tools"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_policies({"p.toml": rule + body})

@@ -1,5 +1,6 @@
 """A real MCP server that counts what it serves, for the cache's tests and benchmark.
 
+As a stdio child: `python tests/servers/counting.py [--ttl-ms N] [--work-ms N]` (the benchmark's upstream).
 In-process over streamable HTTP: `server, served = counting_server(ttl_ms=60_000, scope="private")`, then
 `server.streamable_http_app()`;
 `served[("tool", NAME)]` and `served[("resource", URI)]` say how many times it actually answered.
@@ -41,8 +42,10 @@ def counting_server(
     scope: Literal["public", "private"] = "private",
     gate: anyio.Event | None = None,
     list_ttl_ms: int = 0,
+    work_ms: float = 0.0,
 ) -> tuple[Server[Any], Counter[tuple[str, str]]]:
-    """`gate`: reads of `count://slow` wait for it; `list_ttl_ms`: the `ttlMs` of its lists."""
+    """`gate`: reads of `count://slow` wait for it; `list_ttl_ms`: the `ttlMs` of its lists; `work_ms`: how long
+    each served call and read takes."""
     served: Counter[tuple[str, str]] = Counter()
     changes = InMemorySubscriptionBus()
     subscribed: set[str] = set()
@@ -72,6 +75,8 @@ def counting_server(
         args = params.arguments or {}
         served[("tool", params.name)] += 1
         count = served[("tool", params.name)]
+        if work_ms:
+            await anyio.sleep(work_ms / 1000)
         match params.name:
             case "lookup" | "write":
                 text = f"{json.dumps(args, sort_keys=True)} #{count}"
@@ -99,6 +104,8 @@ def counting_server(
     async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
         uri = str(params.uri)
         served[("resource", uri)] += 1
+        if work_ms:
+            await anyio.sleep(work_ms / 1000)
         if uri == "count://slow" and gate is not None:
             await gate.wait()
         text = f"{uri} #{served[('resource', uri)]}"
@@ -144,3 +151,25 @@ async def ask(ctx: Ctx, params: types.CallToolRequestParams, count: int) -> Any:
         return types.InputRequiredResult(input_requests={"q": question}, request_state="asked")
     answer = responses["q"]
     return {"content": [{"type": "text", "text": f"answered {answer.content} #{count}"}], "resultType": "complete"}  # type: ignore[union-attr]
+
+
+def main() -> None:
+    import argparse
+
+    from mcp.server.stdio import stdio_server
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ttl-ms", type=int, default=60_000)
+    parser.add_argument("--work-ms", type=float, default=0.0)
+    args = parser.parse_args()
+    server, _ = counting_server(ttl_ms=args.ttl_ms, work_ms=args.work_ms)
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
