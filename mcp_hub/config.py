@@ -209,6 +209,8 @@ class CacheSettings(BaseModel):
     results of read-only tools for as long as a policy rule's `cache` says. False: nothing is kept."""
     max_entries: int = Field(default=10_000, ge=1)
     """How many results are kept at most (the least recently used go first)."""
+    max_bytes: int = Field(default=67_108_864, ge=1024)
+    """How much memory the kept results take at most, as JSON (64 MiB; the least recently used go first)."""
     max_entry_bytes: int = Field(default=1_048_576, ge=1)
     """A result larger than this (as JSON) is not kept."""
 

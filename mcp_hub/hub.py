@@ -112,9 +112,8 @@ class Hub:
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
                 links.append(guardrails)
         kept = config.cache
-        self.cache = (
-            ResultCache(MemoryStore(kept.max_entries), max_entry_bytes=kept.max_entry_bytes) if kept.enabled else None
-        )
+        store = MemoryStore(kept.max_entries, kept.max_bytes)
+        self.cache = ResultCache(store, max_entry_bytes=kept.max_entry_bytes) if kept.enabled else None
         """Kept results (see mcp_hub/cache/); None with `[cache] enabled = false`."""
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)

@@ -513,3 +513,31 @@ def test_a_rule_s_cache_is_checked_and_explained() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             parse_policies({"p.toml": rule + body})
+
+
+# -- the one-process store -----------------------------------------------------------------
+
+
+async def test_the_memory_store_keeps_within_its_bounds_and_times() -> None:
+    from mcp_hub.cache import MemoryStore
+
+    now = [0.0]
+    store = MemoryStore(3, 2000, clock=lambda: now[0])
+    for i in range(5):
+        await store.put(f"k{i}", b"x" * 100, 10)
+    assert len(store) == 3 and await store.get("k0") is None  # max_entries: the least recently used went
+    await store.put("big", b"x" * 5000, 10)
+    assert await store.get("big") is None  # larger than max_bytes on its own
+    for i in range(3):
+        await store.put(f"m{i}", b"x" * 700, 10)
+    assert store.size <= 2000 and await store.get("m0") is None
+    now[0] = 9.5
+    found = await store.get("m2")
+    assert found is not None and found.remaining == pytest.approx(0.5)
+    now[0] = 10.0
+    assert await store.get("m2") is None  # its time is up
+    assert await store.generations(["a"]) == (0, 0)
+    await store.bump(["a"])
+    assert await store.generations(["a", "b"]) == (0, 1, 0)
+    await store.clear()
+    assert await store.generations(["a"]) == (1, 0) and len(store) == 0

@@ -58,14 +58,19 @@ class CacheStore(Protocol):
         ...
 
 
-class MemoryStore:
-    """A `CacheStore` in this process: at most `max_entries` values, least recently used first out, each
-    gone when its time is up (`cachetools.TLRUCache`, on the monotonic clock)."""
+ENTRY_OVERHEAD = 200
+"""Bytes a kept value costs beyond its own (its key, its tuple, the cache's bookkeeping), roughly."""
 
-    def __init__(self, max_entries: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+
+class MemoryStore:
+    """A `CacheStore` in this process: at most `max_entries` values taking at most `max_bytes` together, least
+    recently used first out, each gone when its time is up (`cachetools.TLRUCache`, on the monotonic clock)."""
+
+    def __init__(self, max_entries: int, max_bytes: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
+        self._max_entries = max_entries
         self._entries: TLRUCache[str, tuple[bytes, float]] = TLRUCache(
-            maxsize=max_entries, ttu=_expires, timer=self._clock
+            maxsize=max_bytes, ttu=_expires, timer=self._clock, getsizeof=_size
         )
         self._scopes: dict[str, int] = {}
         self._epoch = 0
@@ -81,8 +86,17 @@ class MemoryStore:
         return Stored(entry[0], remaining) if remaining > 0 else None
 
     async def put(self, key: str, value: bytes, ttl: float) -> None:
-        if ttl > 0:
-            self._entries[key] = (value, self._clock() + ttl)
+        entry = (value, self._clock() + ttl)
+        if ttl <= 0 or _size(entry) > self._entries.maxsize:
+            return
+        self._entries[key] = entry
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem()
+
+    @property
+    def size(self) -> float:
+        """The bytes the kept values take, roughly (see `ENTRY_OVERHEAD`)."""
+        return self._entries.currsize
 
     async def generations(self, scopes: Sequence[str]) -> tuple[int, ...]:
         return (self._epoch, *(self._scopes.get(scope, 0) for scope in scopes))
@@ -101,3 +115,7 @@ class MemoryStore:
 
 def _expires(key: str, entry: tuple[bytes, float], now: float) -> float:
     return entry[1]
+
+
+def _size(entry: tuple[bytes, float]) -> int:
+    return len(entry[0]) + ENTRY_OVERHEAD
