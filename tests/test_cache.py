@@ -104,6 +104,7 @@ async def cached_hub(
     cache: str = "",
     upstream: tuple[int, Counter[tuple[str, str]]] | None = None,
     list_ttl_ms: int = 0,
+    isolation: str = "shared",
 ) -> AsyncIterator[Setup]:
     """A hub mounting the counting server as "up" (speaking `era`), with `policy`, an audit file, API keys;
     `upstream`: the port of one the test serves, and what it counts."""
@@ -121,7 +122,8 @@ async def cached_hub(
         port, served = upstream
         serving = _serving(f"http://127.0.0.1:{port}")
     async with serving as url:
-        path = write_config(tmp_path / "hub.toml", {"up": {"url": f"{url}/mcp", "protocol": era}})
+        mount = {"url": f"{url}/mcp", "protocol": era, "isolation": isolation}
+        path = write_config(tmp_path / "hub.toml", {"up": mount})
         keys = ", ".join(f'{name} = "${{{name.upper()}_KEY}}"' for name in KEYS)
         extra = f'\n[auth]\napi_keys = {{ {keys} }}\n\n[audit]\nfile = "audit.jsonl"\n{cache}\n'
         policies = tmp_path / "policies"
@@ -283,6 +285,20 @@ async def test_concurrent_reads_of_one_resource_make_one_upstream_call(tmp_path:
                 hub.gate.set()
     assert results == ["count://slow #1"] * 5
     assert hub.served[("resource", "count://slow")] == 1
+
+
+async def test_on_a_per_client_mount_a_result_is_kept_for_its_client_session(tmp_path: Path) -> None:
+    async with (
+        cached_hub(tmp_path, scope="public", isolation="per-client") as hub,
+        hub.connect("alice", "legacy") as first,
+        hub.connect("alice", "legacy") as second,
+    ):
+        assert text(await first.read_resource("up+count://a")) == "count://a #1"
+        assert text(await first.read_resource("up+count://a")) == "count://a #1"
+        assert text(await second.read_resource("up+count://a")) == "count://a #2"  # public, but its own session
+        assert text(await first.call_tool("up_lookup", {})).endswith("#1")
+        assert text(await second.call_tool("up_lookup", {})).endswith("#2")
+        assert text(await second.call_tool("up_lookup", {})).endswith("#2")
 
 
 # -- tools/call --------------------------------------------------------------------------
