@@ -76,7 +76,7 @@ class CacheLink:
             return self._hinted(await call_next(ctx), modern)
         lookup = Lookup(
             self._who(ctx),
-            ("resources/read", ctx.mount, ctx.native, self._policy().revision),
+            ("resources/read", ctx.mount, ctx.native, self._revision(ctx)),
             scopes_of(ctx.mount, "resources", ctx.native),
             shareable=not self._isolated(ctx.mount),
         )
@@ -119,7 +119,7 @@ class CacheLink:
             return await call_next(ctx)
         lookup = Lookup(
             self._who(ctx),
-            ("tools/call", ctx.mount, ctx.native, canonical(ctx.arguments).decode(), tool[1], self._policy().revision),
+            ("tools/call", ctx.mount, ctx.native, canonical(ctx.arguments).decode(), tool[1], self._revision(ctx)),
             scopes_of(ctx.mount, "tools"),
         )
 
@@ -156,6 +156,10 @@ class CacheLink:
         if ctx.verdict.asked or ctx.verdict.outcome != "allowed":
             return False
         return not any(key in ctx.params for key in _NOT_CACHED_PARAMS)
+
+    def _revision(self, ctx: CallContext) -> str:
+        """The revision of the policy that decided the call (the one in force, when no policy link did)."""
+        return ctx.verdict.revision or self._policy().revision
 
     def _who(self, ctx: CallContext) -> str:
         """Whose result it is: the principal's; on a per-client mount, that client session's."""
