@@ -557,3 +557,16 @@ async def test_the_memory_store_keeps_within_its_bounds_and_times() -> None:
     assert await store.generations(["a", "b"]) == (0, 1, 0)
     await store.clear()
     assert await store.generations(["a"]) == (1, 0) and len(store) == 0
+
+
+def test_a_mistake_in_the_cache_table_names_the_key(tmp_path: Path) -> None:
+    from mcp_hub.errors import ConfigError
+
+    path = write_config(tmp_path / "hub.toml", {"up": {"url": "http://127.0.0.1:1/mcp"}})
+    with path.open("a", encoding="utf-8") as file:
+        file.write("\n[cache]\nmax_entrys = 5\n")
+    with pytest.raises(ConfigError, match="max_entrys"):
+        load_config(path)
+    path.write_text(path.read_text(encoding="utf-8").replace("max_entrys = 5", "max_entries = 0"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="max_entries"):
+        load_config(path)
