@@ -199,6 +199,22 @@ class AuditFileSettings(BaseModel):
     backups: int = Field(default=5, ge=0)
 
 
+class CacheSettings(BaseModel):
+    """The [cache] table: results the hub keeps and serves again (see mcp_hub/cache/)."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = True
+    """Keep `resources/read` results for as long as their 2026-07-28 server's `ttlMs` says, and `tools/call`
+    results of read-only tools for as long as a policy rule's `cache` says. False: nothing is kept."""
+    max_entries: int = Field(default=10_000, ge=1)
+    """How many results are kept at most (the least recently used go first)."""
+    max_bytes: int = Field(default=67_108_864, ge=1024)
+    """How much memory the kept results take at most, as JSON (64 MiB; the least recently used go first)."""
+    max_entry_bytes: int = Field(default=1_048_576, ge=1)
+    """A result larger than this (as JSON) is not kept."""
+
+
 OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http"
 """The module `"otlp"` needs: the `otlp` extra (`pip install "mcp-hub[otlp]"`)."""
 
@@ -498,6 +514,7 @@ class HubConfig(BaseModel):
     audit: AuditFileSettings = Field(default_factory=AuditFileSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -590,7 +607,7 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry")
+_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache")
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
     "http": tuple(HttpSettings.model_fields),
@@ -598,6 +615,7 @@ _SECTION_KEYS = {
     "audit": tuple(AuditFileSettings.model_fields),
     "auth": tuple(AuthSettings.model_fields),
     "telemetry": tuple(TelemetrySettings.model_fields),
+    "cache": tuple(CacheSettings.model_fields),
 }
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)

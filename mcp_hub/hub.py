@@ -28,10 +28,12 @@ import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 
 from mcp_hub import sdk
+from mcp_hub.cache import MemoryStore, ResultCache
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
+from mcp_hub.chain.cache import CacheLink
 from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
@@ -48,7 +50,7 @@ from mcp_hub.server import Endpoint
 from mcp_hub.server.http import build_app
 from mcp_hub.server.origin import principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
-from mcp_hub.upstream import Origin, State, Upstream
+from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
@@ -104,6 +106,11 @@ class Hub:
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
                 links.append(guardrails)
+        kept = config.cache
+        store = MemoryStore(kept.max_entries, kept.max_bytes)
+        self.cache = ResultCache(store, max_entry_bytes=kept.max_entry_bytes) if kept.enabled else None
+        """Kept results (see mcp_hub/cache/); None with `[cache] enabled = false`."""
+        links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)
         self._guardrails = guardrails
         self.endpoint = Endpoint(
@@ -261,7 +268,14 @@ class Hub:
         await self.endpoint.broadcast_log(params)
 
     async def _on_updated(self, upstream: Upstream, uri: str) -> None:
+        if self.cache is not None:
+            await self.cache.resource_updated(upstream.name, uri)
         await self.endpoint.resource_updated(upstream.name, uri)
+
+    async def invalidate_cache(self) -> None:
+        """Forget every kept result: what the hub serves changed (a policy, pins, a configuration reload)."""
+        if self.cache is not None:
+            await self.cache.clear()
 
     async def _log_level_changed(self, level: str) -> None:
         """Servers send what the most verbose client asked for; each client gets its own level's share."""
@@ -270,6 +284,7 @@ class Hub:
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
+        await self.invalidate_cache()
         await self.endpoint.notify_changed(KINDS)
 
     async def reload_policy(self) -> None:
@@ -293,6 +308,7 @@ class Hub:
             except ConfigError as exc:
                 logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
                 continue
+            await self.invalidate_cache()
             changed: set[str] = set()
             for mount, tools in self._served_tools.items():
                 admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
@@ -309,6 +325,8 @@ class Hub:
         # A kind the server does not offer or implement is empty, one it failed to list this time keeps
         # what it had (see `Upstream.list_all`); items that cannot be served are left out here, before
         # pinning sees them (see `Catalog.admit`).
+        if self.cache is not None:  # it (re)connected, or said what changed: what was kept of it is stale
+            await self.cache.listed(upstream.name, kinds, LIST_METHODS)
         listings: dict[str, list[dict[str, Any]]] = {}
         for kind in kinds:
             items = await upstream.list_all(kind)

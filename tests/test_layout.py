@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, guardrails <- policy, credentials
+    observe, catalog, guardrails <- policy, credentials, cache
     upstream
     chain
     server
@@ -38,13 +38,14 @@ ALLOWED = {
     "policy": {"errors", "config", "shown", "guardrails"},
     "credentials": {"errors", "config"},
     "sdk": set(),
+    "cache": BASE,
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
+    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache"},
     "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
     | {"config", "observe", "catalog", "guardrails", "policy", "credentials", "sdk", "upstream", "chain", "server"}
-    | {"live"},
+    | {"live", "cache"},
     "examples": set(),
 }
 

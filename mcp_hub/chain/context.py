@@ -1,6 +1,6 @@
 """What every link of the chain sees about one call, and how links are composed.
 
-A call flows `recorder -> audit -> policy -> guardrails -> router`: each link is an object
+A call flows `recorder -> audit -> policy -> guardrails -> cache -> router`: each link is an object
 with `async __call__(ctx, call_next)`, composed once by `compose()` (hub.py,
 which adds only the links that have work to do); the router (router.py,
 `Router.call`) is the last. The context is frozen; the one thing links tell
@@ -36,6 +36,11 @@ class Verdict:
     """That policy's `[audit] mask_arguments`: the audit record is masked as the deciding policy says."""
     arguments: Mapping[str, Any] | None = None
     """The arguments as the audit record may show them, when a guard found something in them (redacted)."""
+    cache: float | None = None
+    """Seconds the policy lets the result of this call be kept, if its tool is read-only (a rule's `cache`)."""
+    asked: bool = False
+    """The policy asked for a person's confirmation of this call: its result is neither served from, nor
+    kept in, the cache."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,7 @@ class PolicyGuard:
         decision = policy.decide(ctx.principal, Target(ctx.kind, ctx.mount, ctx.native, arguments))
         ctx.verdict.rule, ctx.verdict.reason = decision.rule, decision.reason
         ctx.verdict.revision, ctx.verdict.mask = decision.revision, policy.audit.mask_arguments  # for the audit line
+        ctx.verdict.cache, ctx.verdict.asked = decision.cache, decision.outcome == Outcome.CONFIRM  # for the cache
         try:
             if decision.outcome == Outcome.DENIED:
                 ctx.verdict.outcome = "denied"

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from mcp_hub.policy.constraints import ArgumentRule, Realpath, Violation, compile_argument
+from mcp_hub.policy.durations import parse_duration
 from mcp_hub.policy.globs import KINDS, SELECTOR_FIELDS, Kind, Selector
 from mcp_hub.policy.guards import CompiledGuard, compile_guard
 from mcp_hub.policy.model import Profile, Rule
@@ -28,6 +29,8 @@ class CompiledRule:
     arguments: tuple[ArgumentRule, ...]
     rate: str | None
     rate_scope: Literal["principal", "shared"]
+    cache: float | None = None
+    """Seconds the results of the read-only tools it allows may be kept (its `cache`), or None."""
 
     def match(self, kind: Kind, mount: str, name: str) -> Selector | None:
         """The first of this rule's selectors for `kind` that matches, or None."""
@@ -91,6 +94,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         arguments=tuple(compile_argument(name, spec) for name, spec in rule.arguments.items()),
         rate=rule.rate,
         rate_scope=rule.rate_scope,
+        cache=parse_duration(rule.cache) if rule.cache is not None else None,
     )
 
 

@@ -28,6 +28,10 @@ only matter from step 4, so an item is visible or not whatever the arguments. A 
 arguments (None) is checked as a call with no arguments: only `required` can fail then.
 Resource templates are checked like resources, their uriTemplate taken literally as the URI.
 
+An ALLOWED call of a tool also says how long its result may be kept (`cache`: the shortest `cache` of
+the matching rules that set one; the hub keeps results of read-only tools only). A CONFIRM decision
+never does: a call a person must confirm is never answered from, or kept in, the cache.
+
 The rate limits of every matching allow/confirm rule come back with every decision that is not
 DENIED (REFUSED included, so an enforcer may count refused attempts); `decide` counts nothing.
 """
@@ -107,6 +111,9 @@ class Decision:
     """Every broken constraint (REFUSED only); `reason` describes the first."""
     confirmation: ConfirmationSettings | None = None
     """How to ask (CONFIRM only)."""
+    cache: float | None = None
+    """Seconds the result may be kept and served again, if the tool is read-only (ALLOWED only): the
+    shortest `cache` of the matching rules that have one."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,9 +150,10 @@ class PolicySet:
             if rule.effect == "confirm":
                 reason = rule.reason or f"rule {rule.id!r} asks for confirmation"
                 return self._decision(Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True)
+        cache = min((rule.cache for rule in grants if rule.cache is not None), default=None)
         if grants:
             reason = grants[0].reason or f"allowed by rule {grants[0].id!r}"
-            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates)
+            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates, cache=cache)
         reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
         return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates)
 
@@ -203,9 +211,10 @@ class PolicySet:
         *,
         violations: tuple[Violation, ...] = (),
         confirm: bool = False,
+        cache: float | None = None,
     ) -> Decision:
         confirmation = self.confirmation if confirm else None
-        return Decision(outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation)
+        return Decision(outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation, cache)
 
 
 BUILTIN_PROFILE = "allow-all"

@@ -39,6 +39,11 @@ def render(policy: PolicySet, principal: str, target: Target, decision: Decision
     lines.append(_outcome_line(decision))
     for limit in decision.rate_limits:
         lines.append(f"Rate limit from rule {limit.rule!r}: {limit.rate} ({_scope_text(limit.scope)})")
+    if decision.cache is not None:
+        lines.append(
+            f"Cache: results kept {decision.cache:g} s for this principal, if the tool's annotations say "
+            "readOnlyHint (never an error, nor a call that asked its client something)"
+        )
     if decision.profile is not None and decision.outcome != "denied":
         lines.extend(_guard_lines(policy, principal, target))
     return "\n".join(lines)
@@ -120,6 +125,7 @@ def _rule_lines(number: int, rule: CompiledRule, profile: str, target: Target, r
         written = ", ".join(s.text for s in rule.selectors[target.kind])
         return [f"{head}: no match ({SELECTOR_FIELDS[target.kind]}: {written})"]
     extras = f"; rate {rule.rate} ({_scope_text(rule.rate_scope)})" if rule.rate else ""
+    extras += f"; cache {rule.cache:g} s" if rule.cache is not None else ""
     lines = [f"{head}: matches {selector.text!r}{extras}"]
     if rule.effect != "deny" and target.kind != "resource":
         arguments: Any = target.arguments or {}

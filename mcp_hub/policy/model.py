@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from mcp_hub.config import rule_error
 from mcp_hub.guardrails import GROUPS, NAMES
+from mcp_hub.policy.durations import parse_duration
 from mcp_hub.policy.globs import selector_problem, unclosed_bracket
 from mcp_hub.policy.rates import parse_rate
 
@@ -151,9 +152,21 @@ class Rule(BaseModel):
     rate: str | None = None
     rate_scope: Literal["principal", "shared"] = "principal"
     arguments: dict[str, ArgumentConstraints] = Field(default_factory=dict)
+    cache: str | None = None
+    """How long results of the read-only tools it allows may be kept and served again ("60s")."""
 
     _id = field_validator("id")(_check_id)
     _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
+
+    @field_validator("cache")
+    @classmethod
+    def _duration(cls, cache: str | None) -> str | None:
+        if cache is not None:
+            try:
+                parse_duration(cache)
+            except ValueError as exc:
+                raise rule_error(str(exc)) from None
+        return cache
 
     @field_validator("rate")
     @classmethod
@@ -181,6 +194,19 @@ class Rule(BaseModel):
                 "move the resources to a rule of their own",
                 "arguments",
             )
+        if self.cache is not None:
+            if self.effect != "allow":
+                raise rule_error(
+                    f"a {self.effect} rule has no cache: only calls allowed without asking anyone are kept; "
+                    "remove cache",
+                    "cache",
+                )
+            if self.prompts or self.resources:
+                raise rule_error(
+                    "cache applies to tools (resources are kept as their server's ttlMs says); "
+                    "move the prompts and resources to a rule of their own",
+                    "cache",
+                )
         for name in self.arguments:
             if not name:
                 raise rule_error("an argument name is empty; name the argument", "arguments")

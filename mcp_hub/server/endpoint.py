@@ -41,7 +41,7 @@ from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.server.clients import Clients
 from mcp_hub.server.hub_server import NO_CACHING, HubServer
 from mcp_hub.server.lane import CallLane, Observer
-from mcp_hub.server.listing import Listings
+from mcp_hub.server.listing import Listings, listing_ttl
 from mcp_hub.server.origin import (
     ClientOrigin,
     principal_of,
@@ -92,7 +92,9 @@ class Endpoint:
         self._router = router
         self._policy = policy
         self._call = call
-        self._listings = Listings(catalog, page_size=page_size, policy=policy, startup=startup)
+        self._listings = Listings(
+            catalog, page_size=page_size, policy=policy, startup=startup, ttl=lambda kind: listing_ttl(upstreams, kind)
+        )
         self._on_log_level = on_log_level
         self._upstreams = upstreams
         self._confirms = confirms

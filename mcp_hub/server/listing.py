@@ -18,6 +18,7 @@ from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
+from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
 
 _LIST_RESULT_KEY = {
@@ -48,8 +49,8 @@ def _answer_weight(answer: Mapping[str, Any]) -> int:
 class _ListRequest:
     """One list request on its way through `Listings.answer_lists` to the list handler and back."""
 
-    page: tuple[str, str, str, int, str] | None = None
-    """Set by the handler: (kind, listing revision, principal, offset, protocol version)."""
+    page: tuple[str, str, str, int, str, int] | None = None
+    """Set by the handler: (kind, listing revision, principal, offset, protocol version, ttlMs)."""
     answer: dict[str, Any] | None = None
     """Set by the handler: the page's answer as sent before, if it was."""
 
@@ -70,18 +71,27 @@ class Listings:
     """The list handlers (`lister`), the middleware that sends a page's kept answer again (`answer_lists`), and
     the tools' input schemas as a caller was shown them (`input_schema`).
 
-    A list is the catalog's view filtered by the policy's `visible()`, for the principal asking.
+    A list is the catalog's view filtered by the policy's `visible()`, for the principal asking. To
+    2026-07-28 clients it says so (`cacheScope: "private"`), and how long it stays fresh (`ttlMs`): the
+    shortest time the mounts said of their own listings of the kind (`listing_ttl`).
     """
 
     def __init__(
-        self, catalog: Catalog, *, page_size: int, policy: Callable[[], PolicySet], startup: Startup | None
+        self,
+        catalog: Catalog,
+        *,
+        page_size: int,
+        policy: Callable[[], PolicySet],
+        startup: Startup | None,
+        ttl: Callable[[str], int] | None = None,
     ) -> None:
         self._catalog = catalog
+        self._ttl = ttl
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
         self._visible: LRUCache[tuple[str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
-        self._answers: LRUCache[tuple[str, str, str, int, str], dict[str, Any]] = LRUCache(
+        self._answers: LRUCache[tuple[str, str, str, int, str, int], dict[str, Any]] = LRUCache(
             maxsize=_ANSWERED_ITEMS, getsizeof=_answer_weight
         )
         """Wire answers of pages of the current listings already sent, by page (see `answer_lists`)."""
@@ -109,14 +119,15 @@ class Listings:
                     raise InvalidCursor(params.cursor)
                 items, revision = earlier, issued
             start = naming.decode_cursor(params.cursor, revision) if params.cursor else 0
+            ttl = self._ttl(kind) if self._ttl is not None else 0
             request = _LIST_REQUEST.get()
             if request is not None and revision == current:  # answers are kept for the current listing only
-                request.page = (kind, revision, principal, start, ctx.protocol_version)
+                request.page = (kind, revision, principal, start, ctx.protocol_version, ttl)
                 request.answer = self._answers.get(request.page)
                 if request.answer is not None:
                     return {key: [], "resultType": "complete"}  # a stand-in: `answer_lists` sends the answer
             listing, next_cursor = page(items, start, self._page_size, revision)
-            result: dict[str, Any] = {key: listing, "resultType": "complete"}
+            result: dict[str, Any] = {key: listing, "resultType": "complete", "ttlMs": ttl, "cacheScope": "private"}
             if next_cursor is not None:
                 result["nextCursor"] = next_cursor
             return result
@@ -151,7 +162,7 @@ class Listings:
             return dict(answer)
         return answer
 
-    def _keep_answer(self, page: tuple[str, str, str, int, str], answer: dict[str, Any]) -> None:
+    def _keep_answer(self, page: tuple[str, str, str, int, str, int], answer: dict[str, Any]) -> None:
         """Keep a page's answer, first dropping the answers kept for earlier listings of its kind."""
         kind, revision = page[0], page[1]
         if self._answered.get(kind) != revision:
@@ -190,3 +201,14 @@ class Listings:
         if self._schemas[0] != view.revision:
             self._schemas = (view.revision, {item["name"]: item.get("inputSchema") for item in view.items})
         return self._schemas[1].get(name)
+
+
+def listing_ttl(upstreams: Mapping[str, Upstream], kind: str) -> int:
+    """How long (ms) the hub's listing of `kind` stays fresh: the shortest time any mount that may list it
+    said of its own listing; 0 while one of them said nothing (a handshake-era server, one not connected)."""
+    ttls = [
+        u.list_ttl.get(kind, 0)
+        for u in upstreams.values()
+        if u.config.enabled and (u.capabilities is None or u.offers(kind))
+    ]
+    return min(ttls, default=0)

@@ -152,6 +152,9 @@ class Upstream:
         """Set once the first connection attempt has ended, either way."""
         self.wanted = anyio.Event()
         """Set when a request waits for the first connection (a mount held back at start-up starts at once)."""
+        self.list_ttl: dict[str, int] = {}
+        """How long (ms) the server said each kind's last listing stays fresh (`ttlMs`, 2026-07-28 servers;
+        0: it said nothing, or not to keep it)."""
         self._connection: Connection | None = None
         self._pool: SessionPool | None = None
         # What the current connection's watcher has to act on: kinds to re-list,
@@ -390,6 +393,7 @@ class Upstream:
         method, key = LIST_METHODS[kind]
         items: list[Any] = []
         cursor: str | None = None
+        ttl: int | None = None
         if self.state == State.STARTING:
             self._awaiting = method
         for _ in range(_MAX_LIST_PAGES):
@@ -403,11 +407,15 @@ class Upstream:
                 return None
             page = result.get(key)
             items.extend(page if isinstance(page, list) else [])
+            hinted = result.get("ttlMs") if self.modern else None
+            hinted = hinted if isinstance(hinted, int) and not isinstance(hinted, bool) and hinted > 0 else 0
+            ttl = hinted if ttl is None else min(ttl, hinted)
             cursor = result.get("nextCursor")
             if not isinstance(cursor, str):
                 cursor = None
             if not cursor:
                 self._answered(method)
+                self.list_ttl[kind] = ttl or 0
                 if kind == "tools" and self._connection is not None and self._connection.modern:
                     try:
                         kept = await self._connection.learn_tools()
