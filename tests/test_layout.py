@@ -3,6 +3,7 @@
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
     observe, catalog, guardrails <- policy
+    auth
     upstream
     chain
     server
@@ -36,10 +37,12 @@ ALLOWED = {
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
     "sdk": set(),
+    "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
-    "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
+    "server": BASE | {"config", "auth", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
+    "hub": BASE
+    | {"config", "auth", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
     "examples": set(),
 }
 

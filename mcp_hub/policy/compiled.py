@@ -28,9 +28,14 @@ class CompiledRule:
     arguments: tuple[ArgumentRule, ...]
     rate: str | None
     rate_scope: Literal["principal", "shared"]
+    scopes: frozenset[str] = frozenset()
+    """The OAuth scopes a caller needs for the rule to apply to it."""
 
-    def match(self, kind: Kind, mount: str, name: str) -> Selector | None:
-        """The first of this rule's selectors for `kind` that matches, or None."""
+    def match(self, kind: Kind, mount: str, name: str, scopes: frozenset[str] | None = None) -> Selector | None:
+        """The first of this rule's selectors for `kind` that matches, or None; None too when the rule needs
+        scopes that `scopes` (the caller's; None: not asked) lacks."""
+        if self.scopes and scopes is not None and not self.scopes <= scopes:
+            return None
         for selector in self.selectors[kind]:
             if selector.matches(mount, name):
                 return selector
@@ -91,6 +96,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         arguments=tuple(compile_argument(name, spec) for name, spec in rule.arguments.items()),
         rate=rule.rate,
         rate_scope=rule.rate_scope,
+        scopes=frozenset(rule.scopes),
     )
 
 
