@@ -8,17 +8,19 @@
   authorization): `Bearer` with `resource_metadata`, the `scope` needed, and for a refused token its
   `error` and `error_description`.
 
-The document and the routes are the MCP SDK's (`ProtectedResourceMetadata`, its handler and CORS).
+The document is the MCP SDK's model (`ProtectedResourceMetadata`), served with its CORS handling.
 """
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
-from mcp.server.auth.handlers.metadata import ProtectedResourceMetadataHandler
 from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
 from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mcp_hub.auth.refusal import Refusal
@@ -36,19 +38,27 @@ def scopes_advertised(settings: OAuthSettings) -> list[str]:
     return list(dict.fromkeys((*settings.scopes_required, *settings.scopes_supported)))
 
 
-def metadata_document(settings: OAuthSettings) -> ProtectedResourceMetadata:
-    return ProtectedResourceMetadata(
+def metadata_document(settings: OAuthSettings) -> dict[str, Any]:
+    """The metadata as JSON: the SDK's model, validated, with the issuer exactly as configured (the model would
+    add a slash to a root URL, and a client compares it with the issuer's own metadata)."""
+    document = ProtectedResourceMetadata(
         resource=AnyHttpUrl(settings.resource),
         authorization_servers=[AnyHttpUrl(settings.issuer)],
         scopes_supported=scopes_advertised(settings) or None,
         bearer_methods_supported=["header"],
         resource_name=settings.resource_name,
-    )
+    ).model_dump(mode="json", exclude_none=True)
+    return {**document, "resource": settings.resource, "authorization_servers": [settings.issuer]}
 
 
 def metadata_routes(settings: OAuthSettings, endpoint_path: str) -> list[Route]:
     """The metadata's routes: the bare well-known path, and it suffixed with the resource's and the endpoint's paths."""
-    handler = cors_middleware(ProtectedResourceMetadataHandler(metadata_document(settings)).handle, ["GET", "OPTIONS"])
+    document = metadata_document(settings)
+
+    async def metadata(request: Request) -> Response:
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    handler = cors_middleware(metadata, ["GET", "OPTIONS"])
     resource_path = urlsplit(settings.resource).path.rstrip("/")
     paths = dict.fromkeys((WELL_KNOWN, WELL_KNOWN + resource_path, WELL_KNOWN + endpoint_path.rstrip("/")))
     return [Route(path, endpoint=handler, methods=["GET", "OPTIONS"]) for path in paths]

@@ -1,0 +1,337 @@
+"""The hub as an OAuth 2.1 resource server: a real authorization server (tests/servers/authorization.py)
+served over HTTP, tokens minted with real keys, the hub's real HTTP endpoint, the SDK's real client."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, free_port, running_hub, serve_app, wait_for, write_config
+from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
+
+pytestmark = pytest.mark.anyio
+
+POLICY = """
+[principals]
+carol = "operator"
+
+[scopes]
+"hub:admin" = "operator"
+"hub:read" = "reader"
+
+[groups]
+engineering = "operator"
+
+[profiles.reader]
+[[profiles.reader.rules]]
+id = "read"
+effect = "allow"
+tools = ["srv/echo"]
+
+[profiles.operator]
+extends = ["reader"]
+[[profiles.operator.rules]]
+id = "pid"
+effect = "allow"
+tools = ["srv/pid"]
+[[profiles.operator.rules]]
+id = "notes-writers"
+effect = "allow"
+tools = ["srv/delete_note"]
+scopes = ["notes:write"]
+"""
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+
+
+@dataclass
+class Setup:
+    issuer: AuthorizationServer
+    hub: Hub
+    base: str
+    resource: str
+    audit: Path
+
+    def token(self, **overrides: Any) -> str:
+        return self.issuer.mint(self.resource, **overrides)
+
+    async def post(self, token: str | None, body: Any = None, **headers: str) -> httpx2.Response:
+        sent = {**ACCEPT, **headers}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        async with httpx2.AsyncClient(timeout=30) as http:
+            return await http.post(f"{self.base}/mcp", json=body or INITIALIZE, headers=sent)
+
+    @asynccontextmanager
+    async def client(self, token: str, mode: str = "2026-07-28") -> AsyncIterator[Client]:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            Client(streamable_http_client(f"{self.base}/mcp", http_client=http), mode=mode, cache=None) as client,
+        ):
+            yield client
+
+
+@asynccontextmanager
+async def oauth_hub(tmp_path: Path, extra: str = "", api_keys: str = "") -> AsyncIterator[Setup]:
+    """An authorization server and a hub taking its tokens (`extra`: more [auth.oauth] lines, where "{issuer}"
+    is the authorization server's URL)."""
+    issuer_port, hub_port = free_port(), free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{issuer_port}")
+    resource = f"http://127.0.0.1:{hub_port}/mcp"
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+        file.write(f'\n[auth]\n{api_keys}\n[auth.oauth]\nissuer = "{issuer.issuer}"\nresource = "{resource}"\n')
+        file.write('scopes_required = ["mcp"]\n' + textwrap.dedent(extra).replace("{issuer}", issuer.issuer))
+    loaded = load_config(config, environ={"ALICE_KEY": "a" * 32, "BOB_KEY": "b" * 32})
+    async with serve_app(issuer.app(), issuer_port), running_hub(loaded) as hub:
+        app = build_app(
+            hub.endpoint.server,
+            host="127.0.0.1",
+            path="/mcp",
+            health=hub.health,
+            api_keys=loaded.auth.api_keys,
+            oauth=loaded.auth.oauth,
+        )
+        async with serve_app(app, hub_port) as base:
+            yield Setup(issuer, hub, base, resource, tmp_path / "audit.jsonl")
+
+
+def _challenge(response: httpx2.Response) -> dict[str, str]:
+    """The WWW-Authenticate Bearer challenge's parameters (RFC 6750 §3: auth-params with quoted values)."""
+    value = response.headers["www-authenticate"]
+    assert value.startswith("Bearer ")
+    params = dict(re.findall(r'([a-z_]+)="([^"]*)"', value))
+    assert re.fullmatch(r'Bearer [a-z_]+="[^"]*"(, [a-z_]+="[^"]*")*', value), value
+    return params
+
+
+async def test_protected_resource_metadata_is_served_at_both_well_known_paths(tmp_path: Path) -> None:
+    async with (
+        oauth_hub(tmp_path, 'scopes_supported = ["hub:read", "hub:admin"]\n') as setup,
+        httpx2.AsyncClient() as http,
+    ):
+        bare = await http.get(f"{setup.base}/.well-known/oauth-protected-resource")
+        suffixed = await http.get(f"{setup.base}/.well-known/oauth-protected-resource/mcp")
+        unauthenticated = await setup.post(None)
+    assert bare.status_code == suffixed.status_code == 200
+    assert bare.json() == suffixed.json()
+    document = suffixed.json()
+    assert document["resource"] == setup.resource
+    assert document["authorization_servers"] == [setup.issuer.issuer]
+    assert document["scopes_supported"] == ["mcp", "hub:read", "hub:admin"]
+    assert document["bearer_methods_supported"] == ["header"]
+    assert unauthenticated.status_code == 401
+    challenge = _challenge(unauthenticated)
+    assert challenge == {
+        "resource_metadata": f"{setup.base}/.well-known/oauth-protected-resource/mcp",
+        "scope": "mcp",
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "description"),
+    [
+        ("expired", "expired"),
+        ("not yet valid", "not valid yet"),
+        ("wrong issuer", "not issued by"),
+        ("wrong audience", "not for this resource"),
+        ("another resource", "not for this resource"),
+        ("alg none", "'none'"),
+        ("HS256 with the public key", "'HS256'"),
+        ("tampered signature", "signature"),
+        ("unknown kid", "not among the issuer's keys"),
+        ("no exp", "'exp'"),
+        ("garbage", "not a JWT"),
+    ],
+)
+async def test_bad_tokens_are_refused_with_401_and_the_challenge(tmp_path: Path, case: str, description: str) -> None:
+    async with oauth_hub(tmp_path) as setup:
+        issuer, resource = setup.issuer, setup.resource
+        now = int(time.time())
+        rogue = type(issuer.rsa).generate_key(2048, parameters={"kid": "rogue"})
+        token = {
+            "expired": lambda: setup.token(exp=now - 120, iat=now - 600),
+            "not yet valid": lambda: setup.token(nbf=now + 600),
+            "wrong issuer": lambda: setup.token(iss="https://evil.example.com"),
+            "wrong audience": lambda: setup.token(aud="https://other.example.com/mcp"),
+            "another resource": lambda: issuer.mint(resource.replace("/mcp", "/other-mcp")),
+            "alg none": lambda: issuer.forge(resource, "none"),
+            "HS256 with the public key": lambda: issuer.forge(resource, "HS256"),
+            "tampered signature": lambda: _tampered(setup.token()),
+            "unknown kid": lambda: setup.token(key=rogue),
+            "no exp": lambda: setup.token(exp=None),
+            "garbage": lambda: "not-a-token",
+        }[case]()
+        response = await setup.post(token)
+        good = await setup.post(setup.token())
+    assert response.status_code == 401, response.text
+    challenge = _challenge(response)
+    assert challenge["error"] == "invalid_token"
+    assert description in challenge["error_description"]
+    assert challenge["resource_metadata"] == f"{setup.base}/.well-known/oauth-protected-resource/mcp"
+    assert challenge["scope"] == "mcp"
+    assert token not in response.text
+    assert good.status_code == 200, good.text
+
+
+def _tampered(token: str) -> str:
+    head, payload, signature = token.split(".")
+    claims = json.loads(_unb64(payload))
+    claims["sub"] = "mallory"
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{head}.{forged}.{signature}"
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+async def test_a_token_without_a_required_scope_is_refused_403_insufficient_scope(tmp_path: Path) -> None:
+    async with oauth_hub(tmp_path) as setup:
+        response = await setup.post(setup.token(scope="hub:read"))
+    assert response.status_code == 403
+    challenge = _challenge(response)
+    assert challenge["error"] == "insufficient_scope"
+    assert challenge["scope"] == "mcp"
+    assert "resource_metadata" in challenge
+
+
+async def test_a_token_in_the_query_string_is_not_read(tmp_path: Path) -> None:
+    async with oauth_hub(tmp_path) as setup:
+        token = setup.token()
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(f"{setup.base}/mcp?access_token={token}", json=PING, headers=ACCEPT)
+    assert response.status_code == 401
+    assert "error" not in _challenge(response)  # no credential was presented at all
+
+
+async def test_keys_are_fetched_once_and_an_unknown_kid_refetches_at_a_bounded_rate(tmp_path: Path) -> None:
+    interval = 2.0
+    async with oauth_hub(tmp_path, f"jwks_refetch_interval = {interval}\n") as setup:
+        issuer = setup.issuer
+        started = time.monotonic()
+        for _ in range(5):
+            assert (await setup.post(setup.token())).status_code == 200
+        assert issuer.requests["metadata"] == 1  # the jwks_uri discovered from RFC 8414 metadata, once
+        assert issuer.requests["jwks"] == 1  # no round trip per request once the keys are known
+        # Made-up key ids, many of them at once: at most one fetch per interval, whatever they say.
+        rogue = type(issuer.rsa).generate_key(2048, parameters={"kid": "rogue"})
+        for index in range(20):
+            response = await setup.post(setup.token(key=rogue, jti=str(index)))
+            assert response.status_code == 401
+        assert issuer.requests["jwks"] <= 1 + (time.monotonic() - started) / interval + 1
+        # The issuer rotates to a new key: its tokens are taken once the keys may be fetched again.
+        rotated = type(issuer.rsa).generate_key(2048, parameters={"kid": "rsa-2", "use": "sig"})
+        issuer.published.append(rotated)
+        fresh = setup.token(key=rotated)
+
+        async def accepted() -> bool:
+            return (await setup.post(fresh)).status_code == 200
+
+        await wait_for(accepted, timeout=3 * interval + 10, interval=0.2)
+        assert issuer.requests["jwks"] <= 1 + (time.monotonic() - started) / interval + 1
+        fetched = issuer.requests["jwks"]
+        assert (await setup.post(setup.token(key=issuer.ec, alg="ES256"))).status_code == 200
+        assert (await setup.post(fresh)).status_code == 200
+        assert issuer.requests["jwks"] == fetched  # known keys: no fetch
+
+
+async def test_opaque_tokens_are_introspected_and_the_answer_kept_while_the_token_lives(tmp_path: Path) -> None:
+    client_id, secret = INTROSPECTION_CLIENT
+    extra = f'introspection_endpoint = "{{issuer}}/introspect"\nclient_id = "{client_id}"\nclient_secret = "{secret}"\n'
+    async with oauth_hub(tmp_path, extra) as setup:
+        issuer, now = setup.issuer, int(time.time())
+        answer = {"active": True, "iss": issuer.issuer, "sub": "dave", "scope": "mcp hub:read", "client_id": "c"}
+        issuer.opaque["opaque-good"] = {**answer, "aud": setup.resource, "exp": now + 300}
+        issuer.opaque["opaque-elsewhere"] = {**answer, "aud": "https://other.example.com/mcp", "exp": now + 300}
+        issuer.opaque["opaque-no-scope"] = {**answer, "aud": setup.resource, "scope": "hub:read", "exp": now + 300}
+        issuer.opaque["opaque-short"] = {**answer, "aud": setup.resource, "exp": now - 25}  # within the leeway
+        good = [(await setup.post("opaque-good")).status_code for _ in range(3)]
+        asked_for_good = issuer.requests["introspection"]
+        elsewhere = await setup.post("opaque-elsewhere")
+        revoked = await setup.post("opaque-revoked")
+        no_scope = await setup.post("opaque-no-scope")
+        short = await setup.post("opaque-short")
+        async with setup.client("opaque-good") as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+    assert good == [200, 200, 200]
+    assert asked_for_good == 1  # kept, not asked again per request
+    assert elsewhere.status_code == revoked.status_code == 401
+    assert "not for this resource" in _challenge(elsewhere)["error_description"]
+    assert "not active" in _challenge(revoked)["error_description"]
+    assert no_scope.status_code == 403
+    assert short.status_code == 200
+    assert tools == {"srv_echo"}
+
+
+async def test_the_sdk_client_connects_with_a_token_and_its_scopes_select_the_profile(tmp_path: Path) -> None:
+    async with oauth_hub(tmp_path) as setup:
+        async with setup.client(setup.token(sub="dave", scope="mcp hub:read")) as reader:
+            read_tools = {tool.name for tool in (await reader.list_tools()).tools}
+            echoed = await reader.call_tool("srv_echo", {"text": "hi"})
+        async with setup.client(setup.token(sub="dave", scope="mcp hub:admin"), mode="legacy") as admin:
+            admin_tools = {tool.name for tool in (await admin.list_tools()).tools}
+        grouped = setup.token(sub="erin", scope="mcp", groups=["engineering"])
+        async with setup.client(grouped) as engineer:
+            engineer_tools = {tool.name for tool in (await engineer.list_tools()).tools}
+        async with setup.client(setup.token(sub="frank", scope="mcp hub:admin notes:write")) as writer:
+            writer_tools = {tool.name for tool in (await writer.list_tools()).tools}
+        nobody = await setup.post(setup.token(sub="gina", scope="mcp"))
+    assert read_tools == {"srv_echo"}
+    assert not echoed.is_error
+    assert admin_tools == engineer_tools == {"srv_echo", "srv_pid"}
+    assert writer_tools == {"srv_echo", "srv_pid", "srv_delete_note"}  # a rule that requires a scope
+    assert nobody.status_code == 200  # a valid token with no profile: authenticated, shown nothing
+    lines = [json.loads(line) for line in setup.audit.read_text(encoding="utf-8").splitlines()]
+    call = next(line for line in lines if line["name"] == "echo")
+    assert call["principal"] == "dave"
+    assert call["issuer"] == setup.issuer.issuer
+    assert call["subject"] == "dave"
+    assert call["client_id"] == "test-client"
+
+
+async def test_a_session_is_bound_to_the_principal_that_opened_it(tmp_path: Path) -> None:
+    keys = 'api_keys = { alice = "${ALICE_KEY}", bob = "${BOB_KEY}" }'
+    async with oauth_hub(tmp_path, api_keys=keys) as setup:
+        alice, bob = setup.token(sub="alice"), setup.token(sub="bob")
+        opened = await setup.post(alice, INITIALIZE)
+        session = opened.headers["mcp-session-id"]
+        own = await setup.post(alice, PING, **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+        other = await setup.post(bob, PING, **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+        by_key = await setup.post("b" * 32, PING, **{"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+        key_opened = await setup.post("a" * 32, INITIALIZE)
+        key_session = key_opened.headers["mcp-session-id"]
+        on_key = {"Mcp-Session-Id": key_session, "MCP-Protocol-Version": "2025-11-25"}
+        key_own = await setup.post("a" * 32, PING, **on_key)
+        key_other = await setup.post("b" * 32, PING, **on_key)
+        token_on_key = await setup.post(setup.token(sub="alice"), PING, **on_key)
+    assert opened.status_code == own.status_code == 200
+    assert other.status_code == by_key.status_code == 404  # as if the session did not exist
+    assert key_opened.status_code == key_own.status_code == 200
+    assert key_other.status_code == token_on_key.status_code == 404
