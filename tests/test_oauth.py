@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp import Client
@@ -22,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import fixture_server, free_port, running_hub, serve_app, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
 pytestmark = pytest.mark.anyio
@@ -335,3 +337,63 @@ async def test_a_session_is_bound_to_the_principal_that_opened_it(tmp_path: Path
     assert other.status_code == by_key.status_code == 404  # as if the session did not exist
     assert key_opened.status_code == key_own.status_code == 200
     assert key_other.status_code == token_on_key.status_code == 404
+
+
+async def _mcp_hub(*args: str) -> tuple[int, str, str]:
+    with anyio.fail_after(120):
+        done = await anyio.run_process([sys.executable, "-m", "mcp_hub", *args], cwd=ROOT, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _cli_config(tmp_path: Path, issuer: str, resource: str = "https://hub.example.com/mcp") -> Path:
+    (tmp_path / "policies").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", enabled=False)})
+    with config.open("a", encoding="utf-8") as file:
+        file.write(f'\n[policy]\ndir = "policies"\n\n[auth.oauth]\nissuer = "{issuer}"\nresource = "{resource}"\n')
+        file.write('scopes_required = ["mcp"]\n')
+    return config
+
+
+async def test_check_validates_the_table_and_with_connect_fetches_the_issuers_metadata(tmp_path: Path) -> None:
+    port = free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{port}")
+    config = _cli_config(tmp_path, issuer.issuer)
+    async with serve_app(issuer.app(), port):
+        offline = await _mcp_hub("check", "--config", str(config))
+        online = await _mcp_hub("check", "--config", str(config), "--connect")
+    assert offline[0] == 0, offline
+    assert "metadata at https://hub.example.com/.well-known/oauth-protected-resource/mcp" in offline[1]
+    assert issuer.requests["metadata"] == issuer.requests["jwks"] == 1  # by --connect only
+    assert online[0] == 0, online
+    assert f"{issuer.issuer}: issuer metadata ok; 2 signing key(s) at {issuer.issuer}/jwks" in online[1]
+    gone = _cli_config(tmp_path / "gone", f"http://127.0.0.1:{free_port()}")
+    unreachable = await _mcp_hub("check", "--config", str(gone), "--connect")
+    assert unreachable[0] == 1 and "unavailable: no authorization server metadata" in unreachable[1]
+    broken = tmp_path / "broken.toml"
+    broken.write_text(
+        '[auth.oauth]\nissuer = "https://idp.example.com"\nresource = "https://h/mcp"\nalgorithms = ["HS256"]\n'
+    )
+    refused = await _mcp_hub("check", "--config", str(broken))
+    assert refused[0] == 2 and "auth.oauth.algorithms[0]: 'HS256' is never accepted" in refused[2]
+
+
+async def test_explain_takes_a_tokens_claims(tmp_path: Path) -> None:
+    config = str(_cli_config(tmp_path, "https://idp.example.com"))
+    admin = json.dumps({"sub": "dave", "scope": "mcp hub:admin"})
+    writer = json.dumps({"sub": "dave", "scope": "mcp hub:admin notes:write"})
+    grouped = json.dumps({"sub": "erin", "scope": "mcp", "groups": ["engineering"]})
+    pid = await _mcp_hub("explain", "--config", config, "--claims", admin, "--tool", "srv/pid")
+    delete = await _mcp_hub("explain", "--config", config, "--claims", admin, "--tool", "srv/delete_note")
+    written = await _mcp_hub("explain", "--config", config, "--claims", writer, "--tool", "srv/delete_note")
+    group = await _mcp_hub("explain", "--config", config, "--claims", grouped, "--tool", "srv/pid")
+    unscoped = await _mcp_hub("explain", "--config", config, "--claims", '{"sub": "x"}', "--tool", "srv/pid")
+    nameless = await _mcp_hub("explain", "--config", config, "--claims", '{"scope": "mcp"}', "--tool", "srv/pid")
+    assert pid[0] == 0, pid
+    assert "Principal 'dave' (token scopes hub:admin, mcp): profile 'operator', from [scopes] \"hub:admin\"" in pid[1]
+    assert "Outcome: ALLOWED by rule 'pid'" in pid[1]
+    assert "needs the scopes notes:write" in delete[1] and "Outcome: DENIED" in delete[1]
+    assert "Outcome: ALLOWED by rule 'notes-writers'" in written[1]
+    assert 'from [groups] "engineering"' in group[1]
+    assert "the hub refuses this token (403 insufficient_scope): it lacks mcp" in unscoped[1]
+    assert nameless[0] == 2 and "no 'sub' claim" in nameless[2]

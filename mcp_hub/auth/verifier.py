@@ -144,3 +144,21 @@ class TokenVerifier:
         if missing:
             raise Refusal.insufficient_scope(missing)
         return identity
+
+
+async def probe(settings: OAuthSettings) -> str:
+    """Fetch the issuer's metadata and keys as the hub would (for `mcp-hub check --connect`); what was found.
+
+    Raises `Unavailable` naming what could not be fetched."""
+    async with httpx2.AsyncClient(follow_redirects=False) as http:
+        verifier = TokenVerifier(settings, http)
+        metadata = await verifier.metadata()
+        jwks_uri = await verifier.jwks_uri()
+        keys = await verifier.keys.load()
+    if keys == 0:
+        raise Unavailable(f"{jwks_uri} holds no public signing key the hub can use")
+    introspection = settings.introspection_endpoint or "none (JWT access tokens only)"
+    found = metadata.get("introspection_endpoint")
+    if settings.introspection_endpoint is None and isinstance(found, str):
+        introspection += f"; the issuer offers {found}"
+    return f"issuer metadata ok; {keys} signing key(s) at {jwks_uri}; introspection: {introspection}"
