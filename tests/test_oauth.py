@@ -19,7 +19,9 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.anyio
 POLICY = """
 [principals]
 carol = "operator"
+hub-client = "reader"           # the oidc-provider test's client (its tokens' sub)
 
 [scopes]
 "hub:admin" = "operator"
@@ -397,3 +400,96 @@ async def test_explain_takes_a_tokens_claims(tmp_path: Path) -> None:
     assert 'from [groups] "engineering"' in group[1]
     assert "the hub refuses this token (403 insufficient_scope): it lacks mcp" in unscoped[1]
     assert nameless[0] == 2 and "no 'sub' claim" in nameless[2]
+
+
+NODE = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "node"
+OIDC_PROVIDER = ROOT / "tests" / "npm" / "oidc_provider.mjs"
+OIDC_CLIENT = ("hub-client", "hub-client-secret-0123456789")
+
+
+class _Tokens:
+    """The SDK client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+@asynccontextmanager
+async def oidc_provider(port: int, resource: str) -> AsyncIterator[str]:
+    """npm's oidc-provider as a child process, issuing JWT access tokens for `resource`; yields its issuer."""
+    command = [str(NODE), str(OIDC_PROVIDER), str(port), resource, *OIDC_CLIENT, "mcp hub:read"]
+    async with await anyio.open_process(command, cwd=OIDC_PROVIDER.parent) as process:
+        try:
+            assert process.stdout is not None
+            with anyio.fail_after(30):
+                assert (await process.stdout.receive()).startswith(b"ready")
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await process.wait()
+
+
+@pytest.mark.skipif(
+    not NODE.exists() or not (OIDC_PROVIDER.parent / "node_modules" / "oidc-provider").exists(),
+    reason="npm's oidc-provider is not installed in tests/npm",
+)
+async def test_a_client_that_knows_only_the_spec_connects_with_a_token_from_a_real_authorization_server(
+    tmp_path: Path,
+) -> None:
+    """The SDK's OAuth client is given the hub's URL and its own client credentials, nothing else: it learns
+    the authorization server from the hub's 401 and protected resource metadata, gets a token for the hub
+    (client_credentials, with the hub as RFC 8707 resource) from oidc-provider, and connects."""
+    issuer_port, hub_port = free_port(), free_port()
+    resource = f"http://127.0.0.1:{hub_port}/mcp"
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    async with oidc_provider(issuer_port, resource) as issuer:
+        with config.open("a", encoding="utf-8") as file:
+            file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+            file.write(f'\n[auth.oauth]\nissuer = "{issuer}"\nresource = "{resource}"\nscopes_required = ["mcp"]\n')
+        loaded = load_config(config)
+        async with running_hub(loaded) as hub:
+            app = build_app(
+                hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, oauth=loaded.auth.oauth
+            )
+            async with serve_app(app, hub_port):
+                provider = ClientCredentialsOAuthProvider(
+                    server_url=resource,
+                    storage=_Tokens(),
+                    client_id=OIDC_CLIENT[0],
+                    client_secret=OIDC_CLIENT[1],
+                    issuer=issuer,
+                )
+                async with (
+                    httpx2.AsyncClient(auth=provider, timeout=30) as http,
+                    Client(streamable_http_client(resource, http_client=http), mode="legacy", cache=None) as client,
+                ):
+                    tools = {tool.name for tool in (await client.list_tools()).tools}
+                    echoed = await client.call_tool("srv_echo", {"text": "hi"})
+                    token = await provider.context.storage.get_tokens()
+    assert tools == {"srv_echo"}  # hub-client's profile, reader
+    assert not echoed.is_error
+    assert token is not None and token.scope == "mcp"
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    call = next(line for line in lines if line["name"] == "echo")
+    assert (call["principal"], call["issuer"], call["subject"], call["client_id"]) == (
+        "hub-client",
+        issuer,
+        "hub-client",
+        "hub-client",
+    )

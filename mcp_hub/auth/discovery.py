@@ -1,8 +1,8 @@
 """The issuer's own metadata (RFC 8414, or OpenID Connect discovery): where its keys and endpoints are.
 
 Fetched once, when first needed (the first token to check, or `mcp-hub check --connect`), at the
-well-known URLs the MCP SDK's client tries, in the same order; the document's `issuer` must be the
-configured one (RFC 8414 §3.3), or its keys could be anyone's.
+well-known URLs the MCP SDK's client tries, in the same order; the first document whose `issuer` is the
+configured one (RFC 8414 §3.3) is taken: another's keys could be anyone's.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ async def issuer_metadata(client: httpx2.AsyncClient, issuer: str) -> Mapping[st
             continue
         found = document.get("issuer")
         if not isinstance(found, str) or not issuers_match(found, issuer):
-            raise Unavailable(f"{url} describes the issuer {found!r}, not {issuer!r}; check [auth.oauth] issuer")
+            tried.append(f"{url} describes the issuer {found!r}, not {issuer!r}")
+            continue
         return document
     raise Unavailable(f"no authorization server metadata for {issuer} ({'; '.join(tried)})")

@@ -110,6 +110,12 @@ class ClientOrigin:
     def client_key(self) -> Hashable | None:
         return self._key
 
+    @property
+    def identity(self) -> Identity | None:
+        """The caller's validated access token and its claims (None: it sent none); for acting toward other
+        servers on the caller's behalf (token exchange), never for sending on as it is."""
+        return identity_of(self._ctx)
+
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
 
