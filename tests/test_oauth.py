@@ -493,3 +493,23 @@ async def test_a_client_that_knows_only_the_spec_connects_with_a_token_from_a_re
         "hub-client",
         "hub-client",
     )
+
+
+async def test_an_unreachable_authorization_server_is_answered_503_not_401(tmp_path: Path) -> None:
+    hub_port = free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    resource = f"http://127.0.0.1:{hub_port}/mcp"
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write(f'\n[auth.oauth]\nissuer = "{issuer.issuer}"\nresource = "{resource}"\n')
+    loaded = load_config(config)
+    async with running_hub(loaded) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, oauth=loaded.auth.oauth)
+        async with serve_app(app, hub_port) as base, httpx2.AsyncClient(timeout=30) as http:
+            token = issuer.mint(resource)
+            answer = await http.post(
+                f"{base}/mcp", json=INITIALIZE, headers={**ACCEPT, "Authorization": f"Bearer {token}"}
+            )
+    assert answer.status_code == 503
+    assert answer.headers["retry-after"] == "5"
+    assert token not in answer.text
