@@ -22,8 +22,15 @@ from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
-from mcp_hub.config import load_config
+from mcp_hub.auth import Identity
+from mcp_hub.auth.identity import PRINCIPAL_KEY, identity_in
+from mcp_hub.auth.middleware import Credentials
+from mcp_hub.auth.verifier import TokenVerifier
+from mcp_hub.config import OAuthSettings, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
@@ -513,3 +520,37 @@ async def test_an_unreachable_authorization_server_is_answered_503_not_401(tmp_p
     assert answer.status_code == 503
     assert answer.headers["retry-after"] == "5"
     assert token not in answer.text
+
+
+async def test_the_validated_token_and_its_claims_are_on_the_request(tmp_path: Path) -> None:
+    """What links acting for the caller read (`Identity`, under `IDENTITY_KEY` in the scope's state)."""
+    issuer_port, port = free_port(), free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{issuer_port}")
+    resource = f"http://127.0.0.1:{port}/mcp"
+    settings = OAuthSettings(
+        issuer=issuer.issuer, resource=resource, principal_claim="email", groups_claim="team.groups"
+    )
+    seen: list[Identity | None] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(identity_in(scope["state"]))
+        await JSONResponse({"principal": scope["state"][PRINCIPAL_KEY]})(scope, receive, send)
+
+    async with httpx2.AsyncClient() as fetcher, serve_app(issuer.app(), issuer_port):
+        verifier = TokenVerifier(settings, fetcher)
+        endpoint = Starlette(routes=[Route("/mcp", endpoint=Credentials(app, verifier=verifier))])
+        async with serve_app(endpoint, port) as base, httpx2.AsyncClient() as http:
+            token = issuer.mint(resource, email="dave@example.com", team={"groups": ["ops"]}, scope="mcp a b")
+            answer = await http.get(f"{base}/mcp", headers={"Authorization": f"Bearer {token}"})
+    assert answer.json() == {"principal": "dave@example.com"}
+    identity = seen[0]
+    assert identity is not None
+    assert (identity.principal, identity.issuer, identity.subject, identity.client_id) == (
+        "dave@example.com",
+        issuer.issuer,
+        "alice",
+        "test-client",
+    )
+    assert identity.scopes == {"mcp", "a", "b"} and identity.principal.groups == {"ops"}
+    assert identity.token == token and identity.claims["email"] == "dave@example.com"
+    assert token not in repr(identity)

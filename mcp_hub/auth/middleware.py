@@ -118,20 +118,24 @@ class Credentials:
 
 def _presented(scope: Scope) -> tuple[str | None, str | None]:
     """The request's `X-API-Key` and its `Authorization: Bearer` credential; `Refusal` for a header sent
-    twice or an Authorization header of another scheme."""
-    api_key = bearer = None
+    twice, or an Authorization header of another scheme with no API key beside it."""
+    api_key = authorization = None
     for key, value in scope["headers"]:
-        if key == b"x-api-key":
-            if api_key is not None:
-                raise Refusal("X-API-Key is sent twice; send one", error="invalid_request", status=400)
-            api_key = value.decode("latin-1").strip()
-        elif key == b"authorization":
-            if bearer is not None:
-                raise Refusal("Authorization is sent twice; send one", error="invalid_request", status=400)
-            scheme, _, credential = value.decode("latin-1").strip().partition(" ")
-            if scheme.lower() != "bearer" or not credential.strip():
-                raise Refusal("the Authorization header must be Bearer and a credential", error=None)
+        if key in (b"x-api-key", b"authorization"):
+            if (api_key if key == b"x-api-key" else authorization) is not None:
+                name = key.decode()
+                raise Refusal(f"{name} is sent twice; send one", error="invalid_request", status=400)
+            if key == b"x-api-key":
+                api_key = value.decode("latin-1").strip()
+            else:
+                authorization = value.decode("latin-1").strip()
+    bearer = None
+    if authorization is not None:
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() == "bearer" and credential.strip():
             bearer = credential.strip()
+        elif not api_key:
+            raise Refusal("the Authorization header must be Bearer and a credential", error=None)
     return api_key or None, bearer
 
 
