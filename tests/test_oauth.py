@@ -522,6 +522,21 @@ async def test_an_unreachable_authorization_server_is_answered_503_not_401(tmp_p
     assert token not in answer.text
 
 
+async def test_an_issuer_that_is_down_is_asked_at_a_bounded_rate_and_then_used_again(tmp_path: Path) -> None:
+    async with oauth_hub(tmp_path, "jwks_refetch_interval = 3\n") as setup:
+        setup.issuer.down = True
+        statuses = [(await setup.post(setup.token())).status_code for _ in range(5)]
+        asked = setup.issuer.requests["metadata"]
+        setup.issuer.down = False
+
+        async def accepted() -> bool:
+            return (await setup.post(setup.token())).status_code == 200
+
+        await wait_for(accepted, timeout=20, interval=0.2)
+    assert statuses == [503] * 5
+    assert asked <= 3  # the three well-known URLs, tried once (not once per request)
+
+
 async def test_the_validated_token_and_its_claims_are_on_the_request(tmp_path: Path) -> None:
     """What links acting for the caller read (`Identity`, under `IDENTITY_KEY` in the scope's state)."""
     issuer_port, port = free_port(), free_port()

@@ -3,8 +3,9 @@
 The key set is fetched when first needed and kept `max_age` seconds (a TTL cache). A token signed
 with a key id the set does not have makes the set be fetched again (the issuer rotated its keys),
 but never sooner than `refetch_interval` seconds after the last fetch, whatever the tokens say:
-made-up key ids cannot make the hub hammer the issuer. One fetch at a time; callers arriving during
-a fetch wait for it rather than start their own.
+made-up key ids cannot make the hub hammer the issuer, and an issuer that cannot be reached is not
+asked again sooner either. One fetch at a time; callers arriving during a fetch wait for it rather
+than start their own. Keys fetched once are kept past `max_age` while the issuer cannot be reached.
 
 Only public keys for signatures are kept: a symmetric (`oct`) key, a key whose `use` is not `sig`,
 or one joserfc cannot read is left out (the others still serve).
@@ -50,6 +51,9 @@ class KeySet:
         self._cache: TTLCache[str, dict[str | None, Key]] = TTLCache(maxsize=1, ttl=max_age, timer=clock)
         self._lock = anyio.Lock()
         self._fetched_at: float | None = None
+        self._last: dict[str | None, Key] | None = None
+        """The keys last fetched, kept past `max_age` while the issuer cannot be reached."""
+        self._failure: str | None = None
         self.fetches = 0
         """How many times the key set was fetched (for `check --connect` and the tests)."""
 
@@ -57,7 +61,7 @@ class KeySet:
         """The public key with this id (no id: the set's only key); `Refusal` when the issuer has none."""
         keys = self._cache.get("keys")
         if keys is None or kid not in keys:
-            keys = await self._refresh(keys)
+            keys = await self._refresh()
         found = keys.get(kid)
         if found is None:
             named = f"key id {kid!r}" if kid is not None else "no key id (and the issuer has more than one key)"
@@ -69,23 +73,24 @@ class KeySet:
         async with self._lock:
             return len(await self._fetch())
 
-    async def _refresh(self, known: dict[str | None, Key] | None) -> dict[str | None, Key]:
+    async def _refresh(self) -> dict[str | None, Key]:
+        """The keys, fetched again unless that was done too recently (or while this caller waited)."""
         seen = self.fetches
         async with self._lock:
-            current = self._cache.get("keys")
-            if self.fetches != seen and current is not None:
-                return current  # fetched while this caller waited
-            if current is not None and not self._may_fetch():
-                return current
-            if current is None and known is not None and not self._may_fetch():
-                return known  # expired, but fetched too recently to fetch again
+            if self._last is not None and (self.fetches != seen or not self._may_fetch()):
+                return self._last
+            if self._last is None and self._failure is not None and not self._may_fetch():
+                raise Unavailable(self._failure)  # an unreachable issuer is not asked again for each request
             try:
-                return await self._fetch()
-            except Unavailable:
-                if known is None:
+                keys = await self._fetch()
+            except Unavailable as exc:
+                self._failure = str(exc)
+                if self._last is None:
                     raise
                 logger.warning("the issuer's key set could not be fetched again; the keys known are kept")
-                return known
+                return self._last
+            self._failure = None
+            return keys
 
     def _may_fetch(self) -> bool:
         return self._fetched_at is None or self._clock() - self._fetched_at >= self._refetch_interval
@@ -105,7 +110,7 @@ class KeySet:
                 keys[key.kid] = key
         if len(keys) == 1:
             keys[None] = next(iter(keys.values()))  # a token without a key id takes the only key
-        self._cache["keys"] = keys
+        self._cache["keys"] = self._last = keys
         return keys
 
 

@@ -39,10 +39,14 @@ class AuthorizationServer:
         self.opaque: dict[str, dict[str, Any]] = {}
         """Opaque token -> its introspection answer."""
         self.requests = {"metadata": 0, "jwks": 0, "introspection": 0}
+        self.down = False
+        """While true, every endpoint answers 503 (the requests are counted all the same)."""
 
     def app(self) -> Starlette:
         async def metadata(request: Request) -> JSONResponse:
             self.requests["metadata"] += 1
+            if self.down:
+                return JSONResponse({"error": "down"}, status_code=503)
             return JSONResponse(
                 {
                     "issuer": self.issuer,
@@ -55,6 +59,8 @@ class AuthorizationServer:
 
         async def jwks(request: Request) -> JSONResponse:
             self.requests["jwks"] += 1
+            if self.down:
+                return JSONResponse({"error": "down"}, status_code=503)
             return JSONResponse({"keys": [key.as_dict(private=False) for key in self.published]})
 
         async def introspect(request: Request) -> JSONResponse:
