@@ -537,6 +537,26 @@ async def test_an_issuer_that_is_down_is_asked_at_a_bounded_rate_and_then_used_a
     assert asked <= 3  # the three well-known URLs, tried once (not once per request)
 
 
+async def test_an_introspection_endpoint_that_is_down_is_not_asked_for_each_request(tmp_path: Path) -> None:
+    client_id, secret = INTROSPECTION_CLIENT
+    extra = f'introspection_endpoint = "{{issuer}}/introspect"\nclient_id = "{client_id}"\nclient_secret = "{secret}"\n'
+    async with oauth_hub(tmp_path, extra) as setup:
+        issuer = setup.issuer
+        answer = {"active": True, "sub": "dave", "scope": "mcp", "aud": setup.resource, "exp": int(time.time()) + 300}
+        issuer.opaque["opaque-good"] = answer
+        issuer.down = True
+        statuses = [(await setup.post("opaque-good")).status_code for _ in range(5)]
+        asked = issuer.requests["introspection"]
+        issuer.down = False
+
+        async def accepted() -> bool:
+            return (await setup.post("opaque-good")).status_code == 200
+
+        await wait_for(accepted, timeout=20, interval=0.2)
+    assert statuses == [503] * 5
+    assert asked == 1
+
+
 async def test_the_validated_token_and_its_claims_are_on_the_request(tmp_path: Path) -> None:
     """What links acting for the caller read (`Identity`, under `IDENTITY_KEY` in the scope's state)."""
     issuer_port, port = free_port(), free_port()

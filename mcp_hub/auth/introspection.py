@@ -4,7 +4,8 @@ The hub authenticates as its own client (HTTP Basic, `client_secret_basic`). A t
 the answer says `active`, names this resource in `aud` (RFC 8707), and, when it says, the issuer
 and an `exp` still ahead. Answers are kept, by the token's SHA-256, no longer than the token lives
 and at most `max_age` seconds; a refusal is kept a short while too, so a client retrying a dead
-token does not reach the issuer each time. An unreachable issuer is not a refusal and is not kept.
+token does not reach the issuer each time. An unreachable issuer is not a refusal and is not kept; it
+is left alone a few seconds before it is asked again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from mcp_hub.auth.refusal import Refusal, Unavailable
 
 REFUSAL_MAX_AGE = 30.0
 """Seconds a refused token's answer is kept."""
+RETRY_AFTER_FAILURE = 5.0
+"""Seconds the endpoint is left alone after it could not be reached (its tokens are answered 503 meanwhile)."""
 _ENTRIES = 10_000
 
 
@@ -55,6 +58,8 @@ class Introspection:
         self._answers: TLRUCache[str, tuple[float, dict[str, Any] | Refusal]] = TLRUCache(
             maxsize=_ENTRIES, ttu=lambda _key, value, _now: value[0], timer=clock
         )
+        self._failure: tuple[float, str] | None = None
+        """Until when the endpoint is not asked again after it could not be reached, and why."""
         self.requests = 0
         """How many times the endpoint was asked (for the tests)."""
 
@@ -63,7 +68,14 @@ class Introspection:
         key = hashlib.sha256(token.encode()).hexdigest()
         kept = self._answers.get(key)
         if kept is None:
-            kept = await self._ask(token)
+            if self._failure is not None and self._clock() < self._failure[0]:
+                raise Unavailable(self._failure[1])  # an unreachable endpoint is not asked for each request
+            try:
+                kept = await self._ask(token)
+            except Unavailable as exc:
+                self._failure = (self._clock() + RETRY_AFTER_FAILURE, str(exc))
+                raise
+            self._failure = None
             self._answers[key] = kept
         answer = kept[1]
         if isinstance(answer, Refusal):

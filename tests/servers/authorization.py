@@ -65,6 +65,8 @@ class AuthorizationServer:
 
         async def introspect(request: Request) -> JSONResponse:
             self.requests["introspection"] += 1
+            if self.down:
+                return JSONResponse({"error": "down"}, status_code=503)
             expected = "Basic " + base64.b64encode(":".join(INTROSPECTION_CLIENT).encode()).decode()
             if request.headers.get("authorization") != expected:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
