@@ -5,7 +5,8 @@
     mcp-hub tools  [--config PATH] [--json]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
-    mcp-hub explain --principal P (--tool T | --prompt P | --resource URI) [--args JSON] [--config PATH]
+    mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
+                    [--config PATH]
 
 Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or input.
 """
@@ -25,6 +26,9 @@ import anyio
 
 from mcp_hub import __version__
 from mcp_hub.allocator import keep_freed_memory
+from mcp_hub.auth.metadata import metadata_url
+from mcp_hub.auth.refusal import Refusal, Unavailable
+from mcp_hub.auth.verifier import identity_from_claims, probe
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.config import HubConfig, load_config
@@ -84,7 +88,11 @@ def _parser() -> argparse.ArgumentParser:
 
     explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
     explain.add_argument("--config", default="hub.toml")
-    explain.add_argument("--principal", required=True, help='who calls: "stdio", or an API key\'s name')
+    caller = explain.add_mutually_exclusive_group(required=True)
+    caller.add_argument("--principal", help='who calls: "stdio", or an API key\'s name')
+    caller.add_argument(
+        "--claims", help="who calls, by an access token's claims as a JSON object (or @FILE); needs [auth.oauth]"
+    )
     target = explain.add_mutually_exclusive_group(required=True)
     target.add_argument("--tool", help="MOUNT/NAME or the public name MOUNT_NAME")
     target.add_argument("--prompt", help="MOUNT/NAME or the public name MOUNT_NAME")
@@ -139,14 +147,23 @@ def _check(args: argparse.Namespace) -> int:
         print(
             f"{config.relative(config.policy.dir)}: ok, revision {policy.revision}, {len(policy.profiles)} profile(s)"
         )
+    oauth = config.auth.oauth
+    if oauth is not None:
+        print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
     if not args.connect:
         for name, server in config.servers.items():
             kind = "streamable-http, or sse if refused" if server.kind == "auto" else server.kind
             print(f"  {name}: {kind}{'' if server.enabled else ' (disabled)'}")
         return 0
     _setup_logging("error")
-    hub = anyio.run(_connected_hub, config)
     failed = 0
+    if oauth is not None:
+        try:
+            print(f"  {oauth.issuer}: {anyio.run(probe, oauth)}")
+        except Unavailable as exc:
+            failed += 1
+            print(f"  {oauth.issuer}: unavailable: {exc}")
+    hub = anyio.run(_connected_hub, config)
     for name, report in hub.items():
         counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)
         if report["state"] == State.UP:
@@ -241,8 +258,34 @@ def _explain(args: argparse.Namespace) -> int:
         raise ConfigError("--args", "", 'must be a JSON object, like \'{"path": "/tmp/x"}\'')
     kind: Kind = "tool" if args.tool else "prompt" if args.prompt else "resource"
     mount, name = _split_target(kind, args.tool or args.prompt or args.resource)
-    print(explain(policy, args.principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
+    principal = args.principal if args.claims is None else _token_principal(config, args.claims)
+    print(explain(policy, principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
     return 0
+
+
+def _token_principal(config: HubConfig, text: str) -> str:
+    """The principal an access token with these claims would be (as the hub reads a token it has verified)."""
+    if config.auth.oauth is None:
+        raise ConfigError(config.path, "auth.oauth", "--claims needs [auth.oauth] (which says which claims are read)")
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError("--claims", "", f"cannot read {text[1:]} ({exc.strerror}); check the path") from None
+    try:
+        claims = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError("--claims", "", f'not JSON ({exc}); pass an object like \'{{"sub": "alice"}}\'') from None
+    if not isinstance(claims, dict):
+        raise ConfigError("--claims", "", 'must be a JSON object, like \'{"sub": "alice", "scope": "mcp"}\'')
+    try:
+        identity = identity_from_claims(config.auth.oauth, claims)
+    except Refusal as refusal:
+        raise ConfigError("--claims", "", f"the hub would refuse this token: {refusal.description}") from None
+    missing = [scope for scope in config.auth.oauth.scopes_required if scope not in identity.scopes]
+    if missing:
+        print(f"Note: the hub refuses this token (403 insufficient_scope): it lacks {', '.join(missing)}")
+    return identity.principal
 
 
 def _split_target(kind: str, text: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
-   headers, roots, and the values of their `auth` table), in `[auth] api_keys` and in
+   headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, and in
    `[telemetry] endpoint` and `headers`, then step 3 again on the expanded values (a url may come from a variable).
 
 Disabled servers are not expanded: their variables need not be set.
@@ -271,10 +271,112 @@ def _installed(module: str) -> bool:
         return False
 
 
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_SYMMETRIC_ALGORITHMS = ("HS256", "HS384", "HS512")
+ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+"""The JWS algorithms an access token may be signed with: public-key ones only (never `none`, never HMAC,
+whose key would be the public key everyone can fetch)."""
+
+
+def _url_problem(url: str, what: str) -> str | None:
+    """Why `url` cannot be `what` (None: it can): https, or http on a loopback host; no fragment."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        return f"{what} must be an absolute https:// URL, got {url!r}"
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        return f"{what} must use https:// (http:// only on a loopback address), got {url!r}"
+    if parts.fragment or url.endswith("#"):
+        return f"{what} must not have a #fragment; remove it"
+    return None
+
+
+class OAuthSettings(BaseModel):
+    """The [auth.oauth] table: the hub as an OAuth 2.1 resource server (MCP authorization).
+
+    Clients present access tokens issued by `issuer` for `resource`; JWTs are checked against the
+    issuer's keys (its JWKS), other tokens through its introspection endpoint (RFC 7662)."""
+
+    model_config = _MODEL_CONFIG
+
+    issuer: str
+    """The authorization server's issuer identifier, exactly as its tokens' `iss` claim and its metadata say."""
+    resource: str
+    """The hub's canonical URI as clients reach it (`https://hub.example.com/mcp`): tokens must name it in
+    `aud` (RFC 8707), and the protected resource metadata (RFC 9728) describes it."""
+    jwks_uri: str | None = None
+    """The issuer's JSON Web Key Set; None: from its metadata (RFC 8414, or OpenID Connect discovery)."""
+    algorithms: tuple[str, ...] = Field(default=("RS256", "PS256", "ES256", "EdDSA"), strict=False)
+    leeway: int = Field(default=30, ge=0, le=300)
+    """Seconds of clock skew allowed on `exp`, `nbf` and `iat`."""
+    principal_claim: str = Field(default="sub", min_length=1)
+    """The claim that names the principal (the name in the policy's [principals] and in the audit log)."""
+    groups_claim: str = Field(default="groups", min_length=1)
+    """The claim listing the caller's groups, which the policy's [groups] map to profiles."""
+    scopes_required: tuple[str, ...] = Field(default=(), strict=False)
+    """Scopes every token must carry; a token without one is answered 403 insufficient_scope."""
+    scopes_supported: tuple[str, ...] = Field(default=(), strict=False)
+    """Scopes advertised in the protected resource metadata (besides `scopes_required`)."""
+    introspection_endpoint: str | None = None
+    """RFC 7662 endpoint for tokens that are not JWTs; None: only JWTs are taken."""
+    client_id: str | None = None
+    """The hub's client id at the introspection endpoint."""
+    client_secret: str | None = Field(default=None, repr=False)
+    """Its secret (write it as ${VAR})."""
+    jwks_refetch_interval: float = Field(default=60.0, ge=1, le=86400, allow_inf_nan=False, strict=False)
+    """The least seconds between two fetches of the JWKS for a token whose key id is unknown."""
+    jwks_max_age: float = Field(default=3600.0, ge=60, le=7 * 86400, allow_inf_nan=False, strict=False)
+    """Seconds the keys are kept before they are fetched again."""
+    introspection_max_age: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False, strict=False)
+    """The longest an introspection answer is kept (never longer than the token lives)."""
+    resource_name: str = "mcp-hub"
+
+    @field_validator("issuer", "resource", "jwks_uri", "introspection_endpoint")
+    @classmethod
+    def _urls(cls, url: str | None, info: Any) -> str | None:
+        if url is not None and not url.startswith("${"):
+            problem = _url_problem(url, info.field_name)
+            if problem is not None:
+                raise rule_error(problem)
+        return url
+
+    @field_validator("algorithms")
+    @classmethod
+    def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
+        if not algorithms:
+            raise rule_error(f"no algorithms; list at least one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
+        for index, name in enumerate(algorithms):
+            if name.lower() == "none" or name in _SYMMETRIC_ALGORITHMS:
+                raise rule_error(
+                    f"{name!r} is never accepted: an access token must be signed with the issuer's private key; "
+                    f"use one of {', '.join(ASYMMETRIC_ALGORITHMS)}",
+                    index,
+                )
+            if name not in ASYMMETRIC_ALGORITHMS:
+                raise rule_error(f"unknown algorithm {name!r}; use one of {', '.join(ASYMMETRIC_ALGORITHMS)}", index)
+        return algorithms
+
+    @model_validator(mode="after")
+    def _introspection_client(self) -> OAuthSettings:
+        if self.introspection_endpoint is not None and (self.client_id is None or self.client_secret is None):
+            raise rule_error(
+                "introspection_endpoint needs the hub's client_id and client_secret at the authorization "
+                'server; add them (client_secret = "${HUB_INTROSPECTION_SECRET}")',
+                "client_id" if self.client_id is None else "client_secret",
+            )
+        if self.introspection_endpoint is None:
+            for key in ("client_id", "client_secret"):
+                if key in self.model_fields_set:
+                    raise rule_error(f"{key} is only used with introspection_endpoint; add it, or remove {key}", key)
+        return self
+
+
 class AuthSettings(BaseModel):
     """The [auth] table: who HTTP clients are."""
 
     model_config = _MODEL_CONFIG
+
+    oauth: OAuthSettings | None = None
+    """[auth.oauth]: OAuth access tokens, beside the API keys."""
 
     api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
     """Principal name -> its API key (write keys as ${VAR}). When set, HTTP clients must
@@ -617,6 +719,7 @@ _SECTION_KEYS = {
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
 }
+_OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
 
@@ -627,6 +730,9 @@ def _check_keys(data: dict[str, Any], file: str) -> None:
     for section, allowed in _SECTION_KEYS.items():
         if isinstance(data.get(section), dict):
             _check_table(data[section], allowed, (section,), file)
+    auth = data.get("auth")
+    if isinstance(auth, dict) and isinstance(auth.get("oauth"), dict):
+        _check_table(auth["oauth"], _OAUTH_KEYS, ("auth", "oauth"), file)
     servers = data.get("servers")
     if isinstance(servers, dict):
         for name, table in servers.items():
@@ -761,9 +867,12 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
         for name, server in config.servers.items()
     }
     expanded = {**data, "servers": servers}
-    if "auth" in data and "api_keys" in data["auth"]:
-        keys = _expand_value(data["auth"]["api_keys"], ("auth", "api_keys"), environ, file)
-        expanded["auth"] = {**data["auth"], "api_keys": keys}
+    if "auth" in data:
+        auth = data["auth"]
+        expanded["auth"] = {
+            key: _expand_value(value, ("auth", key), environ, file) if key in ("api_keys", "oauth") else value
+            for key, value in auth.items()
+        }
     if "telemetry" in data:
         telemetry = data["telemetry"]
         expanded["telemetry"] = {
@@ -783,9 +892,11 @@ def _expand_server(
 
 
 def _expand_value(value: Any, loc: tuple[str | int, ...], environ: Mapping[str, str], file: str) -> Any:
-    """Expand a validated string, array of strings or table of strings."""
+    """Expand the strings of a validated value (a string, or an array or table holding strings)."""
     if isinstance(value, str):
         return expand_env(value, environ, file=file, key=dotted_key(loc))
     if isinstance(value, list):
         return [_expand_value(item, (*loc, index), environ, file) for index, item in enumerate(value)]
-    return {key: _expand_value(item, (*loc, key), environ, file) for key, item in value.items()}
+    if isinstance(value, dict):
+        return {key: _expand_value(item, (*loc, key), environ, file) for key, item in value.items()}
+    return value  # a number or a boolean

@@ -412,6 +412,7 @@ class Hub:
             health=self.health,
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
+            oauth=self.config.auth.oauth,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,

@@ -3,6 +3,7 @@
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
     observe, catalog, guardrails <- policy, credentials, cache
+    auth
     upstream
     chain
     server
@@ -39,13 +40,14 @@ ALLOWED = {
     "credentials": {"errors", "config"},
     "sdk": set(),
     "cache": BASE,
+    "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache"},
-    "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
+    "server": BASE | {"config", "auth", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
-    | {"config", "observe", "catalog", "guardrails", "policy", "credentials", "sdk", "upstream", "chain", "server"}
-    | {"live", "cache"},
+    | {"config", "auth", "observe", "catalog", "guardrails", "policy", "credentials", "sdk", "upstream", "chain"}
+    | {"server", "live", "cache"},
     "examples": set(),
 }
 

@@ -27,6 +27,7 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.errors import UpstreamError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet, mask_arguments
+from mcp_hub.policy.principal import credential_of
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
 
@@ -110,5 +111,6 @@ def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
         mount=ctx.mount,
         name=ctx.native,
         via=ctx.via,
+        **credential_of(ctx.principal),
         **fields,
     )

@@ -59,6 +59,10 @@ class AuditEvent:
     reason: str | None
     latency_ms: float | None
     policy_revision: str | None
+    issuer: str | None = None
+    """For a caller with an OAuth access token: the token's issuer, its subject (`sub`) and its client."""
+    subject: str | None = None
+    client_id: str | None = None
 
     def to_json(self) -> str:
         """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""

@@ -31,9 +31,14 @@ class CompiledRule:
     rate_scope: Literal["principal", "shared"]
     cache: float | None = None
     """Seconds the results of the read-only tools it allows may be kept (its `cache`), or None."""
+    scopes: frozenset[str] = frozenset()
+    """The OAuth scopes a caller needs for the rule to apply to it."""
 
-    def match(self, kind: Kind, mount: str, name: str) -> Selector | None:
-        """The first of this rule's selectors for `kind` that matches, or None."""
+    def match(self, kind: Kind, mount: str, name: str, scopes: frozenset[str] | None = None) -> Selector | None:
+        """The first of this rule's selectors for `kind` that matches, or None; None too when the rule needs
+        scopes that `scopes` (the caller's; None: not asked) lacks."""
+        if self.scopes and scopes is not None and not self.scopes <= scopes:
+            return None
         for selector in self.selectors[kind]:
             if selector.matches(mount, name):
                 return selector
@@ -95,6 +100,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         rate=rule.rate,
         rate_scope=rule.rate_scope,
         cache=parse_duration(rule.cache) if rule.cache is not None else None,
+        scopes=frozenset(rule.scopes),
     )
 
 

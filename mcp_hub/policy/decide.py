@@ -6,9 +6,12 @@ by those of the profiles it extends (recursively, each once), in that order.
 
 Precedence, written down once (the first step that applies decides):
 
-1. No profile: the principal is not in [principals] and there is no "*" entry
-   -> DENIED, rule "no-profile".
-2. A `deny` rule matches the target -> DENIED, by the first such rule.
+1. No profile: the principal is not in [principals], its token carries no scope in [scopes] and
+   names no group in [groups], and there is no "*" entry -> DENIED, rule "no-profile".
+   (A profile is chosen in that order: the principal's own entry, the first [scopes] entry, the
+   first [groups] entry, "*".)
+2. A `deny` rule matches the target -> DENIED, by the first such rule. A rule with `scopes` matches
+   only a caller whose token carries them all.
 3. No `allow` or `confirm` rule matches and the profile's default is "deny"
    -> DENIED, rule "default".
 4. Some constraint of some matching allow/confirm rule does not hold for the arguments
@@ -50,6 +53,7 @@ from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
 from mcp_hub.policy.constraints import Realpath, Violation
 from mcp_hub.policy.guards import Direction, Guarding
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
+from mcp_hub.policy.principal import Principal, scopes_of
 from mcp_hub.policy.rates import parse_rate
 
 NO_PROFILE = "no-profile"
@@ -128,10 +132,29 @@ class PolicySet:
     profiles: Mapping[str, CompiledProfile]
     sources: tuple[str, ...] = field(default=())
     """The files it was compiled from (empty for the built-in policy)."""
+    scopes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """[scopes]: OAuth scope -> profile, in the order written."""
+    groups: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """[groups]: group -> profile, in the order written."""
 
     def profile_for(self, principal: str) -> str | None:
-        """The principal's profile: its own entry, else the "*" entry, else None."""
-        return self.principals.get(principal, self.principals.get("*"))
+        """The principal's profile: its own entry, else the first [scopes] entry its token carries, else the
+        first [groups] entry it is in, else the "*" entry, else None."""
+        return self.profile_source(principal)[0]
+
+    def profile_source(self, principal: str) -> tuple[str | None, str]:
+        """The principal's profile and the entry that gave it (`[principals] "alice"`, `[scopes] "x"`...)."""
+        name = str(principal)
+        if name in self.principals:
+            return self.principals[name], f'[principals] "{name}"'
+        if isinstance(principal, Principal):
+            for table, granted in (("scopes", principal.scopes), ("groups", principal.groups)):
+                for grant, profile in getattr(self, table).items():
+                    if grant in granted:
+                        return profile, f'[{table}] "{grant}"'
+        if "*" in self.principals:
+            return self.principals["*"], '[principals] "*" (it is not listed)'
+        return None, ""
 
     def decide(self, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> Decision:
         """The decision for `principal` on `target` (see the module docstring for the precedence)."""
@@ -186,12 +209,13 @@ class PolicySet:
         """Steps 1-3: a DENIED decision, or the profile and its matching allow/confirm rules."""
         profile_name = self.profile_for(principal)
         if profile_name is None:
-            reason = f'principal {principal!r} has no profile (not in [principals], and no "*" entry)'
+            reason = f'principal {str(principal)!r} has no profile (not in [principals], and no "*" entry)'
             return Decision(Outcome.DENIED, NO_PROFILE, reason, None, (), self.revision)
         profile = self.profiles[profile_name]
         grants: list[CompiledRule] = []
+        scopes = scopes_of(principal)
         for rule in profile.by_kind[kind]:
-            if rule.match(kind, mount, name) is not None:
+            if rule.match(kind, mount, name, scopes) is not None:
                 if rule.effect == "deny":
                     reason = rule.reason or f"denied by rule {rule.id!r}"
                     return Decision(Outcome.DENIED, rule.id, reason, profile.name, (), self.revision)

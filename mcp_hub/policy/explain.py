@@ -19,6 +19,7 @@ from mcp_hub.policy.constraints import Realpath
 from mcp_hub.policy.decide import BUILTIN_REASON, Decision, PolicySet, Target
 from mcp_hub.policy.guards import Guarding
 from mcp_hub.policy.masking import mask_arguments
+from mcp_hub.policy.principal import Principal, scopes_of
 from mcp_hub.shown import shown, shown_json
 
 _MAX_ARGUMENTS_TEXT = 300
@@ -35,7 +36,7 @@ def render(policy: PolicySet, principal: str, target: Target, decision: Decision
     target_text = f"{target.kind} {shown(repr(target.name))} on mount {shown(repr(target.mount))}"
     lines.append(f"Target: {target_text}; {_arguments_text(policy, principal, target)}")
     if decision.profile is not None:
-        lines.extend(_profile_lines(policy, target, realpath, decision.profile))
+        lines.extend(_profile_lines(policy, target, realpath, decision.profile, scopes_of(principal)))
     lines.append(_outcome_line(decision))
     for limit in decision.rate_limits:
         lines.append(f"Rate limit from rule {limit.rule!r}: {limit.rate} ({_scope_text(limit.scope)})")
@@ -77,13 +78,18 @@ def _found_lines(guarding: Guarding, arguments: Mapping[str, Any]) -> list[str]:
 
 
 def _principal_line(policy: PolicySet, principal: str) -> str:
-    profile = policy.profile_for(principal)
+    profile, entry = policy.profile_source(principal)
+    who = repr(str(principal))
+    if isinstance(principal, Principal):
+        granted = [f"scopes {', '.join(sorted(principal.scopes)) or '(none)'}"]
+        if principal.groups:
+            granted.append(f"groups {', '.join(sorted(principal.groups))}")
+        who += f" (token {'; '.join(shown(text) for text in granted)})"
     if profile is None:
-        return f'Principal {principal!r}: no profile (not in [principals], and there is no "*" entry)'
+        return f'Principal {who}: no profile (not in [principals], [scopes] or [groups], and there is no "*" entry)'
     if policy.profiles[profile].builtin:
-        return f"Principal {principal!r}: profile {profile!r} ({BUILTIN_REASON})"
-    entry = f'[principals] "{principal}"' if principal in policy.principals else '[principals] "*" (it is not listed)'
-    return f"Principal {principal!r}: profile {profile!r}, from {entry}"
+        return f"Principal {who}: profile {profile!r} ({BUILTIN_REASON})"
+    return f"Principal {who}: profile {profile!r}, from {shown(entry)}"
 
 
 def _arguments_text(policy: PolicySet, principal: str, target: Target) -> str:
@@ -102,7 +108,9 @@ def _arguments_text(policy: PolicySet, principal: str, target: Target) -> str:
     return f"arguments (masked): {text}"
 
 
-def _profile_lines(policy: PolicySet, target: Target, realpath: Realpath, name: str) -> list[str]:
+def _profile_lines(
+    policy: PolicySet, target: Target, realpath: Realpath, name: str, scopes: frozenset[str]
+) -> list[str]:
     profile = policy.profiles[name]
     extends = f"; includes the rules of {', '.join(profile.includes)}" if profile.includes else ""
     about = f": {profile.description}" if profile.description and not profile.builtin else ""
@@ -113,13 +121,18 @@ def _profile_lines(policy: PolicySet, target: Target, realpath: Realpath, name: 
     skipped = f" ({others} other {'rules select' if others != 1 else 'rule selects'} no {field})" if others else ""
     lines.append(f"Rules selecting {field}: {len(rules)}{skipped}")
     for number, rule in enumerate(rules, start=1):
-        lines.extend(_rule_lines(number, rule, name, target, realpath))
+        lines.extend(_rule_lines(number, rule, name, target, realpath, scopes))
     return lines
 
 
-def _rule_lines(number: int, rule: CompiledRule, profile: str, target: Target, realpath: Realpath) -> list[str]:
+def _rule_lines(
+    number: int, rule: CompiledRule, profile: str, target: Target, realpath: Realpath, scopes: frozenset[str]
+) -> list[str]:
     origin = f", from profile {rule.profile!r}" if rule.profile != profile else ""
     head = f"  {number}. {rule.id} [{rule.effect}{origin}]"
+    if not rule.scopes <= scopes:
+        missing = ", ".join(sorted(rule.scopes - scopes))
+        return [f"{head}: does not apply (it needs the scopes {shown(missing)}, which the caller's token lacks)"]
     selector = rule.match(target.kind, target.mount, target.name)
     if selector is None:
         written = ", ".join(s.text for s in rule.selectors[target.kind])

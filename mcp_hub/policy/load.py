@@ -9,8 +9,8 @@ and ends with the fix. The steps:
    of their names and bytes, first 12 hex digits;
 2. per file: TOML syntax; unknown keys, with "did you mean"; the model (types, selectors,
    regexes, rates, roots: `model.py`);
-3. across files: a principal, profile or settings table defined twice; [principals] and
-   `extends` naming profiles that do not exist; `extends` cycles; rule and guard ids used twice
+3. across files: a principal, scope, group, profile or settings table defined twice; [principals],
+   [scopes], [groups] and `extends` naming profiles that do not exist; `extends` cycles; rule and guard ids used twice
    (they share one namespace: an audit line names either);
 4. compile (`compiled.py`).
 """
@@ -102,6 +102,8 @@ def parse_policies(files: Mapping[str, str | bytes], *, directory: str | None = 
         audit=merged.setting("audit", AuditSettings),
         pinning=merged.setting("pinning", PinningSettings),
         principals=MappingProxyType({principal: profile for principal, (profile, _) in merged.principals.items()}),
+        scopes=MappingProxyType({scope: profile for scope, (profile, _) in merged.scopes.items()}),
+        groups=MappingProxyType({group: profile for group, (profile, _) in merged.groups.items()}),
         profiles=MappingProxyType(compile_profiles({name: p for name, (p, _) in merged.profiles.items()})),
         sources=tuple(source.path for source in sources),
     )
@@ -220,6 +222,8 @@ def _misplaced(key: str, loc: Loc, value: Any, allowed: tuple[str, ...]) -> str 
 @dataclass
 class _Merged:
     principals: dict[str, tuple[str, _Source]] = field(default_factory=dict[str, tuple[str, _Source]])
+    scopes: dict[str, tuple[str, _Source]] = field(default_factory=dict[str, tuple[str, _Source]])
+    groups: dict[str, tuple[str, _Source]] = field(default_factory=dict[str, tuple[str, _Source]])
     profiles: dict[str, tuple[Profile, _Source]] = field(default_factory=dict[str, tuple[Profile, _Source]])
     settings: dict[str, tuple[BaseModel, _Source]] = field(default_factory=dict[str, tuple[BaseModel, _Source]])
 
@@ -231,6 +235,13 @@ class _Merged:
                 reason = f"principal {principal!r} is already mapped in {first}; keep one entry"
                 raise source.error(("principals", principal), reason)
             self.principals[principal] = (profile, source)
+        for table in ("scopes", "groups"):
+            merged = getattr(self, table)
+            for grant, profile in getattr(model, table).items():
+                if grant in merged:
+                    reason = f"{table[:-1]} {grant!r} is already mapped in {merged[grant][1].path}; keep one entry"
+                    raise source.error((table, grant), reason)
+                merged[grant] = (profile, source)
         for name, profile_model in model.profiles.items():
             if name in self.profiles:
                 first = self.profiles[name][1].path
@@ -249,9 +260,10 @@ class _Merged:
         return self.settings[table][0] if table in self.settings else default()
 
     def check(self) -> None:
-        for principal, (profile, source) in self.principals.items():
-            if profile not in self.profiles:
-                raise source.error(("principals", principal), self._unknown_profile(profile))
+        for table in ("principals", "scopes", "groups"):
+            for entry, (profile, source) in getattr(self, table).items():
+                if profile not in self.profiles:
+                    raise source.error((table, entry), self._unknown_profile(profile))
         for name, (profile, source) in self.profiles.items():
             for index, parent in enumerate(profile.extends):
                 if parent not in self.profiles:

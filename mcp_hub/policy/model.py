@@ -154,6 +154,8 @@ class Rule(BaseModel):
     arguments: dict[str, ArgumentConstraints] = Field(default_factory=dict)
     cache: str | None = None
     """How long results of the read-only tools it allows may be kept and served again ("60s")."""
+    scopes: _Strings = ()
+    """OAuth scopes the caller's token must all carry for the rule to apply (an API key or stdio carries none)."""
 
     _id = field_validator("id")(_check_id)
     _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
@@ -185,7 +187,7 @@ class Rule(BaseModel):
         if "rate_scope" in self.model_fields_set and self.rate is None:
             raise rule_error('rate_scope without rate; add rate = "30/minute" or remove rate_scope', "rate_scope")
         if self.effect == "deny":
-            for key in ("rate", "arguments"):
+            for key in ("rate", "arguments", "scopes"):
                 if key in self.model_fields_set:
                     raise rule_error(f"a deny rule has no {key}: it hides what it matches; remove {key}", key)
         if self.arguments and self.resources:
@@ -210,6 +212,10 @@ class Rule(BaseModel):
         for name in self.arguments:
             if not name:
                 raise rule_error("an argument name is empty; name the argument", "arguments")
+        for index, scope in enumerate(self.scopes):
+            if not scope or " " in scope:
+                reason = f'{scope!r} is not a scope: a scope is one word, like "notes:write"'
+                raise rule_error(reason, "scopes", index)
         return self
 
 
@@ -314,6 +320,10 @@ class PolicyFile(BaseModel):
     model_config = _MODEL_CONFIG
 
     principals: dict[str, str] = Field(default_factory=dict)
+    scopes: dict[str, str] = Field(default_factory=dict)
+    """OAuth scope -> profile, for a caller not in [principals]: the first entry whose scope its token carries."""
+    groups: dict[str, str] = Field(default_factory=dict)
+    """Group (from the token's groups claim) -> profile, after [scopes]: the first entry the caller is in."""
     profiles: dict[str, Profile] = Field(default_factory=dict)
     confirmation: ConfirmationSettings | None = None
     audit: AuditSettings | None = None
@@ -333,6 +343,14 @@ class PolicyFile(BaseModel):
                     "principals",
                     principal,
                 )
+        for table in ("scopes", "groups"):
+            for grant in getattr(self, table):
+                if not grant or grant == "*" or " " in grant:
+                    raise rule_error(
+                        f'{grant!r} is not a {table[:-1]}: name one exactly ("*" belongs in [principals])',
+                        table,
+                        grant,
+                    )
         for name in self.profiles:
             if not PROFILE_NAME.match(name):
                 raise rule_error(

@@ -3,7 +3,7 @@ sent kept to be sent again (`Listings.answer_lists`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +17,7 @@ from mcp_hub.catalog import naming
 from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
+from mcp_hub.policy.principal import seen_as
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
@@ -49,7 +50,7 @@ def _answer_weight(answer: Mapping[str, Any]) -> int:
 class _ListRequest:
     """One list request on its way through `Listings.answer_lists` to the list handler and back."""
 
-    page: tuple[str, str, str, int, str, int] | None = None
+    page: tuple[str, str, Hashable, int, str, int] | None = None
     """Set by the handler: (kind, listing revision, principal, offset, protocol version, ttlMs)."""
     answer: dict[str, Any] | None = None
     """Set by the handler: the page's answer as sent before, if it was."""
@@ -90,8 +91,8 @@ class Listings:
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
-        self._visible: LRUCache[tuple[str, str, str], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
-        self._answers: LRUCache[tuple[str, str, str, int, str, int], dict[str, Any]] = LRUCache(
+        self._visible: LRUCache[tuple[str, str, Hashable], tuple[dict[str, Any], ...]] = LRUCache(maxsize=256)
+        self._answers: LRUCache[tuple[str, str, Hashable, int, str, int], dict[str, Any]] = LRUCache(
             maxsize=_ANSWERED_ITEMS, getsizeof=_answer_weight
         )
         """Wire answers of pages of the current listings already sent, by page (see `answer_lists`)."""
@@ -114,7 +115,7 @@ class Listings:
             if params.cursor is not None and (issued := naming.cursor_revision(params.cursor)) != revision:
                 # The list changed since the client began paging (a mount joined, a policy
                 # changed): it pages on through the listing it began, then hears list_changed.
-                earlier = self._visible.get((kind, issued, principal))
+                earlier = self._visible.get((kind, issued, seen_as(principal)))
                 if earlier is None:
                     raise InvalidCursor(params.cursor)
                 items, revision = earlier, issued
@@ -122,7 +123,7 @@ class Listings:
             ttl = self._ttl(kind) if self._ttl is not None else 0
             request = _LIST_REQUEST.get()
             if request is not None and revision == current:  # answers are kept for the current listing only
-                request.page = (kind, revision, principal, start, ctx.protocol_version, ttl)
+                request.page = (kind, revision, seen_as(principal), start, ctx.protocol_version, ttl)
                 request.answer = self._answers.get(request.page)
                 if request.answer is not None:
                     return {key: [], "resultType": "complete"}  # a stand-in: `answer_lists` sends the answer
@@ -162,7 +163,7 @@ class Listings:
             return dict(answer)
         return answer
 
-    def _keep_answer(self, page: tuple[str, str, str, int, str, int], answer: dict[str, Any]) -> None:
+    def _keep_answer(self, page: tuple[str, str, Hashable, int, str, int], answer: dict[str, Any]) -> None:
         """Keep a page's answer, first dropping the answers kept for earlier listings of its kind."""
         kind, revision = page[0], page[1]
         if self._answered.get(kind) != revision:
@@ -175,7 +176,7 @@ class Listings:
     def _visible_items(self, kind: str, view: View, principal: str, policy: PolicySet) -> tuple[dict[str, Any], ...]:
         """The items of `view` that `principal` may see; computed once per catalog and policy revision
         (and kept a while: clients paging through an earlier listing finish it)."""
-        key = (kind, f"{view.revision}.{policy.revision}", principal)
+        key = (kind, f"{view.revision}.{policy.revision}", seen_as(principal))
         items = self._visible.get(key)
         if items is None:
             policy_kind = _POLICY_KIND[kind]

@@ -1,7 +1,7 @@
 """Who sent a request, and how to reach its client: the identity a request carries (`principal_of`,
-`session_of`, the HTTP layer's `PRINCIPAL_KEY` and `HTTP_PRINCIPAL`), a handshake-era client's connection
-while it lasts (`Client`), and `ClientOrigin`, through which a server's questions, log messages and
-progress reach the client behind a call.
+`identity_of`, `session_of`, the HTTP layer's `PRINCIPAL_KEY` and `HTTP_PRINCIPAL`, from auth/identity.py),
+a handshake-era client's connection while it lasts (`Client`), and `ClientOrigin`, through which a
+server's questions, log messages and progress reach the client behind a call.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable, Hashable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
 
@@ -24,19 +23,14 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import RootModel
 
+from mcp_hub.auth.identity import ANONYMOUS, PRINCIPAL_KEY, Identity, identity_in
+from mcp_hub.auth.identity import HTTP_PRINCIPAL as HTTP_PRINCIPAL  # where the HTTP layer's code finds it
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.server.tasks import TASKS_EXTENSION
 from mcp_hub.upstream import ClientCannotAnswer
 
 logger = logging.getLogger("mcp_hub.server")
 
-PRINCIPAL_KEY = "mcp_hub.principal"
-"""Where the HTTP layer puts the authenticated principal, in the ASGI scope's state."""
-ANONYMOUS = "anonymous"
-"""The principal of an HTTP client when the hub has no API keys configured."""
-HTTP_PRINCIPAL: ContextVar[str] = ContextVar("mcp_hub_http_principal", default=ANONYMOUS)
-"""The principal of the HTTP request being handled, as in the scope's state (`PRINCIPAL_KEY`), for code
-that runs without the request at hand (`Listings.input_schema`). Set by the HTTP layer's `ApiKeys`."""
 
 NOTIFY_TIMEOUT = 5.0
 """How long a notification to one client may take before it is given up."""
@@ -115,6 +109,12 @@ class ClientOrigin:
     @property
     def client_key(self) -> Hashable | None:
         return self._key
+
+    @property
+    def identity(self) -> Identity | None:
+        """The caller's validated access token and its claims (None: it sent none); for acting toward other
+        servers on the caller's behalf (token exchange), never for sending on as it is."""
+        return identity_of(self._ctx)
 
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
@@ -231,11 +231,19 @@ def relayed_capabilities(declared: Any) -> Mapping[str, Any]:
 
 
 def principal_of(ctx: ServerRequestContext[Any, Any]) -> str:
-    """Who is calling: the HTTP layer's authenticated principal, or "stdio" for the local user."""
+    """Who is calling: the HTTP layer's authenticated principal (for an access token, a `policy.Principal`
+    with its scopes and groups), or "stdio" for the local user."""
     request = ctx.request
     if request is None:
         return "stdio"
-    return str(request.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS))
+    principal = request.scope.get("state", {}).get(PRINCIPAL_KEY, ANONYMOUS)
+    return principal if isinstance(principal, str) else str(principal)
+
+
+def identity_of(ctx: ServerRequestContext[Any, Any]) -> Identity | None:
+    """The caller's validated access token and its claims (None: no token; stdio, an API key, anonymous)."""
+    request = ctx.request
+    return identity_in(request.scope.get("state", {})) if request is not None else None
 
 
 def session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:

@@ -5,19 +5,21 @@ a 2026-07-28 request to modern.py, a request on an established handshake-era ses
 handshake.py, anything else to the SDK's own path (sdk_path.py). A door that finds it cannot
 serve a request as the SDK would hands it to the SDK's path, body and all.
 
-With API keys configured, every request to the MCP endpoint must carry one
-(`Authorization: Bearer KEY` or `X-API-Key: KEY`); the key's name becomes the
-request's principal, which the policy maps to a profile. Without keys, HTTP
-clients are the principal "anonymous".
+With API keys or OAuth ([auth.oauth]) configured, every request to the MCP endpoint must carry
+a credential (`auth.middleware.Credentials`): an API key (`Authorization: Bearer KEY` or
+`X-API-Key: KEY`), whose name becomes the request's principal, or an access token, whose claims
+name it; the policy maps the principal to a profile. With OAuth, the protected resource metadata
+(RFC 9728) is served at `/.well-known/oauth-protected-resource` and its path-suffixed forms.
+Without either, HTTP clients are the principal "anonymous".
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx2
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import (
     DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -27,12 +29,15 @@ from mcp.server.streamable_http_manager import (
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_hub.auth.metadata import metadata_routes
+from mcp_hub.auth.middleware import Credentials
+from mcp_hub.auth.verifier import TokenVerifier
+from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
@@ -41,7 +46,6 @@ from mcp_hub.server.http.modern import ModernRequests
 from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
 from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
-from mcp_hub.server.origin import HTTP_PRINCIPAL, PRINCIPAL_KEY
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -54,48 +58,6 @@ twice this large (`upstream.transports.MAX_LINE_BYTES`).
 """
 
 
-class ApiKeys:
-    """Pure ASGI middleware: who is calling, by API key. Constant-time comparison; keys never logged."""
-
-    def __init__(self, app: ASGIApp, keys: Mapping[str, str]) -> None:
-        self._app = app
-        self._keys = [(name, key.encode()) for name, key in keys.items()]
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        principal = self._principal(Headers(scope=scope))
-        if principal is None:
-            response = JSONResponse(
-                {"error": "unauthorized", "message": "send an API key: Authorization: Bearer KEY, or X-API-Key: KEY"},
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="mcp-hub"'},
-            )
-            await response(scope, receive, send)
-            return
-        scope.setdefault("state", {})[PRINCIPAL_KEY] = principal
-        token = HTTP_PRINCIPAL.set(principal)
-        try:
-            await self._app(scope, receive, send)
-        finally:
-            HTTP_PRINCIPAL.reset(token)
-
-    def _principal(self, headers: Headers) -> str | None:
-        presented = headers.get("x-api-key")
-        if presented is None:
-            scheme, _, token = headers.get("authorization", "").partition(" ")
-            presented = token.strip() if scheme.lower() == "bearer" else None
-        if not presented:
-            return None
-        given = presented.encode()
-        found = None
-        for name, key in self._keys:  # every key compared, so timing says nothing about which matched
-            if hmac.compare_digest(given, key):
-                found = name
-        return found
-
-
 def build_app(
     server: Server[Any],
     *,
@@ -104,6 +66,7 @@ def build_app(
     health: Callable[[], dict[str, Any]],
     ready: Callable[[], bool] | None = None,
     api_keys: Mapping[str, str] | None = None,
+    oauth: OAuthSettings | None = None,
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
@@ -148,10 +111,17 @@ def build_app(
         is_ready = ready() if ready is not None else report["status"] != "down"
         return JSONResponse(report, status_code=200 if is_ready else 503)
 
+    http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
+    verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+        try:
+            async with manager.run():
+                yield
+        finally:
+            if http is not None:
+                await http.aclose()
 
     sdk = StreamableHTTPASGIApp(manager)
     sdk_path = SdkPath(sdk)
@@ -162,8 +132,8 @@ def build_app(
         HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
         None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
     )
-    if api_keys:
-        endpoint = ApiKeys(endpoint, api_keys)
+    if api_keys or verifier is not None:
+        endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
     if cors_origins:
         endpoint = BrowserOrigins(endpoint, cors_origins)
     endpoint = FieldValues(endpoint)
@@ -172,6 +142,7 @@ def build_app(
             Route(path, endpoint=endpoint),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
+            *(metadata_routes(oauth, path) if oauth is not None else ()),
         ],
         lifespan=lifespan,
     )

@@ -34,7 +34,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
 from mcp.server.streamable_http import REQUEST_CANCELLED, StreamableHTTPServerTransport, check_accept_headers
@@ -145,9 +145,9 @@ class HandshakeRequests:
         ):
             return None
         user = scope.get("user")
-        owner = sdk_server.session_owner(self._manager, session_id)
-        if owner is not None or isinstance(user, AuthenticatedUser):
-            return None  # the SDK matches a session to the credential that opened it
+        requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+        if requestor != sdk_server.session_owner(self._manager, session_id):
+            return None  # another credential's session: the SDK answers as if it did not exist
         return transport, connection
 
     @staticmethod

@@ -1,0 +1,158 @@
+"""`Credentials`: pure ASGI middleware in front of the MCP endpoint: who is calling, by API key or by
+OAuth access token.
+
+- `X-API-Key: KEY`, or `Authorization: Bearer KEY` matching a configured key: the key's name is the
+  principal (constant-time comparison of every key; keys never logged).
+- `Authorization: Bearer TOKEN` otherwise, with [auth.oauth]: the token is verified (verifier.py); its
+  identity goes on the request (`IDENTITY_KEY`) and its principal, a `policy.Principal`, under
+  `PRINCIPAL_KEY`. A token is read from that header only, never from the query string or the body.
+- Nothing usable: 401; a valid token without a required scope: 403; each with the `WWW-Authenticate`
+  challenge of metadata.py when OAuth is configured. An unreachable issuer: 503 (the token may be good).
+
+Every authenticated request also carries the SDK's `AuthenticatedUser` (`scope["user"]`), naming the
+principal, its issuer and its client: the SDK's session manager binds a session to the credential that
+opened it and answers a request on it with another's as if the session did not exist (404).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthCredentials
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcp_hub.auth.identity import HTTP_PRINCIPAL, IDENTITY_KEY, PRINCIPAL_KEY, Identity
+from mcp_hub.auth.metadata import challenge
+from mcp_hub.auth.refusal import Refusal, Unavailable
+from mcp_hub.auth.verifier import TokenVerifier
+
+logger = logging.getLogger("mcp_hub.auth")
+
+API_KEY_CLIENT = "mcp-hub:api-key"
+"""The client id of an API key's requests, for the SDK's session binding."""
+
+
+class Credentials:
+    """Pure ASGI middleware: the request's principal from its API key or access token, or a refusal."""
+
+    def __init__(
+        self, app: ASGIApp, *, api_keys: Mapping[str, str] | None = None, verifier: TokenVerifier | None = None
+    ) -> None:
+        self._app = app
+        self._keys = [(name, key.encode()) for name, key in (api_keys or {}).items()]
+        self._verifier = verifier
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        try:
+            principal, user, identity = await self._authenticate(scope)
+        except Refusal as refusal:
+            await self._refuse(refusal, scope, receive, send)
+            return
+        except Unavailable as exc:
+            logger.warning("an access token could not be checked: the authorization server is unavailable: %s", exc)
+            body = {"error": "temporarily_unavailable", "message": "the authorization server cannot be reached"}
+            await JSONResponse(body, status_code=503, headers={"Retry-After": "5"})(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        state[PRINCIPAL_KEY] = principal
+        if identity is not None:
+            state[IDENTITY_KEY] = identity
+        scope["user"] = user
+        scope["auth"] = AuthCredentials(sorted(identity.scopes) if identity is not None else [])
+        token = HTTP_PRINCIPAL.set(principal)
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            HTTP_PRINCIPAL.reset(token)
+
+    async def _authenticate(self, scope: Scope) -> tuple[str, AuthenticatedUser, Identity | None]:
+        api_key, bearer = _presented(scope)
+        if api_key is not None:
+            name = self._key_name(api_key)
+            if name is None:
+                raise Refusal("the API key is not known", error=None)
+            return name, _key_user(name), None
+        if bearer is None:
+            raise Refusal(self._how_to_authenticate(), error=None)
+        name = self._key_name(bearer) if self._keys else None
+        if name is not None:
+            return name, _key_user(name), None
+        if self._verifier is None:
+            raise Refusal("the API key is not known", error=None)
+        identity = await self._verifier.verify(bearer)
+        return identity.principal, _token_user(identity, self._verifier.settings.resource), identity
+
+    def _key_name(self, presented: str) -> str | None:
+        given = presented.encode()
+        found = None
+        for name, key in self._keys:  # every key compared, so timing says nothing about which matched
+            if hmac.compare_digest(given, key):
+                found = name
+        return found
+
+    def _how_to_authenticate(self) -> str:
+        ways = ["an access token: Authorization: Bearer TOKEN"] if self._verifier is not None else []
+        if self._keys:
+            ways.append("an API key: Authorization: Bearer KEY, or X-API-Key: KEY")
+        return "send " + ", or ".join(ways)
+
+    async def _refuse(self, refusal: Refusal, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._verifier is not None:
+            headers = {"WWW-Authenticate": challenge(self._verifier.settings, refusal)}
+        else:
+            headers = {"WWW-Authenticate": 'Bearer realm="mcp-hub"'}
+        body: dict[str, Any] = {"error": refusal.error or "unauthorized", "message": refusal.description}
+        if refusal.error is not None:
+            body["error_description"] = refusal.description
+        await JSONResponse(body, status_code=refusal.status, headers=headers)(scope, receive, send)
+
+
+def _presented(scope: Scope) -> tuple[str | None, str | None]:
+    """The request's `X-API-Key` and its `Authorization: Bearer` credential; `Refusal` for a header sent
+    twice, or an Authorization header of another scheme with no API key beside it."""
+    api_key = authorization = None
+    for key, value in scope["headers"]:
+        if key in (b"x-api-key", b"authorization"):
+            if (api_key if key == b"x-api-key" else authorization) is not None:
+                name = key.decode()
+                raise Refusal(f"{name} is sent twice; send one", error="invalid_request", status=400)
+            if key == b"x-api-key":
+                api_key = value.decode("latin-1").strip()
+            else:
+                authorization = value.decode("latin-1").strip()
+    bearer = None
+    if authorization is not None:
+        scheme, _, credential = authorization.partition(" ")
+        if scheme.lower() == "bearer" and credential.strip():
+            bearer = credential.strip()
+        elif not api_key:
+            raise Refusal("the Authorization header must be Bearer and a credential", error=None)
+    return api_key or None, bearer
+
+
+def _key_user(name: str) -> AuthenticatedUser:
+    return AuthenticatedUser(AccessToken(token="", client_id=API_KEY_CLIENT, scopes=[], subject=name))
+
+
+def _token_user(identity: Identity, resource: str) -> AuthenticatedUser:
+    """The SDK's user for an access token: for session binding, the principal as its subject, with its issuer
+    and client."""
+    token = AccessToken(
+        token=identity.token,
+        client_id=identity.client_id or "",
+        scopes=sorted(identity.scopes),
+        expires_at=int(identity.expires_at) if identity.expires_at is not None else None,
+        resource=resource,
+        subject=str(identity.principal),
+        claims={"iss": identity.issuer},
+    )
+    return AuthenticatedUser(token)

@@ -1,0 +1,26 @@
+"""`Refusal`: why a request's credentials are not taken, as RFC 6750 says to answer it.
+
+401 `invalid_token` for a token that is missing, malformed, expired, not for this resource or
+not verifiable; 403 `insufficient_scope` for a valid token without a scope the hub requires.
+The description is for the client's developer; it never contains the token.
+"""
+
+from __future__ import annotations
+
+
+class Refusal(Exception):
+    """A request's credentials refused; `error` None: none were presented (RFC 6750 §3.1: no error code)."""
+
+    def __init__(self, description: str, *, error: str | None = "invalid_token", status: int = 401) -> None:
+        super().__init__(description)
+        self.description = description
+        self.error = error
+        self.status = status
+
+    @classmethod
+    def insufficient_scope(cls, missing: list[str]) -> Refusal:
+        return cls(f"the token lacks the scope {', '.join(missing)}", error="insufficient_scope", status=403)
+
+
+class Unavailable(Exception):
+    """The authorization server could not be reached or answered nonsense (a 503 for the client, not a 401)."""
