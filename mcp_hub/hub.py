@@ -40,6 +40,7 @@ from mcp_hub.guardrails import Detectors, expand, poisoned
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
+from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.http import build_app
 from mcp_hub.server.origin import principal_of, session_of
@@ -123,6 +124,7 @@ class Hub:
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
             guard_task=guardrails.guard_task if guardrails is not None else None,
+            search=ToolSearch(config.search, lambda: self.catalog.view("tools")) if config.search.enabled else None,
         )
         if observer is not None:
             self.endpoint.observe(observer)

@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, guardrails <- policy
+    observe, catalog <- search, guardrails <- policy
     upstream
     chain
     server
@@ -33,13 +33,15 @@ ALLOWED = {
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config"},
+    "search": {"errors", "config", "catalog"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
     "sdk": set(),
     "upstream": BASE | {"config", "observe", "sdk", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream"},
-    "server": BASE | {"config", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
-    "hub": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
+    "server": BASE | {"config", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
+    "hub": BASE
+    | {"config", "observe", "catalog", "search", "guardrails", "policy", "sdk", "upstream", "chain", "server"},
     "examples": set(),
 }
 

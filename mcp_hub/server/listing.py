@@ -17,6 +17,7 @@ from mcp_hub.catalog import naming
 from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
+from mcp_hub.search import ToolSearch
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
 from mcp_hub.upstream.startup import Startup
 
@@ -74,9 +75,17 @@ class Listings:
     """
 
     def __init__(
-        self, catalog: Catalog, *, page_size: int, policy: Callable[[], PolicySet], startup: Startup | None
+        self,
+        catalog: Catalog,
+        *,
+        page_size: int,
+        policy: Callable[[], PolicySet],
+        startup: Startup | None,
+        search: ToolSearch | None = None,
     ) -> None:
         self._catalog = catalog
+        self._search = search
+        """With tool search on, a tools list is its search and call tools and the pinned tools (search/tools.py)."""
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
@@ -173,6 +182,8 @@ class Listings:
                 for item, target in zip(view.items, view.targets, strict=True)
                 if policy.visible(principal, policy_kind, target.mount, target.native)
             )
+            if kind == "tools" and self._search is not None:
+                items = self._search.listed(items)
             self._visible[key] = items
         return items
 
@@ -183,6 +194,10 @@ class Listings:
         Without this lookup it would list every tool, through the whole request pipeline
         (middleware, telemetry, access log), on each such call, to find one schema.
         """
+        if self._search is not None:
+            searching = self._search.input_schema(name)
+            if searching is not None:
+                return searching
         view = self._catalog.view("tools")
         target = view.index.get(name)
         if target is None or not self._policy().visible(HTTP_PRINCIPAL.get(), "tool", target.mount, target.native):

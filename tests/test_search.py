@@ -1,0 +1,147 @@
+"""Tool search: with `[search] enabled`, a client lists a search tool and a call tool (and the pinned tools);
+what it finds and calls goes through the same policy, pins and audit as a direct call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from mcp_hub.config import load_config
+from mcp_hub.errors import ConfigError
+from mcp_hub.search.ranking import Ranker
+from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
+
+pytestmark = pytest.mark.anyio
+
+POLICY = """
+[principals]
+"*" = "user"
+
+[profiles.user]
+default = "allow"
+[[profiles.user.rules]]
+id = "no-crash"
+effect = "deny"
+tools = ["srv/crash"]
+"""
+
+
+def setup(tmp_path: Path, search: str = 'enabled = true\npinned = ["srv_pid"]\n') -> Path:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "hub.toml").write_text(POLICY, encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write(f'\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n\n[search]\n{search}')
+    return config
+
+
+def audit_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+async def found(client: Any, query: str, limit: int = 5) -> list[str]:
+    result = await client.call_tool("search_tools", {"query": query, "limit": limit})
+    assert result.is_error is not True
+    tools = result.structured_content["tools"]
+    assert json.loads(result.content[0].text) == {"tools": tools}
+    return [tool["name"] for tool in tools]
+
+
+async def _refusal(call: Any) -> tuple[int, str]:
+    with pytest.raises(MCPError) as caught:
+        await call
+    return caught.value.code, caught.value.message
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_list_is_the_search_and_call_tools_and_the_pinned_ones(tmp_path: Path, mode: str) -> None:
+    async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub, mode) as client:
+        listed = (await client.list_tools()).tools
+    assert [tool.name for tool in listed] == ["search_tools", "call_tool", "srv_pid"]
+    assert listed[0].input_schema["required"] == ["query"]
+    assert listed[1].input_schema["required"] == ["name"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_search_finds_a_tool_and_call_invokes_it_as_a_direct_call(tmp_path: Path, mode: str) -> None:
+    config = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        names = await found(client, "repeat my words back to me")
+        result = await client.call_tool("call_tool", {"name": "srv_echo", "arguments": {"text": "hi"}})
+        direct = await client.call_tool("srv_echo", {"text": "hi"})
+        schema = (await client.call_tool("search_tools", {"query": "echo", "limit": 1})).structured_content
+    assert names[0] == "srv_echo"
+    assert schema["tools"][0]["inputSchema"]["properties"]["text"]["type"] == "string"
+    assert result.model_dump() == direct.model_dump()
+    # The call through call_tool is audited as the call of the tool it names, like the direct one.
+    through, plain = (
+        {key: value for key, value in line.items() if key not in ("time", "decision_id", "latency_ms")}
+        for line in audit_lines(tmp_path / "audit.jsonl")
+    )
+    assert through == plain
+    assert (through["mount"], through["name"], through["outcome"]) == ("srv", "echo", "allowed")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_denied_tool_is_never_found_and_calling_it_answers_as_a_direct_call(tmp_path: Path, mode: str) -> None:
+    """Found by no search, refused through call_tool exactly as when called directly, audited alike."""
+    async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub, mode) as client:
+        names = await found(client, "exit the server process mid-call", limit=50)
+        through = await _refusal(client.call_tool("call_tool", {"name": "srv_crash", "arguments": {}}))
+        direct = await _refusal(client.call_tool("srv_crash", {}))
+        absent = await _refusal(client.call_tool("call_tool", {"name": "srv_no_such_tool"}))
+        bad = await _refusal(client.call_tool("call_tool", {"arguments": {}}))
+        empty = await _refusal(client.call_tool("search_tools", {"query": " "}))
+    assert "srv_crash" not in names and "srv_echo" in names
+    assert through == direct == (INVALID_PARAMS, "Unknown tool: srv_crash")
+    assert absent == (INVALID_PARAMS, "Unknown tool: srv_no_such_tool")
+    denials = [(line["name"], line["outcome"]) for line in audit_lines(tmp_path / "audit.jsonl")]
+    assert denials == [("crash", "denied"), ("crash", "denied")]
+    assert bad[0] == empty[0] == INVALID_PARAMS and "'name'" in bad[1] and "'query'" in empty[1]
+
+
+async def test_the_index_follows_the_catalog(tmp_path: Path) -> None:
+    async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub) as client:
+        assert "srv_teleport_the_cat" not in await found(client, "teleport the cat", limit=50)
+        builds = hub.endpoint._search.index.builds  # type: ignore[union-attr]
+        await client.call_tool("call_tool", {"name": "srv_grow", "arguments": {"name": "teleport_the_cat"}})
+
+        async def grown() -> bool:
+            return "srv_teleport_the_cat" in hub.catalog.view("tools").index
+
+        await wait_for(grown)
+        assert (await found(client, "teleport the cat"))[0] == "srv_teleport_the_cat"
+        await found(client, "teleport the cat")
+        # Built once for the new catalog, not once per search.
+        assert hub.endpoint._search.index.builds == builds + 1  # type: ignore[union-attr]
+
+
+async def test_search_is_off_unless_enabled(tmp_path: Path) -> None:
+    async with running_hub(load_config(setup(tmp_path, search=""))) as hub, hub_client(hub) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await _refusal(client.call_tool("search_tools", {"query": "echo"}))
+    assert "srv_echo" in names and "search_tools" not in names
+    assert refused == (INVALID_PARAMS, "Unknown tool: search_tools")
+
+
+def test_a_mistyped_search_setting_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(setup(tmp_path, search="enable = true\n"))
+    assert "search.enable" in str(caught.value)
+
+
+def test_bm25_ranks_when_wordllama_is_not_asked_for() -> None:
+    tools = [
+        {"name": "git_git_reset", "description": "Unstages all staged changes", "inputSchema": {"type": "object"}},
+        {"name": "time_get_current_time", "description": "Get current time in a specific timezone"},
+    ]
+    ranker = Ranker(tools, "bm25")
+    assert ranker.method == "bm25"
+    assert ranker.rank("undo my last commit") == [0]
+    assert ranker.rank("what time is it in Tokyo")[0] == 1
