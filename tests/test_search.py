@@ -145,3 +145,22 @@ def test_bm25_ranks_when_wordllama_is_not_asked_for() -> None:
     assert ranker.method == "bm25"
     assert ranker.rank("undo my last commit") == [0]
     assert ranker.rank("what time is it in Tokyo")[0] == 1
+
+
+async def test_a_tool_held_by_pinning_is_not_found(tmp_path: Path) -> None:
+    config = setup(tmp_path)
+    (tmp_path / "policies" / "hub.toml").write_text(POLICY + '\n[pinning]\non_change = "hold"\n', encoding="utf-8")
+    text = config.read_text(encoding="utf-8")
+    config.write_text(text.replace('dir = "policies"', 'dir = "policies"\npins = "pins.json"'), encoding="utf-8")
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        assert "srv_echo" in await found(client, "echo the text back")
+        await client.call_tool("call_tool", {"name": "srv_redefine", "arguments": {"text": "Echo, rewritten."}})
+
+        async def held() -> bool:
+            return "srv_echo" not in hub.catalog.view("tools").index
+
+        await wait_for(held)
+        names = await found(client, "echo the text back", limit=50)
+        refused = await _refusal(client.call_tool("call_tool", {"name": "srv_echo", "arguments": {"text": "x"}}))
+    assert "srv_echo" not in names
+    assert refused == (INVALID_PARAMS, "Unknown tool: srv_echo")

@@ -15,7 +15,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -51,10 +51,15 @@ EMBEDDING_WEIGHT = 2.0
 benchmarks/results/2026-11-26-search.md)."""
 
 
+@lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
 def words(text: str) -> list[str]:
     """The stemmed words of `text` that say something (not stop words)."""
     found = [word.lower() for word in _WORD.findall(text)]
-    return _STEMMER.stemWords([word for word in found if word not in _STOP])
+    return [_stem(word) for word in found if word not in _STOP]
 
 
 def tool_text(tool: Mapping[str, Any]) -> str:
@@ -158,10 +163,12 @@ class Ranker:
     """The tools of one catalog revision, ready to be ranked for requests.
 
     `method` is "bm25", "embedding" or "hybrid" (both, fused); an embedding ranker
-    without wordllama installed falls back to BM25.
+    without wordllama installed falls back to BM25. `lexicon`: read requests with the
+    tools' words for everyday words added (lexicon.py).
     """
 
-    def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid") -> None:
+    def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid", *, lexicon: bool = True) -> None:
+        self._lexicon = lexicon
         texts = [tool_text(tool) for tool in tools]
         self._bm25 = BM25([words(text) for text in texts])
         self.method = method if method == "bm25" or embedding_available() else "bm25"
@@ -170,7 +177,8 @@ class Ranker:
     def rank(self, request: str) -> list[int]:
         """The tools' positions, best match for `request` first (BM25 alone leaves out tools that share no word
         with it). The request is read with the tools' words for its everyday words (lexicon.py)."""
-        request = expand(request)
+        if self._lexicon:
+            request = expand(request)
         lexical = _order(self._bm25.scores(words(request)), positive=True)
         if self._embedding is None:
             return lexical
