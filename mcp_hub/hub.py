@@ -124,7 +124,7 @@ class Hub:
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
             guard_task=guardrails.guard_task if guardrails is not None else None,
-            search=ToolSearch(config.search, lambda: self.catalog.view("tools")) if config.search.enabled else None,
+            search=ToolSearch(config.search, lambda: self.catalog.view("tools")),
         )
         if observer is not None:
             self.endpoint.observe(observer)

@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog <- search, guardrails <- policy
+    observe, catalog, guardrails <- policy <- search
     upstream
     chain
     server
@@ -33,7 +33,7 @@ ALLOWED = {
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config"},
-    "search": {"errors", "config", "catalog"},
+    "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
     "sdk": set(),

@@ -164,3 +164,19 @@ async def test_a_tool_held_by_pinning_is_not_found(tmp_path: Path) -> None:
         refused = await _refusal(client.call_tool("call_tool", {"name": "srv_echo", "arguments": {"text": "x"}}))
     assert "srv_echo" not in names
     assert refused == (INVALID_PARAMS, "Unknown tool: srv_echo")
+
+
+async def test_a_policy_profile_turns_search_on_or_off_for_its_principals(tmp_path: Path) -> None:
+    config = setup(tmp_path, search="")
+    policy = tmp_path / "policies" / "hub.toml"
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        before = [tool.name for tool in (await client.list_tools()).tools]
+        policy.write_text(POLICY.replace('default = "allow"', 'default = "allow"\ntool_search = true'), encoding="utf-8")
+
+        async def searching() -> bool:
+            return [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "call_tool"]
+
+        await wait_for(searching)
+        names = await found(client, "repeat my words back to me")
+    assert "srv_echo" in before and "search_tools" not in before
+    assert names[0] == "srv_echo"

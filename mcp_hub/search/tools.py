@@ -1,6 +1,7 @@
 """The search tool and the call tool a client lists in place of a big catalog, and what answers them.
 
-With `[search] enabled = true`, a client's tools/list holds two tools of the hub's own (and the
+With `[search] enabled = true` (or `tool_search = true` in the caller's policy profile), a client's
+tools/list holds two tools of the hub's own (and the
 `pinned` tools it may see):
 
 - the search tool (`search_tools`): `{"query": "undo my last commit", "limit": 5}` answers with the
@@ -28,6 +29,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_hub.catalog.catalog import Target, View
 from mcp_hub.config import SearchSettings
 from mcp_hub.errors import HubError
+from mcp_hub.policy import PolicySet
 from mcp_hub.search.index import ToolIndex
 
 MAX_RESULTS = 50
@@ -90,6 +92,12 @@ class ToolSearch:
             },
         )
         self._schemas = {tool["name"]: tool["inputSchema"] for tool in self.tools}
+
+    def active(self, principal: str, policy: PolicySet) -> bool:
+        """Whether `principal` lists the search and call tools: as its policy profile's `tool_search` says, else
+        as `[search] enabled` says."""
+        chosen = policy.tool_search(principal)
+        return self.settings.enabled if chosen is None else chosen
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The input schema of the search or call tool `name`; None for any other name."""

@@ -161,15 +161,16 @@ class Endpoint:
         method = ctx.method
         params = ctx.params or {}
         if self._search is not None and method == "tools/call":
-            # Tool search (search/tools.py): the search tool is answered here; a call of the call tool is
-            # served from here on as a call of the tool it names.
-            if self._search.is_search(params):
-                principal, policy = principal_of(ctx), self._policy()
-                found = await self._search.search(
-                    params, lambda target: policy.visible(principal, "tool", target.mount, target.native)
-                )
-                return _complete_result(found)
-            params = self._search.unwrap(params)
+            principal, policy = principal_of(ctx), self._policy()
+            if self._search.active(principal, policy):
+                # Tool search (search/tools.py): the search tool is answered here; a call of the call tool is
+                # served from here on as a call of the tool it names.
+                if self._search.is_search(params):
+                    found = await self._search.search(
+                        params, lambda target: policy.visible(principal, "tool", target.mount, target.native)
+                    )
+                    return _complete_result(found)
+                params = self._search.unwrap(params)
         route = await self._router.route_arriving(method, params)
         client = self._clients.of(ctx)
         forwarded = route.params

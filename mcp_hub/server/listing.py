@@ -182,7 +182,7 @@ class Listings:
                 for item, target in zip(view.items, view.targets, strict=True)
                 if policy.visible(principal, policy_kind, target.mount, target.native)
             )
-            if kind == "tools" and self._search is not None:
+            if kind == "tools" and self._search is not None and self._search.active(principal, policy):
                 items = self._search.listed(items)
             self._visible[key] = items
         return items
@@ -194,7 +194,7 @@ class Listings:
         Without this lookup it would list every tool, through the whole request pipeline
         (middleware, telemetry, access log), on each such call, to find one schema.
         """
-        if self._search is not None:
+        if self._search is not None and self._search.active(HTTP_PRINCIPAL.get(), self._policy()):
             searching = self._search.input_schema(name)
             if searching is not None:
                 return searching
