@@ -129,23 +129,55 @@ def _model() -> Any:
     return wordllama.WordLlama.load(config="l2_supercat", dim=256, cache_dir=package, disable_download=True)
 
 
-class Embedding:
-    """The tools' embeddings (computed once, here), and their similarity to a request."""
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
-    def __init__(self, texts: Sequence[str]) -> None:
+_SENTENCES = 6
+"""How many sentences of a description are embedded one by one (see `segments`)."""
+
+WHOLE_WEIGHT = 0.5
+"""The whole text's share of a tool's embedding score, against its best sentence's 1.0."""
+
+
+def segments(tool: Mapping[str, Any]) -> list[str]:
+    """The parts of a tool that are embedded one by one: its name with each of the first sentences of its
+    description. A static embedding averages the words of what it embeds, so a request about one thing a
+    tool does is nearer the sentence that says it than the whole description."""
+    name = re.sub(r"[_\-]+", " ", str(tool.get("name", "")))
+    title = str(tool.get("title") or "")
+    head = f"{name}. {title}".strip(". ") if title else name
+    description = str(tool.get("description") or "")[:_DESCRIPTION_CHARS]
+    sentences = [part.strip() for part in _SENTENCE.split(description) if part.strip()][:_SENTENCES]
+    return [f"{head}. {sentence}" for sentence in sentences] or [head]
+
+
+class Embedding:
+    """The tools' embeddings (computed once, here), and their similarity to a request: the similarity of the
+    tool's best-matching segment (`segments`), plus `WHOLE_WEIGHT` times that of its whole text."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> None:
         import numpy as np
 
         self._np = np
         self._model = _model()
-        vectors = self._model.embed(list(texts)) if texts else np.zeros((0, 256), dtype=np.float32)
-        self._vectors = _normalized(np, vectors)
+        parts = [segments(tool) for tool in tools]
+        self._owners = np.array([position for position, found in enumerate(parts) for _ in found], dtype=np.int64)
+        self._segments = self._embed([part for found in parts for part in found])
+        self._whole = self._embed(list(texts))
+
+    def _embed(self, texts: list[str]) -> Any:
+        if not texts:
+            return self._np.zeros((0, 256), dtype=self._np.float32)
+        return _normalized(self._np, self._model.embed(texts))
 
     def scores(self, request: str) -> list[float]:
-        """Each tool's cosine similarity to `request`."""
-        if not len(self._vectors):
+        """Each tool's score for `request` (higher: nearer)."""
+        np = self._np
+        if not len(self._whole):
             return []
-        query = _normalized(self._np, self._model.embed([request]))[0]
-        return (self._vectors @ query).tolist()
+        query = self._embed([request])[0]
+        best = np.full(len(self._whole), -1.0, dtype=np.float32)
+        np.maximum.at(best, self._owners, self._segments @ query)
+        return (best + WHOLE_WEIGHT * (self._whole @ query)).tolist()
 
 
 def _normalized(np: Any, vectors: Any) -> Any:
@@ -172,7 +204,7 @@ class Ranker:
         texts = [tool_text(tool) for tool in tools]
         self._bm25 = BM25([words(text) for text in texts])
         self.method = method if method == "bm25" or embedding_available() else "bm25"
-        self._embedding = Embedding(texts) if self.method != "bm25" else None
+        self._embedding = Embedding(tools, texts) if self.method != "bm25" else None
 
     def rank(self, request: str) -> list[int]:
         """The tools' positions, best match for `request` first (BM25 alone leaves out tools that share no word
