@@ -46,7 +46,7 @@ SETS = {
 
 def corpus_tools() -> list[dict[str, Any]]:
     servers = json.loads(CORPUS.read_text(encoding="utf-8"))["servers"]
-    return [{**tool, "name": f"{mount}_{tool['name']}"} for mount, server in servers.items() for tool in server["tools"]]
+    return [{**tool, "name": f"{mount}_{tool['name']}"} for mount, kept in servers.items() for tool in kept["tools"]]
 
 
 def recall(ranker: Ranker, tools: list[dict[str, Any]], requests: list[dict[str, Any]]) -> tuple[float, float]:

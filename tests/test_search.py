@@ -171,7 +171,8 @@ async def test_a_policy_profile_turns_search_on_or_off_for_its_principals(tmp_pa
     policy = tmp_path / "policies" / "hub.toml"
     async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
         before = [tool.name for tool in (await client.list_tools()).tools]
-        policy.write_text(POLICY.replace('default = "allow"', 'default = "allow"\ntool_search = true'), encoding="utf-8")
+        searching_policy = POLICY.replace('default = "allow"', 'default = "allow"\ntool_search = true')
+        policy.write_text(searching_policy, encoding="utf-8")
 
         async def searching() -> bool:
             return [tool.name for tool in (await client.list_tools()).tools] == ["search_tools", "call_tool"]
