@@ -13,6 +13,7 @@ from mcp_types import INVALID_PARAMS
 
 from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
+from mcp_hub.search import ranking
 from mcp_hub.search.ranking import Ranker
 from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 
@@ -181,3 +182,15 @@ async def test_a_policy_profile_turns_search_on_or_off_for_its_principals(tmp_pa
         names = await found(client, "repeat my words back to me")
     assert "srv_echo" in before and "search_tools" not in before
     assert names[0] == "srv_echo"
+
+
+def test_without_wordllama_bm25_alone_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `search` extra not installed: a hybrid ranker falls back to BM25, and still finds by words."""
+    monkeypatch.setattr(ranking, "embedding_available", lambda: False)
+    tools = [
+        {"name": "git_git_log", "description": "Shows the commit logs", "inputSchema": {"type": "object"}},
+        {"name": "slack_post_message", "description": "Post a new message to a Slack channel"},
+    ]
+    ranker = Ranker(tools, "hybrid")
+    assert ranker.method == "bm25"
+    assert ranker.rank("post a message on slack") == [1]

@@ -47,7 +47,8 @@ class ToolIndex:
         view = self._view()
         ranker = await self.ranker(view)
         found: list[dict[str, object]] = []
-        for position in ranker.rank(request):
+        # Ranking a big catalog takes milliseconds of CPU: off the event loop.
+        for position in await anyio.to_thread.run_sync(ranker.rank, request):
             if visible(view.targets[position]):
                 found.append(view.items[position])
                 if len(found) == limit:
