@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
@@ -29,6 +30,11 @@ default = "allow"
 id = "no-crash"
 effect = "deny"
 tools = ["srv/crash"]
+[[profiles.user.rules]]
+id = "destructive"
+effect = "confirm"
+tools = ["srv/delete_*"]
+reason = "destructive"
 """
 
 
@@ -194,3 +200,24 @@ def test_without_wordllama_bm25_alone_ranks(monkeypatch: pytest.MonkeyPatch) -> 
     ranker = Ranker(tools, "hybrid")
     assert ranker.method == "bm25"
     assert ranker.rank("post a message on slack") == [1]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_call_through_call_tool_is_confirmed_as_a_direct_call(tmp_path: Path, mode: str) -> None:
+    """A handshake-era client is asked with elicitation/create, a 2026-07-28 one in an input_required result
+    (whose retry names call_tool again): the question names the tool called, not call_tool."""
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> Any:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with (
+        running_hub(load_config(setup(tmp_path))) as hub,
+        hub_client(hub, mode, elicitation_callback=elicitation) as client,
+    ):
+        result = await client.call_tool("call_tool", {"name": "srv_delete_note", "arguments": {"key": "k"}})
+    assert result.is_error is not True and result.content[0].text == "deleted k"  # type: ignore[union-attr]
+    assert len(asked) == 1 and "srv_delete_note" in asked[0] and "destructive" in asked[0]
+    (line,) = audit_lines(tmp_path / "audit.jsonl")
+    assert (line["name"], line["outcome"], line["rule"]) == ("delete_note", "confirmed", "destructive")
