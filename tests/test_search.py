@@ -221,3 +221,14 @@ async def test_a_call_through_call_tool_is_confirmed_as_a_direct_call(tmp_path: 
     assert len(asked) == 1 and "srv_delete_note" in asked[0] and "destructive" in asked[0]
     (line,) = audit_lines(tmp_path / "audit.jsonl")
     assert (line["name"], line["outcome"], line["rule"]) == ("delete_note", "confirmed", "destructive")
+
+
+async def test_a_policy_profile_may_turn_search_off_where_the_hub_turns_it_on(tmp_path: Path) -> None:
+    config = setup(tmp_path)
+    policy = tmp_path / "policies" / "hub.toml"
+    policy.write_text(POLICY.replace('default = "allow"', 'default = "allow"\ntool_search = false'), encoding="utf-8")
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await _refusal(client.call_tool("search_tools", {"query": "echo"}))
+    assert "srv_echo" in names and "search_tools" not in names
+    assert refused == (INVALID_PARAMS, "Unknown tool: search_tools")
