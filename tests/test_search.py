@@ -4,6 +4,7 @@ what it finds and calls goes through the same policy, pins and audit as a direct
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -232,3 +233,27 @@ async def test_a_policy_profile_may_turn_search_off_where_the_hub_turns_it_on(tm
         refused = await _refusal(client.call_tool("search_tools", {"query": "echo"}))
     assert "srv_echo" in names and "search_tools" not in names
     assert refused == (INVALID_PARAMS, "Unknown tool: search_tools")
+
+
+async def test_real_servers_found_and_called_in_a_persons_words(tmp_path: Path) -> None:
+    """PyPI's mcp-server-time and mcp-server-git beside the fixture: a request worded as a person types it
+    finds the real tool, and call_tool calls it."""
+    servers = {
+        "srv": fixture_server("srv"),
+        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+        "git": {"command": sys.executable, "args": ["-m", "mcp_server_git"]},
+    }
+    config = write_config(tmp_path / "hub.toml", servers)
+    with config.open("a", encoding="utf-8") as file:
+        file.write("\n[search]\nenabled = true\n")
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        tokyo = await found(client, "what time is it in Tokyo")
+        undo = await found(client, "undo my last commit")
+        result = await client.call_tool(
+            "call_tool", {"name": "time_get_current_time", "arguments": {"timezone": "Asia/Tokyo"}}
+        )
+    assert listed == ["search_tools", "call_tool"]
+    assert "time_get_current_time" in tokyo
+    assert "git_git_reset" in undo
+    assert result.is_error is not True and "Asia/Tokyo" in result.content[0].text  # type: ignore[union-attr]
