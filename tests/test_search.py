@@ -13,10 +13,12 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from mcp_hub.config import load_config
+from mcp_hub.catalog.catalog import View
+from mcp_hub.config import SearchSettings, load_config
 from mcp_hub.errors import ConfigError
-from mcp_hub.search import ranking
+from mcp_hub.search import ToolSearch, ranking
 from mcp_hub.search.ranking import Ranker
+from mcp_hub.search.tools import BadSearchCall
 from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 
 pytestmark = pytest.mark.anyio
@@ -257,3 +259,18 @@ async def test_real_servers_found_and_called_in_a_persons_words(tmp_path: Path) 
     assert "time_get_current_time" in tokyo
     assert "git_git_reset" in undo
     assert result.is_error is not True and "Asia/Tokyo" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_call_tool_params_become_the_named_tools() -> None:
+    search = ToolSearch(SearchSettings(enabled=True), View)
+    meta = {"progressToken": 7}
+    wrapped = {"name": "call_tool", "arguments": {"name": "srv_echo", "arguments": None}, "_meta": meta}
+    assert search.unwrap(wrapped) == {"name": "srv_echo", "arguments": {}, "_meta": meta}
+    assert search.unwrap({"name": "srv_echo", "arguments": {"text": "x"}}) == {
+        "name": "srv_echo",
+        "arguments": {"text": "x"},
+    }
+    with pytest.raises(BadSearchCall, match="'arguments' must be an object"):
+        search.unwrap({"name": "call_tool", "arguments": {"name": "srv_echo", "arguments": [1]}})
+    with pytest.raises(BadSearchCall, match="'name'"):
+        search.unwrap({"name": "call_tool", "arguments": {"name": 3}})

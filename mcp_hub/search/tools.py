@@ -117,7 +117,8 @@ class ToolSearch:
             return params
         arguments = params.get("arguments") or {}
         name = arguments.get("name") if isinstance(arguments, Mapping) else None
-        inner = arguments.get("arguments", {}) if isinstance(arguments, Mapping) else None
+        inner = arguments.get("arguments") if isinstance(arguments, Mapping) else None
+        inner = {} if inner is None else inner
         if not isinstance(name, str) or not name:
             raise BadSearchCall(f"{self.settings.call_tool}: 'name' must be the name of a tool, as a string")
         if not isinstance(inner, Mapping):
