@@ -4,6 +4,7 @@ what it finds and calls goes through the same policy, pins and audit as a direct
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.search import ToolSearch, ranking
 from mcp_hub.search.ranking import Ranker
 from mcp_hub.search.tools import BadSearchCall
-from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -274,3 +275,18 @@ def test_call_tool_params_become_the_named_tools() -> None:
         search.unwrap({"name": "call_tool", "arguments": {"name": "srv_echo", "arguments": [1]}})
     with pytest.raises(BadSearchCall, match="'name'"):
         search.unwrap({"name": "call_tool", "arguments": {"name": 3}})
+
+
+def test_check_says_how_search_ranks(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[search]\nenabled = true\nranking = "bm25"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "tool search: on, ranked by bm25" in result.stdout
