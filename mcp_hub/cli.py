@@ -36,6 +36,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
+from mcp_hub.search import embedding_available
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 
@@ -150,6 +151,11 @@ def _check(args: argparse.Namespace) -> int:
     oauth = config.auth.oauth
     if oauth is not None:
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
+    if config.search.enabled:
+        ranking = config.search.ranking
+        if ranking != "bm25" and not embedding_available():
+            ranking = f'bm25 ("{ranking}" needs the search extra: pip install "mcp-hub[search]")'
+        print(f"tool search: on, ranked by {ranking}")
     if not args.connect:
         for name, server in config.servers.items():
             kind = "streamable-http, or sse if refused" if server.kind == "auto" else server.kind

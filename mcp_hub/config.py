@@ -188,6 +188,23 @@ class PolicySettings(BaseModel):
     """The tool pins file (fingerprints of approved tool definitions); None: no pinning."""
 
 
+class SearchSettings(BaseModel):
+    """The [search] table: tool search for big catalogs (see mcp_hub/search/). Off by default."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = False
+    """List a search tool and a call tool (and the `pinned` tools) instead of every tool."""
+    ranking: Literal["hybrid", "bm25", "embedding"] = "hybrid"
+    """How tools are ranked; "hybrid" and "embedding" need the `search` extra (wordllama), else BM25 ranks."""
+    results: int = Field(default=5, ge=1, le=50)
+    """How many tools a search returns unless the caller asks for fewer or more (at most 50)."""
+    pinned: tuple[str, ...] = Field(default=(), strict=False)
+    """Globs of public tool names listed as well (`time_*`), for each caller that may see them."""
+    search_tool: str = Field(default="search_tools", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    call_tool: str = Field(default="call_tool", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+
 class AuditFileSettings(BaseModel):
     """The [audit] table: the audit log file (relative paths: from hub.toml's folder)."""
 
@@ -617,6 +634,7 @@ class HubConfig(BaseModel):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -709,7 +727,7 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache")
+_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache", "search")
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
     "http": tuple(HttpSettings.model_fields),
@@ -718,6 +736,7 @@ _SECTION_KEYS = {
     "auth": tuple(AuthSettings.model_fields),
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
+    "search": tuple(SearchSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")

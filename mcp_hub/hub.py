@@ -46,6 +46,7 @@ from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
+from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.http import build_app
 from mcp_hub.server.origin import principal_of, session_of
@@ -126,6 +127,7 @@ class Hub:
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
             guard_task=guardrails.guard_task if guardrails is not None else None,
+            search=ToolSearch(config.search, lambda: self.catalog.view("tools")),
         )
         if observer is not None:
             self.endpoint.observe(observer)

@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
     config <- importer
-    observe, catalog, guardrails <- policy, credentials, cache
+    observe, catalog, guardrails <- policy <- search; credentials, cache
     auth
     upstream
     chain
@@ -35,6 +35,7 @@ ALLOWED = {
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config"},
+    "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
     "credentials": {"errors", "config"},
@@ -43,11 +44,11 @@ ALLOWED = {
     "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache"},
-    "server": BASE | {"config", "auth", "catalog", "chain", "policy", "sdk", "upstream", "__init__"},
+    "server": BASE | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
-    | {"config", "auth", "observe", "catalog", "guardrails", "policy", "credentials", "sdk", "upstream", "chain"}
-    | {"server", "live", "cache"},
+    | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
+    | {"chain", "server", "live", "cache"},
     "examples": set(),
 }
 

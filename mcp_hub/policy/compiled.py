@@ -62,6 +62,8 @@ class CompiledProfile:
     builtin: bool = False
     guards: tuple[CompiledGuard, ...] = ()
     """Its own guards followed by those of the profiles it includes (see guards.py)."""
+    tool_search: bool | None = None
+    """Its own `tool_search`, else the first of the profiles it includes that says; None: none says."""
 
     @classmethod
     def build(
@@ -74,11 +76,12 @@ class CompiledProfile:
         *,
         builtin: bool = False,
         guards: tuple[CompiledGuard, ...] = (),
+        tool_search: bool | None = None,
     ) -> CompiledProfile:
         by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
             kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
         }
-        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin, guards)
+        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin, guards, tool_search)
 
 
 def rule_id(profile: str, index: int, rule: Rule) -> str:
@@ -119,8 +122,15 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
         includes = _includes(name, profiles)
         rules = own[name] + tuple(rule for included in includes for rule in own[included])
         guards = own_guards[name] + tuple(guard for included in includes for guard in own_guards[included])
+        searching = [profiles[p].tool_search for p in (name, *includes) if profiles[p].tool_search is not None]
         compiled[name] = CompiledProfile.build(
-            name, profile.description, profile.default, includes, rules, guards=guards
+            name,
+            profile.description,
+            profile.default,
+            includes,
+            rules,
+            guards=guards,
+            tool_search=searching[0] if searching else None,
         )
     return compiled
 

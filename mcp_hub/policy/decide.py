@@ -193,6 +193,11 @@ class PolicySet:
         guards = self.profiles[profile_name].guards
         return Guarding(tuple(g for g in guards if g.watches(direction) and g.applies(kind, mount, name)))
 
+    def tool_search(self, principal: str) -> bool | None:
+        """Whether the principal's profile turns tool search on or off (None: it says nothing)."""
+        profile_name = self.profile_for(principal)
+        return None if profile_name is None else self.profiles[profile_name].tool_search
+
     def visible(self, principal: str, kind: str, mount: str, name: str) -> bool:
         """Whether the item is listed (and callable at all): the decision is not DENIED.
 

@@ -265,6 +265,9 @@ class Profile(BaseModel):
     extends: _Strings = ()
     rules: Annotated[tuple[Rule, ...], BeforeValidator(_as_tuple)] = ()
     guards: Annotated[tuple[Guard, ...], BeforeValidator(_as_tuple)] = ()
+    tool_search: bool | None = None
+    """Whether its principals list the hub's search and call tools instead of every tool (hub.toml's
+    `[search]`); None: as the profiles it extends say, else as `[search] enabled` says."""
 
 
 class ConfirmationSettings(BaseModel):

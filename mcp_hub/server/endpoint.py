@@ -38,6 +38,7 @@ from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.sdk import runner as sdk_runner
+from mcp_hub.search import ToolSearch
 from mcp_hub.server.clients import Clients
 from mcp_hub.server.hub_server import NO_CACHING, HubServer
 from mcp_hub.server.lane import CallLane, Observer
@@ -87,13 +88,20 @@ class Endpoint:
         startup: Startup | None = None,
         on_refused: Callable[[CallContext, str], None] | None = None,
         guard_task: TaskGuard | None = None,
+        search: ToolSearch | None = None,
     ) -> None:
         self._catalog = catalog
         self._router = router
         self._policy = policy
         self._call = call
+        self._search = search
         self._listings = Listings(
-            catalog, page_size=page_size, policy=policy, startup=startup, ttl=lambda kind: listing_ttl(upstreams, kind)
+            catalog,
+            page_size=page_size,
+            policy=policy,
+            startup=startup,
+            ttl=lambda kind: listing_ttl(upstreams, kind),
+            search=search,
         )
         self._on_log_level = on_log_level
         self._upstreams = upstreams
@@ -158,7 +166,19 @@ class Endpoint:
         """Serve a call (`tools/call`, `prompts/get` or `resources/read`, its params as the client sent them):
         the chain, then the router. Raises `HubError`."""
         method = ctx.method
-        route = await self._router.route_arriving(method, ctx.params or {})
+        params = ctx.params or {}
+        if self._search is not None and method == "tools/call":
+            principal, policy = principal_of(ctx), self._policy()
+            if self._search.active(principal, policy):
+                # Tool search (search/tools.py): the search tool is answered here; a call of the call tool is
+                # served from here on as a call of the tool it names.
+                if self._search.is_search(params):
+                    found = await self._search.search(
+                        params, lambda target: policy.visible(principal, "tool", target.mount, target.native)
+                    )
+                    return _complete_result(found)
+                params = self._search.unwrap(params)
+        route = await self._router.route_arriving(method, params)
         client = self._clients.of(ctx)
         forwarded = route.params
         if client is not None:
@@ -182,13 +202,13 @@ class Endpoint:
             via=route.via,
         )
         if origin.modern and self.parking.open:
-            state = sealed_by_hub(ctx.params or {})
+            state = sealed_by_hub(params)
             if state is not None:
                 # Asked of the policy first, as the chain would: a state presented for a hidden
                 # name is answered like an unknown name, not as a state that does not fit.
                 if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
                     raise UnknownName(route.kind, route.public)
-                answers = (ctx.params or {}).get("inputResponses")
+                answers = params.get("inputResponses")
                 try:
                     return self._finish(call, await self.parking.resume(call, state, answers))
                 except StateRefused as refusal:

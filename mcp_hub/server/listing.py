@@ -18,6 +18,7 @@ from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.principal import seen_as
+from mcp_hub.search import ToolSearch
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
@@ -85,9 +86,12 @@ class Listings:
         policy: Callable[[], PolicySet],
         startup: Startup | None,
         ttl: Callable[[str], int] | None = None,
+        search: ToolSearch | None = None,
     ) -> None:
         self._catalog = catalog
         self._ttl = ttl
+        self._search = search
+        """With tool search on, a tools list is its search and call tools and the pinned tools (search/tools.py)."""
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
@@ -185,6 +189,8 @@ class Listings:
                 for item, target in zip(view.items, view.targets, strict=True)
                 if policy.visible(principal, policy_kind, target.mount, target.native)
             )
+            if kind == "tools" and self._search is not None and self._search.active(principal, policy):
+                items = self._search.listed(items)
             self._visible[key] = items
         return items
 
@@ -195,6 +201,10 @@ class Listings:
         Without this lookup it would list every tool, through the whole request pipeline
         (middleware, telemetry, access log), on each such call, to find one schema.
         """
+        if self._search is not None and self._search.active(HTTP_PRINCIPAL.get(), self._policy()):
+            searching = self._search.input_schema(name)
+            if searching is not None:
+                return searching
         view = self._catalog.view("tools")
         target = view.index.get(name)
         if target is None or not self._policy().visible(HTTP_PRINCIPAL.get(), "tool", target.mount, target.native):

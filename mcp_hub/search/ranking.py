@@ -1,0 +1,225 @@
+"""Ranking tools for a request: BM25 over their words, a static embedding, and the two fused.
+
+BM25 finds a tool whose own words the request uses ("list my git branches"); a person often
+uses other words ("what branches do I have", "undo my last commit"), which the embedding of
+wordllama (a 256-dimension static model whose weights ship in its wheel: no network, no
+download) places near the tool's description; both read the request with the tools' words for
+its everyday words added (lexicon.py: "PR" is a pull request). `Ranker.rank` fuses the two orders by
+reciprocal rank fusion; without wordllama installed (the `search` extra), BM25 alone ranks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from functools import cache, lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import snowballstemmer
+
+from mcp_hub.search.lexicon import expand
+
+logger = logging.getLogger("mcp_hub.search")
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+"""Words of a text, `camelCase`, `snake_case` and `kebab-case` split apart."""
+
+# fmt: off
+_STOP = frozenset({
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "from", "with", "by", "at", "as", "is", "are",
+    "be", "it", "its", "this", "that", "these", "those", "my", "me", "i", "you", "your", "we", "our", "us", "what",
+    "whats", "which", "who", "how", "do", "does", "did", "can", "could", "would", "should", "please", "there",
+    "here", "all", "any", "some", "up", "out", "into", "about", "over"
+})
+# fmt: on
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+_DESCRIPTION_CHARS = 600
+"""How much of a description the ranking reads: the first sentences say what a tool does; the rest, how."""
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant: a tool's fused score is the sum of 1 / (RRF_K + rank) over the rankers."""
+
+EMBEDDING_WEIGHT = 2.0
+"""The embedding's share of the fused score against BM25's 1.0 (it finds more of what people ask for: see
+benchmarks/results/2026-11-26-search.md)."""
+
+
+@lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def words(text: str) -> list[str]:
+    """The stemmed words of `text` that say something (not stop words)."""
+    found = [word.lower() for word in _WORD.findall(text)]
+    return [_stem(word) for word in found if word not in _STOP]
+
+
+def tool_text(tool: Mapping[str, Any]) -> str:
+    """What a tool is found by: its name as words, its title, the start of its description, and the names and
+    descriptions of its arguments."""
+    name = str(tool.get("name", ""))
+    parts = [re.sub(r"[_\-]+", " ", name), str(tool.get("title") or "")]
+    parts.append(str(tool.get("description") or "")[:_DESCRIPTION_CHARS])
+    schema = tool.get("inputSchema")
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(properties, Mapping):
+        for key, spec in list(properties.items())[:20]:
+            parts.append(re.sub(r"[_\-]+", " ", str(key)))
+            if isinstance(spec, Mapping) and isinstance(spec.get("description"), str):
+                parts.append(spec["description"][:120])
+    return ". ".join(part for part in parts if part)
+
+
+class BM25:
+    """Okapi BM25 over documents given as word lists."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> None:
+        self._k1, self._b = k1, b
+        self._counts = [Counter(document) for document in documents]
+        self._lengths = [len(document) for document in documents]
+        self._average = (sum(self._lengths) / len(documents)) if documents else 0.0
+        frequency: Counter[str] = Counter()
+        for counts in self._counts:
+            frequency.update(counts.keys())
+        n = len(documents)
+        self._idf = {word: math.log(1 + (n - df + 0.5) / (df + 0.5)) for word, df in frequency.items()}
+
+    def scores(self, query: Sequence[str]) -> list[float]:
+        """Each document's score for `query` (0 when it shares no word with it)."""
+        terms = [term for term in set(query) if term in self._idf]
+        scores = [0.0] * len(self._counts)
+        if not terms or not self._average:
+            return scores
+        k1, b = self._k1, self._b
+        for position, (counts, length) in enumerate(zip(self._counts, self._lengths, strict=True)):
+            norm = k1 * (1 - b + b * length / self._average)
+            score = 0.0
+            for term in terms:
+                tf = counts.get(term)
+                if tf:
+                    score += self._idf[term] * tf * (k1 + 1) / (tf + norm)
+            scores[position] = score
+        return scores
+
+
+def embedding_available() -> bool:
+    """Whether wordllama (the `search` extra) is installed."""
+    return find_spec("wordllama") is not None
+
+
+@cache
+def _model() -> Any:
+    """wordllama's 256-dimension model, from the files its wheel ships (never downloaded).
+
+    Its loader looks for the tokenizer under `tokenizer/` of the package and then under
+    `tokenizers/` of `cache_dir`; the wheel ships it under `tokenizers/`, so `cache_dir` is the
+    package itself.
+    """
+    import wordllama
+
+    package = Path(wordllama.__file__).parent
+    return wordllama.WordLlama.load(config="l2_supercat", dim=256, cache_dir=package, disable_download=True)
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+_SENTENCES = 6
+"""How many sentences of a description are embedded one by one (see `segments`)."""
+
+WHOLE_WEIGHT = 0.5
+"""The whole text's share of a tool's embedding score, against its best sentence's 1.0."""
+
+
+def segments(tool: Mapping[str, Any]) -> list[str]:
+    """The parts of a tool that are embedded one by one: its name with each of the first sentences of its
+    description. A static embedding averages the words of what it embeds, so a request about one thing a
+    tool does is nearer the sentence that says it than the whole description."""
+    name = re.sub(r"[_\-]+", " ", str(tool.get("name", "")))
+    title = str(tool.get("title") or "")
+    head = f"{name}. {title}".strip(". ") if title else name
+    description = str(tool.get("description") or "")[:_DESCRIPTION_CHARS]
+    sentences = [part.strip() for part in _SENTENCE.split(description) if part.strip()][:_SENTENCES]
+    return [f"{head}. {sentence}" for sentence in sentences] or [head]
+
+
+class Embedding:
+    """The tools' embeddings (computed once, here), and their similarity to a request: the similarity of the
+    tool's best-matching segment (`segments`), plus `WHOLE_WEIGHT` times that of its whole text."""
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> None:
+        import numpy as np
+
+        self._np = np
+        self._model = _model()
+        parts = [segments(tool) for tool in tools]
+        self._owners = np.array([position for position, found in enumerate(parts) for _ in found], dtype=np.int64)
+        self._segments = self._embed([part for found in parts for part in found])
+        self._whole = self._embed(list(texts))
+
+    def _embed(self, texts: list[str]) -> Any:
+        if not texts:
+            return self._np.zeros((0, 256), dtype=self._np.float32)
+        return _normalized(self._np, self._model.embed(texts))
+
+    def scores(self, request: str) -> list[float]:
+        """Each tool's score for `request` (higher: nearer)."""
+        np = self._np
+        if not len(self._whole):
+            return []
+        query = self._embed([request])[0]
+        best = np.full(len(self._whole), -1.0, dtype=np.float32)
+        np.maximum.at(best, self._owners, self._segments @ query)
+        return (best + WHOLE_WEIGHT * (self._whole @ query)).tolist()
+
+
+def _normalized(np: Any, vectors: Any) -> Any:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1, norms)
+
+
+def _order(scores: Sequence[float], *, positive: bool) -> list[int]:
+    """Positions by descending score, ties by position; with `positive`, only positions scoring above 0."""
+    ranked = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    return [i for i in ranked if scores[i] > 0] if positive else ranked
+
+
+class Ranker:
+    """The tools of one catalog revision, ready to be ranked for requests.
+
+    `method` is "bm25", "embedding" or "hybrid" (both, fused); an embedding ranker
+    without wordllama installed falls back to BM25. `lexicon`: read requests with the
+    tools' words for everyday words added (lexicon.py).
+    """
+
+    def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid", *, lexicon: bool = True) -> None:
+        self._lexicon = lexicon
+        texts = [tool_text(tool) for tool in tools]
+        self._bm25 = BM25([words(text) for text in texts])
+        self.method = method if method == "bm25" or embedding_available() else "bm25"
+        self._embedding = Embedding(tools, texts) if self.method != "bm25" else None
+
+    def rank(self, request: str) -> list[int]:
+        """The tools' positions, best match for `request` first (BM25 alone leaves out tools that share no word
+        with it). The request is read with the tools' words for its everyday words (lexicon.py)."""
+        if self._lexicon:
+            request = expand(request)
+        lexical = _order(self._bm25.scores(words(request)), positive=True)
+        if self._embedding is None:
+            return lexical
+        semantic = _order(self._embedding.scores(request), positive=False)
+        if self.method == "embedding":
+            return semantic
+        fused: dict[int, float] = {}
+        for rank, position in enumerate(lexical):
+            fused[position] = 1 / (RRF_K + rank + 1)
+        for rank, position in enumerate(semantic):
+            fused[position] = fused.get(position, 0.0) + EMBEDDING_WEIGHT / (RRF_K + rank + 1)
+        return sorted(fused, key=lambda position: (-fused[position], position))
