@@ -1,0 +1,247 @@
+"""The default path, measured: an HTTP client, the hub as `mcp-hub import` configures it, an SDK server over HTTP.
+
+    python benchmarks/default_path.py CHECKOUT [CHECKOUT ...] [--rounds N] [--calls N] [--throughput-calls N]
+                                      [--eras legacy,2026-07-28] [--out FILE]
+
+The configuration most users run: an `mcpServers` entry with nothing but the
+server's `url`, turned into hub.toml by `mcp-hub import` (each CHECKOUT's own
+`python -m mcp_hub import`, its output untouched: `protocol` and every other
+key at their defaults), served by that checkout's hub over streamable HTTP
+(`python -m mcp_hub serve --transport http`, run in the checkout so that its
+own `mcp_hub/` is the one imported), in front of the tests' fixture server,
+an SDK 2.x low-level `Server` over streamable HTTP in a process of its own
+(fixture_http.py).
+
+For each client era (the handshake, `legacy`; and `2026-07-28`), in the same
+interleaved rounds, the same SDK client (`SESSIONS` sessions a side) reaches
+the server:
+
+- directly;
+- through the byte relay (relay.py, HTTP), the floor of one Python hop;
+- through each checkout's hub.
+
+Each round is a latency block (`--calls` sequential `tools/call echo` a side,
+the sides taking turns `SLICES` times, each round starting one side further
+on) and a throughput block (`--throughput-calls` calls at concurrency 16 over
+the sessions, the sides in the same rotated order). Printed per era and side:
+the p50 (the median over rounds of each round's p50) and its ratio to direct
+and to the relay; calls/s at c=16 (the median over rounds) and its ratio to
+direct; and the CPU per call, in the latency blocks, of the hop (the hub or
+the relay) and of the server, against the server's own CPU per call when
+called directly (/proc counts in 10 ms ticks: these are sums over each
+round's calls). Targets (issue 23): p50 <= 1.25x direct, or within 1.1x of
+the relay where the relay measures above 1.15x; c=16 >= 0.8x direct; the
+hub's CPU per call <= 1.5x the server's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench
+
+SESSIONS = 4
+CONCURRENCY = 16
+SLICES = 10
+SECONDS = 60.0
+"""Cap on one side's block of calls."""
+
+
+@dataclass
+class Tally:
+    """One side's figures over the rounds of one era."""
+
+    p50_ms: list[float] = field(default_factory=list)
+    rate: list[float] = field(default_factory=list)
+    cpu_us: dict[str, list[float]] = field(default_factory=dict)
+
+
+def imported_config(checkout: Path, url: str, work: Path) -> Path:
+    """hub.toml as the checkout's `mcp-hub import` writes it for an `mcpServers` entry with just `url`."""
+    name = checkout.name or "root"
+    source = work / f"{name}-mcp.json"
+    source.write_text(json.dumps({"mcpServers": {"up": {"url": url}}}), encoding="utf-8")
+    target = work / f"{name}-hub.toml"
+    command = [sys.executable, "-m", "mcp_hub", "import", str(source), "--output", str(target)]
+    subprocess.run(command, cwd=checkout, check=True, capture_output=True)
+    return target
+
+
+async def client_of(stack: AsyncExitStack, url: str, era: str) -> Client:
+    """The SDK client over streamable HTTP (as `bench.http_client`), on an HTTP client that lets an idle
+    connection go after 2 s: a session left idle while the other sides take their turn would otherwise
+    reuse a connection the server (uvicorn: after 5 s) is closing, and the SDK's client does not retry."""
+    port = httpx2.URL(url).port
+    assert port is not None
+    await bench.wait_listening(port)
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0), limits=httpx2.Limits(keepalive_expiry=2.0))
+    )
+    transport = streamable_http_client(url, http_client=http, max_sse_event_size=None)
+    return await stack.enter_async_context(Client(transport, mode=era, cache=None))
+
+
+async def sides_for(
+    stack: AsyncExitStack, era: str, upstream: tuple[str, int], relay: tuple[str, int], hubs: list[tuple[str, str, int]]
+) -> list[bench.Side]:
+    """direct, the relay and each hub, each with `SESSIONS` client sessions of `era`."""
+    url, upstream_pid = upstream
+    relay_url, relay_pid = relay
+    sides = [
+        bench.Side("direct", [], "", {"upstream": upstream_pid}),
+        bench.Side("byte relay", [], "", {"hop": relay_pid, "upstream": upstream_pid}),
+        *(bench.Side(label, [], "up_", {"hop": pid, "upstream": upstream_pid}) for label, _, pid in hubs),
+    ]
+    urls = [url, relay_url, *(hub_url for _, hub_url, _ in hubs)]
+    for side, side_url in zip(sides, urls, strict=True):
+        for _ in range(SESSIONS):
+            side.clients.append(await client_of(stack, side_url, era))
+        await bench.wait_for_tool(side.client, side.tool("echo"))
+    return sides
+
+
+async def measure_era(sides: list[bench.Side], rounds: int, calls: int, throughput_calls: int) -> dict[str, Tally]:
+    tallies = {side.label: Tally() for side in sides}
+    for side in sides:  # warm every session
+        for client in side.clients:
+            await bench.latencies(client, side.tool("echo"), bench.ECHO_ARGS, 30, SECONDS)
+        await bench.throughput(side.clients, side.tool("echo"), CONCURRENCY, 200, SECONDS)
+    bench.step("warmed up")
+    turns, per_turn = bench.sliced(calls, SLICES)
+    for round_ in range(rounds):
+        start = round_ % len(sides)
+        order = sides[start:] + sides[:start]
+        cpu = {side.label: bench.CpuTally(side) for side in sides}
+        samples: dict[str, list[float]] = {side.label: [] for side in sides}
+        for _ in range(turns):
+            for side in order:
+                block = bench.latencies(side.client, side.tool("echo"), bench.ECHO_ARGS, per_turn, SECONDS)
+                samples[side.label].extend(await cpu[side.label].measure(block))
+        for side in order:
+            rate = await bench.throughput(side.clients, side.tool("echo"), CONCURRENCY, throughput_calls, SECONDS)
+            tallies[side.label].rate.append(rate)
+        for side in sides:
+            tally = tallies[side.label]
+            tally.p50_ms.append(bench.percentile(samples[side.label], 0.5) * 1e3)
+            per_call, _ = cpu[side.label].per_call_us()
+            for role, value in per_call.items():
+                tally.cpu_us.setdefault(role, []).append(value)
+        bench.step(f"round {round_ + 1}/{rounds} done")
+    return tallies
+
+
+def report(era: str, tallies: dict[str, Tally]) -> list[str]:
+    direct, relay = tallies["direct"], tallies["byte relay"]
+    d_p50, r_p50 = statistics.median(direct.p50_ms), statistics.median(relay.p50_ms)
+    d_rate = statistics.median(direct.rate)
+    server_own = statistics.fmean(direct.cpu_us["upstream"])
+    lines = [
+        f"### {era} client",
+        "",
+        "| path | p50 ms | vs direct | vs relay | calls/s c=16 | vs direct "
+        "| hop CPU/call | server CPU/call | hop / server's own |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, tally in tallies.items():
+        p50, rate = statistics.median(tally.p50_ms), statistics.median(tally.rate)
+        hop = statistics.fmean(tally.cpu_us["hop"]) if "hop" in tally.cpu_us else None
+        server = statistics.fmean(tally.cpu_us["upstream"])
+        hop_text = f"{hop:.0f} us" if hop is not None else ""
+        ratio_text = f"{hop / server_own:.2f}x" if hop is not None else ""
+        lines.append(
+            f"| {label} | {p50:.3f} | {p50 / d_p50:.2f}x | {p50 / r_p50:.2f}x | {rate:.0f} | {rate / d_rate:.2f}x "
+            f"| {hop_text} | {server:.0f} us | {ratio_text} |"
+        )
+    lines.append("")
+    return lines
+
+
+async def run(
+    checkouts: list[Path], eras: list[str], rounds: int, calls: int, throughput_calls: int, work: Path
+) -> str:
+    meter = bench.LoadMeter()
+    out: list[str] = []
+    with open(work / "processes.log", "wb") as log:
+        upstream_port, relay_port = bench.free_port(), bench.free_port()
+        url = f"http://127.0.0.1:{upstream_port}/mcp"
+        with (
+            bench.running([sys.executable, bench.FIXTURE_HTTP, "--port", str(upstream_port)], log) as upstream,
+            bench.running(bench.relay_command("http", str(relay_port), url), log) as relay,
+        ):
+            async with AsyncExitStack() as stack:
+                hubs: list[tuple[str, str, int]] = []
+                for checkout in checkouts:
+                    config = imported_config(checkout, url, work)
+                    port = bench.free_port()
+                    command = bench.hub_command(config, "http", port)
+                    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=checkout)
+                    stack.callback(bench.stop, process)
+                    hubs.append((f"hub {checkout}", f"http://127.0.0.1:{port}/mcp", process.pid))
+                for era in eras:
+                    bench.step(f"{era} clients")
+                    async with AsyncExitStack() as clients:
+                        relay_side = (f"http://127.0.0.1:{relay_port}/mcp", relay.pid)
+                        sides = await sides_for(clients, era, (url, upstream.pid), relay_side, hubs)
+                        tallies = await measure_era(sides, rounds, calls, throughput_calls)
+                    out += report(era, tallies)
+    config_text = (work / f"{checkouts[0].name or 'root'}-hub.toml").read_text(encoding="utf-8")
+    head = [
+        bench.machine(),
+        "",
+        f"{rounds} interleaved rounds a client era: {calls} sequential calls a side (in {SLICES} turns), then "
+        f"{throughput_calls} calls at c={CONCURRENCY} over {SESSIONS} sessions; each round starts one side further on.",
+        f"{meter.summary()}",
+        "",
+        "The mount, as `mcp-hub import` writes it:",
+        "",
+        "```toml",
+        config_text.strip(),
+        "```",
+        "",
+    ]
+    return "\n".join(head + out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="The default path (import-written mount, HTTP both sides).")
+    parser.add_argument("checkouts", nargs="+", type=Path, help="trees of this repository, each a hub side")
+    parser.add_argument("--eras", default=f"{bench.LEGACY},{bench.MODERN}")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--throughput-calls", type=int, default=1000)
+    parser.add_argument("--out", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    for checkout in args.checkouts:
+        if not (checkout / "mcp_hub" / "__init__.py").is_file():
+            parser.error(f"{checkout}: not a tree of this repository (no mcp_hub/__init__.py)")
+    eras = args.eras.split(",")
+    with tempfile.TemporaryDirectory(prefix="mcp-hub-default-") as tmp:
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the hubs' catalog snapshots: not the user's
+        checkouts = [c.resolve() for c in args.checkouts]
+        started = time.perf_counter()
+        text = anyio.run(run, checkouts, eras, args.rounds, args.calls, args.throughput_calls, Path(tmp))
+    text += f"\n(run took {time.perf_counter() - started:.0f} s)\n"
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
