@@ -566,7 +566,24 @@ class ServerConfig(BaseModel):
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)
         _check_kind(self)
+        if self.auth.mode == "token_exchange" and self.isolation != "per-client":
+            raise rule_error(
+                'a mode = "token_exchange" server is served per client (each session carries one caller\'s '
+                'token); write isolation = "per-client", or leave isolation out',
+                "isolation",
+            )
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exchange_per_client(cls, data: Any) -> Any:
+        """A token exchange mount is per-client unless said otherwise (and `_check_server` refuses "shared")."""
+        if isinstance(data, dict) and "isolation" not in data:
+            auth = data.get("auth")
+            mode = auth.get("mode") if isinstance(auth, dict) else getattr(auth, "mode", None)
+            if mode == "token_exchange":
+                return {**data, "isolation": "per-client"}
+        return data
 
 
 def _root_uri(root: str, index: int) -> str:

@@ -326,18 +326,23 @@ async def test_token_exchange_trades_the_callers_token_for_one_meant_for_the_ser
     assert exchanges[0]["subject_token_type"] == "urn:ietf:params:oauth:token-type:access_token"
 
 
-async def test_a_token_exchange_mount_says_it_has_no_callers_token(tmp_path: Path) -> None:
-    """Until the hub's OAuth sign-in for clients hands the caller's token to the mount (`CALLER_TOKEN`), a
-    token exchange mount has nothing to exchange, not even for its own handshake: it is down, and says why."""
+async def test_a_token_exchange_mount_lists_with_the_hubs_token_and_refuses_a_caller_without_one(
+    tmp_path: Path,
+) -> None:
+    """The hub's own session with a token exchange mount (its listing) carries the hub's client credentials
+    token; a caller with no OAuth token (here the in-process client) has nothing to exchange: its call fails
+    at once, saying why, and no exchange is asked for. (Callers with tokens: tests/test_token_exchange.py.)"""
     seen: list[dict[str, str]] = []
     async with authorization_server() as server, guarded_upstream(server, seen) as url:
         auth = {**client_credentials(server), "mode": "token_exchange"}
         config = make_config(tmp_path, {"remote": {"url": url, "auth": auth}})
-        async with running_hub(config, settle=10) as hub:
-            status = hub.health()["servers"]["remote"]
-    assert status["state"] != "up"
-    assert "needs the caller's OAuth token" in (status["last_error"] or ""), status
-    assert server.requests == [] and seen == []
+        async with running_hub(config, settle=10) as hub, hub_client(hub) as client:
+            assert hub.health()["servers"]["remote"]["state"] == "up", hub.health()
+            assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}
+            with anyio.fail_after(10), pytest.raises(MCPError, match="needs the caller's OAuth access token"):
+                await client.call_tool("remote_echo", {"text": "no token"})
+    assert [request["grant_type"] for request in server.requests] == ["client_credentials"]
+    assert bearers(seen) == {f"Bearer {next(iter(server.tokens))}"}
 
 
 # -- configuration -------------------------------------------------------------------------------------------------

@@ -22,19 +22,24 @@ from mcp_hub.credentials.credential import Credential, CredentialAuth, Credentia
 __all__ = ["Credential", "CredentialAuth", "CredentialError", "credential_for"]
 
 
-def credential_for(config: ServerConfig) -> Credential | None:
-    """The credential a mount's auth table asks for; None: "static" (its headers are all), or a local process."""
+def credential_for(config: ServerConfig, *, for_clients: bool = False) -> Credential | None:
+    """The credential a mount's auth table asks for; None: "static" (its headers are all), or a local process.
+
+    A "token_exchange" mount has two: its clients' sessions (`for_clients`) present each caller's exchanged
+    token; its own session (listing, health checks, list changes; never a client's request) presents the
+    hub's own token, by the client credentials grant with the same client at the same authorization server.
+    """
     auth = config.auth
     if config.url is None or auth.mode == "static":
         return None
-    if auth.mode == "client_credentials":
-        from mcp_hub.credentials.client_credentials import ClientCredentials
-
-        return ClientCredentials(config.name, config.url, auth)
-    if auth.mode == "token_exchange":
+    if auth.mode == "token_exchange" and for_clients:
         from mcp_hub.credentials.token_exchange import TokenExchange
 
         return TokenExchange(config.name, config.url, auth)
+    if auth.mode in ("client_credentials", "token_exchange"):
+        from mcp_hub.credentials.client_credentials import ClientCredentials
+
+        return ClientCredentials(config.name, config.url, auth)
     from mcp_hub.credentials.login import Login
 
     return Login(config.name, config.url, auth)

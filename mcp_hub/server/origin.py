@@ -116,6 +116,11 @@ class ClientOrigin:
         servers on the caller's behalf (token exchange), never for sending on as it is."""
         return identity_of(self._ctx)
 
+    @property
+    def access_token(self) -> str | None:
+        identity = self.identity
+        return identity.token if identity is not None else None
+
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
 

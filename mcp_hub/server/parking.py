@@ -114,6 +114,10 @@ class _AskingOrigin:
     def client_key(self) -> Hashable | None:
         return self._origin.client_key
 
+    @property
+    def access_token(self) -> str | None:
+        return self._origin.access_token
+
     def for_client(self) -> Origin:
         """The client outside this call, which a 2026-07-28 client cannot be asked through."""
         return self._origin.for_client()

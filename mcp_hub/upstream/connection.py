@@ -87,6 +87,9 @@ class TransportChoice:
         """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
         self.credential = credential_for(config)
         """What the mount presents to its server besides its headers; kept across its connections."""
+        exchanged = config.auth.mode == "token_exchange"
+        self.client_credential = credential_for(config, for_clients=True) if exchanged else self.credential
+        """What a client's own session presents (a "token_exchange" mount: each caller's exchanged token)."""
 
 
 class Connection:
@@ -269,13 +272,15 @@ async def connect(
     choice: TransportChoice | None = None,
     extensions: Mapping[str, Any] | None = None,
     stderr: StderrTail | None = None,
+    for_client: bool = False,
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
 
     `choice` is the mount's transport, updated once an "auto" mount has found
     its own (None: found anew by this connection). `extensions` are those of the
     one client the session is for, declared to the server as the hub's own
-    (None: a shared session, which declares what the hub can carry).
+    (None: a shared session, which declares what the hub can carry). `for_client`: the session is one
+    client's own, and presents the mount's `client_credential`.
 
     The server's log messages and URL-mode elicitation completions go to the
     client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
@@ -286,15 +291,16 @@ async def connect(
     kind = "streamable-http" if choice.kind == "auto" else choice.kind
     declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
     open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
+    credential = choice.client_credential if for_client else choice.credential
     async with AsyncExitStack() as stack:
-        transport = open_transport(config, kind, stderr, choice.credential)
+        transport = open_transport(config, kind, stderr, credential)
         try:
             session = await stack.enter_async_context(open_session(transport))
         except Exception as exc:
             refused = transport.refused
             if choice.kind != "auto" or refused is None:
                 raise
-            kind, transport = "sse", open_transport(config, "sse", credential=choice.credential)
+            kind, transport = "sse", open_transport(config, "sse", credential=credential)
             try:
                 session = await stack.enter_async_context(open_session(transport))
             except Exception as sse_exc:

@@ -120,6 +120,7 @@ class SessionPool:
                     on_broken=broken,
                     choice=self._transport,
                     extensions=(origin.capabilities or {}).get("extensions", {}),
+                    for_client=True,
                 ) as connection:
                     if connection.modern:
                         await connection.learn_tools()  # what calls over HTTP need to name their arguments

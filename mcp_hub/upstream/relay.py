@@ -103,6 +103,12 @@ class Origin(Protocol):
         """
         ...
 
+    @property
+    def access_token(self) -> str | None:
+        """The caller's validated OAuth access token (None: it signed in without one), only to exchange for a
+        token meant for a server (mode = "token_exchange"), never to send on as it is."""
+        ...
+
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Put a server's question (sampling/createMessage, elicitation/create, roots/list) to the client.
 

@@ -51,6 +51,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.credentials import CredentialError
+from mcp_hub.credentials.token_exchange import CALLER_TOKEN
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
@@ -157,6 +159,8 @@ class Upstream:
         0: it said nothing, or not to keep it)."""
         self._connection: Connection | None = None
         self._pool: SessionPool | None = None
+        self._exchanges = config.auth.mode == "token_exchange"
+        """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
@@ -255,12 +259,10 @@ class Upstream:
         on_progress: ProgressFnT | None = None,
         origin: Origin | None = None,
     ) -> dict[str, Any]:
+        if self._pool is not None and origin is not None and self._exchanges:
+            return await self._exchanged_request(method, params, on_progress=on_progress, origin=origin)
         if self._pool is not None and origin is not None and origin.client_key is not None:
-            connection, seat = await self._pool.acquire(origin)
-            try:
-                return await connection.request(method, params, on_progress=on_progress, origin=origin)
-            finally:
-                self._pool.done(seat)
+            return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         connection = self._connection
         if connection is None and not self.settled.is_set():
             connection = await self._first_connection()
@@ -268,6 +270,36 @@ class Upstream:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _client_request(
+        self, method: str, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin
+    ) -> dict[str, Any]:
+        """Send a request on `origin`'s own session (opened on its first request)."""
+        assert self._pool is not None
+        connection, seat = await self._pool.acquire(origin)
+        try:
+            return await connection.request(method, params, on_progress=on_progress, origin=origin)
+        finally:
+            self._pool.done(seat)
+
+    async def _exchanged_request(
+        self, method: str, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin
+    ) -> dict[str, Any]:
+        """A client's request to a "token_exchange" mount: only on the caller's own session, with the caller's
+        token to exchange (`CALLER_TOKEN`, read by the credential in this task, and by the session's own task,
+        started from here, for its handshake). Never on the shared session, which carries the hub's token."""
+        token = origin.access_token
+        if token is None or origin.client_key is None:
+            raise CredentialError(
+                self.name,
+                "its token exchange needs the caller's OAuth access token, and this caller signed in without one "
+                "(an API key, stdio, or anonymous); sign in to the hub with OAuth",
+            )
+        reset = CALLER_TOKEN.set(token)
+        try:
+            return await self._client_request(method, params, on_progress=on_progress, origin=origin)
+        finally:
+            CALLER_TOKEN.reset(reset)
 
     async def _complete(
         self, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin | None
