@@ -196,9 +196,10 @@ async def test_a_caller_without_a_token_gets_a_clear_error(tmp_path: Path) -> No
 
 def test_a_token_exchange_mount_is_per_client_and_refuses_shared(tmp_path: Path) -> None:
     auth = {"mode": "token_exchange", "token_url": "https://as.example/token", "client_id": "the-hub"}
-    implied = load_config(write_config(tmp_path / "a.toml", {"wiki": {"url": "https://wiki.example/mcp", "auth": auth}}))
+    mount = {"url": "https://wiki.example/mcp", "auth": auth}
+    implied = load_config(write_config(tmp_path / "a.toml", {"wiki": mount}))
     assert implied.servers["wiki"].isolation == "per-client"
     shared = {"url": "https://wiki.example/mcp", "isolation": "shared", "auth": auth}
-    with pytest.raises(ConfigError, match='served per client') as caught:
+    with pytest.raises(ConfigError, match="served per client") as caught:
         load_config(write_config(tmp_path / "b.toml", {"wiki": shared}))
     assert "servers.wiki.isolation" in str(caught.value)

@@ -7,14 +7,19 @@ Each exchanged token is kept per subject token, until shortly before it expires
 (token.py), in a bounded cache, so a principal's calls cost one exchange per
 token lifetime.
 
-Wiring point: the caller's token reaches `headers` through `CALLER_TOKEN`, a
-context variable the hub's inbound OAuth is to set around a request once it has
-validated the caller's token (its `Identity.token`), where the request is sent
-to the mount (the channel sends in the caller's task). Such a mount also needs a
-session per principal (upstream/relay.py `Origin.client_key`, as `isolation =
-"per-client"` gives an authenticated caller), since even its handshake is then
-made for one caller. Until that is wired, the mount has no token to exchange and
-stays down with an error that says so.
+The caller's token reaches `headers` through `CALLER_TOKEN`, a context variable
+(it crosses the HTTP clients' auth flows, which the hub does not own): the
+supervisor (upstream/supervisor.py) sets it from the caller's validated token
+(`Origin.access_token`, the request's `Identity.token`) around a client's
+request to such a mount, which is always sent on the caller's own session
+(config.py makes the mount `isolation = "per-client"`): the channel sends in the
+caller's task, and the session's own task, started from there, inherits it for
+its handshake. A caller without a token is refused there, before anything is
+sent. The mount's shared session, which carries only the hub's own requests
+(listing, health checks), presents the hub's client credentials token instead
+(see `credential_for`). What a client's session sends by itself later (its
+standalone GET stream; over legacy SSE, every message) carries the token of the
+request that opened it: the same caller's, perhaps an older one.
 """
 
 from __future__ import annotations

@@ -21,7 +21,9 @@ connection stays up.
 shared session, or on the calling client's own session when the mount is
 `isolation = "per-client"` and the client has one to keep (a handshake-era
 client's connection, an authenticated 2026-07-28 caller's principal; see
-pool.py).
+pool.py). A client's request to a `mode = "token_exchange"` mount goes only to
+its own session, with its caller's token to exchange (`CALLER_TOKEN`), and fails
+at once for a caller who has none.
 """
 
 from __future__ import annotations
