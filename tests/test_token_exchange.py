@@ -98,7 +98,9 @@ class Setup:
 
 
 @asynccontextmanager
-async def exchange_hub(tmp_path: Path, **auth: str) -> AsyncIterator[Setup]:
+async def exchange_hub(tmp_path: Path, protocol: str = "auto") -> AsyncIterator[Setup]:
+    """A hub whose mount "remote" exchanges its callers' tokens (`protocol`: the mount's), taking OAuth tokens
+    from `signin` and carol's API key."""
     signin_port, hub_port, upstream_port = free_port(), free_port(), free_port()
     signin = SignInIssuer(f"http://127.0.0.1:{signin_port}")
     hub_resource = f"http://127.0.0.1:{hub_port}/mcp"
@@ -110,12 +112,12 @@ async def exchange_hub(tmp_path: Path, **auth: str) -> AsyncIterator[Setup]:
         exchanger.issuer = exchanger_base
         mount = {
             "url": upstream,
+            "protocol": protocol,
             "auth": {
                 "mode": "token_exchange",
                 "issuer": exchanger_base,
                 "client_id": "the-hub",
                 "client_secret": SECRET,
-                **auth,
             },
         }
         path = write_config(tmp_path / "hub.toml", {"remote": mount})
@@ -146,12 +148,15 @@ def _echoed(body: bytes, text: str) -> bool:
     return b'"tools/call"' in body and f'"text":"{text}"'.encode() in body.replace(b" ", b"")
 
 
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_each_caller_reaches_the_mount_with_its_own_exchanged_token(tmp_path: Path, mode: str) -> None:
+async def test_each_caller_reaches_the_mount_with_its_own_exchanged_token(
+    tmp_path: Path, mode: str, protocol: str
+) -> None:
     """Two principals call one token exchange mount: the upstream receives each one's own exchanged token
     (audience: the server), exchanged once per token lifetime, and never a client's token. The hub's own
     listing uses the hub's client credentials token."""
-    async with exchange_hub(tmp_path) as setup:
+    async with exchange_hub(tmp_path, protocol) as setup:
         alice, bob = setup.signed_in("alice"), setup.signed_in("bob")
         with anyio.fail_after(60):
             async with setup.client(f"Bearer {alice}", mode) as a, setup.client(f"Bearer {bob}", mode) as b:
