@@ -22,6 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import PromptReference
 
 from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
@@ -162,6 +163,8 @@ async def test_each_caller_reaches_the_mount_with_its_own_exchanged_token(
             async with setup.client(f"Bearer {alice}", mode) as a, setup.client(f"Bearer {bob}", mode) as b:
                 tools = await a.list_tools()
                 assert "remote_echo" in {tool.name for tool in tools.tools}
+                completion = await b.complete(PromptReference(name="remote_greet"), {"name": "who", "value": "al"})
+                assert completion.completion.values == ["alice", "albert"]
                 for round_ in range(3):
                     result = await a.call_tool("remote_echo", {"text": f"alice-{round_}"})
                     assert result.structured_content == {"text": f"alice-{round_}", "server": "remote"}
@@ -177,6 +180,7 @@ async def test_each_caller_reaches_the_mount_with_its_own_exchanged_token(
     for round_ in range(3):
         assert {bearer for bearer, body in setup.calls if _echoed(body, f"alice-{round_}")} == {f"Bearer {alices}"}
         assert {bearer for bearer, body in setup.calls if _echoed(body, f"bob-{round_}")} == {f"Bearer {bobs}"}
+    assert {bearer for bearer, body in setup.calls if b"completion/complete" in body} == {f"Bearer {bobs}"}
     received = {headers.get("authorization", "") for headers in setup.seen}
     assert received <= {f"Bearer {alices}", f"Bearer {bobs}", f"Bearer {hubs}"}, received
     everything = repr(setup.seen) + repr(setup.calls)
@@ -192,10 +196,12 @@ async def test_a_caller_without_a_token_gets_a_clear_error(tmp_path: Path) -> No
                 assert "remote_echo" in {tool.name for tool in (await carol.list_tools()).tools}
                 with pytest.raises(MCPError, match="needs the caller's OAuth access token"):
                     await carol.call_tool("remote_echo", {"text": "carol"})
+                with pytest.raises(MCPError, match="needs the caller's OAuth access token"):
+                    await carol.complete(PromptReference(name="remote_greet"), {"name": "who", "value": "al"})
             async with setup.client(f"Bearer {CAROL_KEY}", "legacy") as carol:
                 with pytest.raises(MCPError, match="needs the caller's OAuth access token"):
                     await carol.call_tool("remote_echo", {"text": "carol"})
-        assert not [body for _, body in setup.calls[received:] if b"tools/call" in body]
+        assert not [body for _, body in setup.calls[received:] if b"tools/call" in body or b"completion/" in body]
         assert not [r for r in setup.exchanger.requests if r["grant_type"] == EXCHANGE]
 
 

@@ -238,7 +238,10 @@ class Endpoint:
         route = await self._router.route_arriving("completion/complete", ctx.params or {})
         if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
-        return _complete_result(await self._router.forward("completion/complete", route.mount, route.params))
+        origin = ClientOrigin(ctx, self._clients.of(ctx))  # a client's own session, where it has one
+        return _complete_result(
+            await self._router.forward("completion/complete", route.mount, route.params, origin=origin)
+        )
 
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
         client = self._clients.of(ctx) or self._clients.register(ctx.session)
