@@ -27,7 +27,7 @@ from mcp_types import PromptReference
 from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, running_hub, serve_app, write_config
+from tests.conftest import free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization import AuthorizationServer as SignInIssuer
 from tests.servers.authorization_server import EXCHANGE, AuthorizationServer, Issued, guarded
 from tests.servers.fixture import build_server
@@ -214,3 +214,30 @@ def test_a_token_exchange_mount_is_per_client_and_refuses_shared(tmp_path: Path)
     with pytest.raises(ConfigError, match="served per client") as caught:
         load_config(write_config(tmp_path / "b.toml", {"wiki": shared}))
     assert "servers.wiki.isolation" in str(caught.value)
+
+
+async def test_an_exchanged_token_is_kept_until_it_expires_then_exchanged_anew(tmp_path: Path) -> None:
+    async with exchange_hub(tmp_path) as setup:
+        setup.exchanger.expires_in = 2  # exchanged tokens live 2 s from now on (kept until 0.2 s before)
+        alice = setup.signed_in("alice")
+        calls = 0
+
+        def exchanges() -> list[dict[str, Any]]:
+            return [r for r in setup.exchanger.requests if r["grant_type"] == EXCHANGE]
+
+        async with setup.client(f"Bearer {alice}", "2026-07-28") as a:
+
+            async def exchanged_twice() -> bool:
+                nonlocal calls
+                calls += 1
+                await a.call_tool("remote_echo", {"text": f"alice-{calls}"})
+                return len(exchanges()) >= 2
+
+            await wait_for(exchanged_twice, timeout=20)
+        first, second = [
+            t for t, i in setup.exchanger.tokens.items() if i.subject == "alice" and i.client_id == "the-hub"
+        ]
+    assert len(exchanges()) == 2 and calls > 2  # the first token served every call of its life
+    bearers = [bearer for bearer, body in setup.calls if b"tools/call" in body]
+    assert bearers[0] == f"Bearer {first}" and bearers[-1] == f"Bearer {second}"
+    assert set(bearers) == {f"Bearer {first}", f"Bearer {second}"}
