@@ -20,6 +20,7 @@ import httpx2
 from mcp import types
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
@@ -131,7 +132,7 @@ class HubClient:
         a Chat Completions `tool_call` -> a `role: tool` message; a Responses `function_call` item ->
         a `function_call_output` item; an Anthropic `tool_use` block -> a `tool_result` block; a
         Gemini `functionCall` -> a `functionResponse` part. A call the hub cannot make as written (bad
-        JSON, an unknown name) is answered as an error result, for the model to correct."""
+        JSON, an unknown name) or the hub refuses is answered as an error result, for the model to read."""
         toolset = await self.toolset()
         parse, reply = _PROVIDERS[provider]
         raw = tool_call if isinstance(tool_call, dict) else tool_call.model_dump(mode="json", exclude_none=True)
@@ -140,7 +141,11 @@ class HubClient:
         except (ToolCallError, UnknownToolError) as exc:
             hub_call = HubCall(name="", arguments={}, call_id=_call_id(provider, raw), exported_name=_name(raw))
             return reply(hub_call, error_result(str(exc)))
-        return reply(hub_call, await self.call(hub_call.name, hub_call.arguments))
+        try:
+            result = await self.call(hub_call.name, hub_call.arguments)
+        except MCPError as exc:  # the hub refused the call (a hidden tool is "Unknown tool"): the model reads why
+            result = error_result(exc.error.message)
+        return reply(hub_call, result)
 
 
 def _call_id(provider: Provider, raw: dict[str, Any]) -> str | None:
