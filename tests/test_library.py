@@ -29,6 +29,7 @@ from mcp_hub.library import HubClient
 from mcp_hub.providers import openai
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, serve_app, wait_for, write_config
+from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -234,3 +235,34 @@ async def test_an_agent_loop_against_an_openai_compatible_endpoint(tmp_path: Pat
     assert len(seen) == 2 and seen[1]["messages"][-1]["role"] == "tool"
     assert reply.content is not None and '"timezone": "Asia/Tokyo"' in reply.content
     assert [line["name"] for line in audit_lines(audit) if line["method"] == "tools/call"] == ["get_current_time"]
+
+
+CLOCK_ONLY = """
+[profiles.clock]
+default = "deny"
+[[profiles.clock.rules]]
+id = "t"
+effect = "allow"
+tools = ["time/*"]
+"""
+
+
+def test_tools_format_exports_what_a_principal_may_see(tmp_path: Path) -> None:
+    """`mcp-hub tools --format`: the catalog a principal may see as a provider's tool definitions."""
+    config, _ = setup(tmp_path)
+    (tmp_path / "policies" / "hub.toml").write_text(
+        textwrap.dedent(POLICY).replace('ci-bot = "developer"', 'ci-bot = "clock"').replace("{root}", str(tmp_path))
+        + CLOCK_ONLY,
+        encoding="utf-8",
+    )
+    result = mcp_hub("tools", "--config", str(config), "--format", "anthropic", "--principal", "ci-bot")
+    assert result.returncode == 0, result.stderr
+    exported = json.loads(result.stdout)
+    assert [tool["name"] for tool in exported] == ["time_get_current_time", "time_convert_time"]
+    for tool in exported:
+        TypeAdapter(ToolParam).validate_python(tool, strict=True)
+    result = mcp_hub("tools", "--config", str(config), "--format", "gemini")  # the local user: "stdio"
+    assert result.returncode == 0, result.stderr
+    (tool,) = json.loads(result.stdout)
+    names = {declaration["name"] for declaration in tool["function_declarations"]}
+    assert names == {"time_get_current_time", "time_convert_time", "srv_echo", "srv_read_file"}

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
-from mcp_hub.providers import HubCall, ToolCallError, Toolset, UnknownToolError, anthropic, gemini, openai
+from mcp_hub.providers import HubCall, ToolCallError, Toolset, UnknownToolError, anthropic, export, gemini, openai
 
 Provider = Literal["openai", "openai-responses", "anthropic", "gemini"]
 
@@ -116,16 +116,7 @@ class HubClient:
 
     async def definitions(self, provider: Provider, *, strict: bool = True) -> list[dict[str, Any]]:
         """The `tools` of a request to `provider`'s API (`strict`: OpenAI's strict mode where it fits)."""
-        toolset = await self.toolset(refresh=True)
-        if provider == "openai":
-            return openai.chat_tools(toolset, strict=strict)
-        if provider == "openai-responses":
-            return openai.responses_tools(toolset, strict=strict)
-        if provider == "anthropic":
-            return anthropic.tools(toolset)
-        if provider == "gemini":
-            return gemini.tools(toolset)
-        raise ValueError(f"unknown provider {provider!r}: openai, openai-responses, anthropic or gemini")
+        return export(provider, await self.toolset(refresh=True), strict=strict)
 
     async def answer(self, provider: Provider, tool_call: Any) -> dict[str, Any]:
         """Make a model's tool call through the hub and return the provider's message answering it:
