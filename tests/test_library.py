@@ -15,6 +15,7 @@ import anyio
 import pytest
 from anthropic.types import ToolParam, ToolResultBlockParam
 from google.genai import types as genai
+from mcp import types
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionToolMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
@@ -28,7 +29,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.library import HubClient
 from mcp_hub.providers import openai
 from mcp_hub.server.http import build_app
-from tests.conftest import fixture_server, serve_app, wait_for, write_config
+from tests.conftest import EVERYTHING, fixture_server, serve_app, wait_for, write_config
 from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
@@ -266,3 +267,66 @@ def test_tools_format_exports_what_a_principal_may_see(tmp_path: Path) -> None:
     (tool,) = json.loads(result.stdout)
     names = {declaration["name"] for declaration in tool["function_declarations"]}
     assert names == {"time_get_current_time", "time_convert_time", "srv_echo", "srv_read_file"}
+
+
+CONFIRMING = """
+[principals]
+stdio = "agent"
+
+[profiles.agent]
+default = "allow"
+[[profiles.agent.rules]]
+id = "destructive"
+effect = "confirm"
+tools = ["srv/delete_*"]
+reason = "destructive"
+
+[confirmation]
+timeout = 5
+when_unsupported = "deny"
+"""
+
+
+async def test_images_structured_content_and_confirmation_from_real_servers(tmp_path: Path) -> None:
+    """npm's server-everything (its image, its structured content, its tools' schemas) and the fixture
+    server's confirmed tool, through HubClient in each provider's shape."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(CONFIRMING, encoding="utf-8")
+    servers = {"everything": {"command": str(EVERYTHING), "args": ["stdio"]}, "srv": fixture_server("srv")}
+    config = write_config(tmp_path / "hub.toml", servers)
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\n')
+    asked: list[str] = []
+
+    async def confirm(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    with anyio.fail_after(60):
+        async with HubClient.from_config(config, elicitation_callback=confirm) as hub:
+            for entry in await hub.definitions("openai"):
+                TypeAdapter(ChatCompletionToolParam).validate_python(entry, strict=True)
+            for entry in await hub.definitions("anthropic"):
+                TypeAdapter(ToolParam).validate_python(entry, strict=True)
+            (gemini_tools,) = await hub.definitions("gemini")
+            genai.Tool.model_validate(gemini_tools)
+
+            image = {"type": "tool_use", "id": "t1", "name": "everything_get-tiny-image", "input": {}}
+            block = await hub.answer("anthropic", image)
+            TypeAdapter(ToolResultBlockParam).validate_python(block, strict=True)
+            (picture,) = [part for part in block["content"] if part["type"] == "image"]
+            assert picture["source"]["media_type"] == "image/png" and picture["source"]["data"]
+            message = await hub.answer(
+                "openai",
+                {"id": "c1", "type": "function", "function": {"name": "everything_get-tiny-image", "arguments": "{}"}},
+            )
+            assert "[image (image/png), not shown]" in message["content"]
+
+            weather = {"name": "everything_get-structured-content", "args": {"location": "Chicago"}}
+            part = await hub.answer("gemini", weather)
+            assert isinstance(part["functionResponse"]["response"]["output"], dict)
+
+            deleted = await hub.answer(
+                "anthropic", {"type": "tool_use", "id": "t2", "name": "srv_delete_note", "input": {"key": "k"}}
+            )
+            assert deleted["content"] == [{"type": "text", "text": "deleted k"}] and len(asked) == 1
