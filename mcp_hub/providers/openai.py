@@ -9,11 +9,12 @@ described, structured content goes as JSON, and an error result is marked at the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mcp_hub.providers.calls import HubCall
 from mcp_hub.providers.content import as_json, is_error, result_text
-from mcp_hub.providers.schema import input_schema, openai_strict
+from mcp_hub.providers.schema import absent_nulls, input_schema, openai_strict
 from mcp_hub.providers.toolset import Toolset
 
 JSON = dict[str, Any]
@@ -54,13 +55,20 @@ def chat_call(toolset: Toolset, tool_call: Any) -> HubCall:
     """A Chat Completions tool call (`message.tool_calls[i]`, the SDK's object or its JSON)."""
     call = as_json(tool_call)
     fn = call.get("function") or {}
-    return toolset.call(fn.get("name"), fn.get("arguments"), call.get("id"))
+    return _without_absent_nulls(toolset, toolset.call(fn.get("name"), fn.get("arguments"), call.get("id")))
 
 
 def responses_call(toolset: Toolset, item: Any) -> HubCall:
     """A Responses API `function_call` output item."""
     call = as_json(item)
-    return toolset.call(call.get("name"), call.get("arguments"), call.get("call_id"))
+    return _without_absent_nulls(toolset, toolset.call(call.get("name"), call.get("arguments"), call.get("call_id")))
+
+
+def _without_absent_nulls(toolset: Toolset, call: HubCall) -> HubCall:
+    """Under strict mode an optional argument is required and nullable: a null the model sent for one is
+    the argument left out, as the server's own schema says it."""
+    schema = input_schema(toolset.tool(call.name).get("inputSchema"))
+    return replace(call, arguments=absent_nulls(schema, call.arguments))
 
 
 def _text(result: JSON) -> str:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 JSON = dict[str, Any]
@@ -188,9 +189,12 @@ _STRICT_KEYS = {
 
 def openai_strict(schema: JSON) -> JSON | None:
     """`schema` under OpenAI's strict mode (every object closed, every property required), or None when
-    it would change what the tool accepts: a property left optional, a free-form object, a keyword
-    strict mode does not support."""
+    strict mode cannot say what the tool accepts: a free-form object, a keyword strict mode does not
+    support, an optional property that already takes null, or one inside a `$ref`. An optional property
+    becomes required and nullable: the model sends null for "left out", and `absent_nulls` drops those
+    nulls before the call."""
     out = copy.deepcopy(schema)
+    referenced = "$ref" in json.dumps(schema)
 
     def walk(node: Any) -> bool:
         if isinstance(node, list):
@@ -204,8 +208,13 @@ def openai_strict(schema: JSON) -> JSON | None:
             properties = node.get("properties")
             if not properties or node.get("additionalProperties") not in (None, False):
                 return False
-            if set(node.get("required", [])) != set(properties):
+            optional = [k for k in properties if k not in node.get("required", [])]
+            if optional and referenced:
                 return False
+            for key in optional:
+                if not _nullable_json(properties[key]):
+                    return False
+            node["required"] = list(properties)
             node["additionalProperties"] = False
             return all(walk(v) for v in properties.values())
         if "array" in kinds and not walk(node.get("items")):
@@ -215,3 +224,52 @@ def openai_strict(schema: JSON) -> JSON | None:
         return all(walk(v) for v in node.get("$defs", {}).values())
 
     return out if walk(out) else None
+
+
+def _nullable_json(node: Any) -> bool:
+    """Let `node` (a JSON Schema, changed in place) also take null; False when it takes null already
+    or has no place to say so."""
+    if not isinstance(node, dict) or _takes_null(node):
+        return False
+    kind = node.get("type")
+    if isinstance(kind, str):
+        node["type"] = [kind, "null"]
+    elif isinstance(kind, list):
+        node["type"] = [*kind, "null"]
+    elif "anyOf" in node:
+        node["anyOf"] = [*node["anyOf"], {"type": "null"}]
+    else:
+        return False
+    if "enum" in node:
+        node["enum"] = [*node["enum"], None]
+    return True
+
+
+def _takes_null(node: JSON) -> bool:
+    kind = node.get("type")
+    return (
+        kind == "null"
+        or (isinstance(kind, list) and "null" in kind)
+        or None in node.get("enum", [0])
+        or any(isinstance(b, dict) and _takes_null(b) for b in node.get("anyOf", []))
+    )
+
+
+def absent_nulls(schema: JSON, arguments: Any) -> Any:
+    """`arguments` without the nulls a strict-mode model sent for optional properties of `schema` (the
+    server's own schema) that do not take null."""
+    if isinstance(arguments, list) and isinstance(schema.get("items"), dict):
+        return [absent_nulls(schema["items"], item) for item in arguments]
+    if not isinstance(arguments, dict) or not isinstance(schema.get("properties"), dict):
+        return arguments
+    properties, required = schema["properties"], set(schema.get("required", []))
+    out = {}
+    for key, value in arguments.items():
+        spec = properties.get(key)
+        if not isinstance(spec, dict):
+            out[key] = value
+        elif value is None and key not in required and not _takes_null(spec):
+            continue
+        else:
+            out[key] = absent_nulls(spec, value)
+    return out

@@ -19,6 +19,11 @@ class Toolset:
     def __init__(self, tools: Iterable[Any]) -> None:
         self.tools: list[JSON] = [as_json(tool) for tool in tools]
         self.names = ToolNames(tool["name"] for tool in self.tools)
+        self._by_name = {tool["name"]: tool for tool in self.tools}
+
+    def tool(self, name: str) -> JSON:
+        """The definition of the tool the hub calls `name`."""
+        return self._by_name[name]
 
     def call(self, exported_name: Any, arguments: Any, call_id: str | None) -> HubCall:
         """A hub call from a provider's name and arguments (a JSON object, or its text as OpenAI sends it)."""
