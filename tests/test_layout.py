@@ -52,7 +52,7 @@ ALLOWED = {
     | {"chain", "server", "live", "cache"},
     "examples": set(),
     "providers": set(),
-    "library": {"config", "hub", "providers"},
+    "library": {"config", "hub", "providers", "server"},
 }
 
 

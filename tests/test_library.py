@@ -16,6 +16,7 @@ import pytest
 from anthropic.types import ToolParam, ToolResultBlockParam
 from google.genai import types as genai
 from mcp import types
+from mcp.shared.exceptions import MCPError
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionToolMessageParam, ChatCompletionToolParam
 from pydantic import TypeAdapter
@@ -330,3 +331,24 @@ async def test_images_structured_content_and_confirmation_from_real_servers(tmp_
                 "anthropic", {"type": "tool_use", "id": "t2", "name": "srv_delete_note", "input": {"key": "k"}}
             )
             assert deleted["content"] == [{"type": "text", "text": "deleted k"}] and len(asked) == 1
+
+
+async def test_an_in_process_hub_as_a_named_principal(tmp_path: Path) -> None:
+    """`from_config(..., principal=P)`: P's tools only, P's calls audited as P's; a tool P may not see is unknown."""
+    config, audit = setup(tmp_path)
+    (tmp_path / "policies" / "hub.toml").write_text(
+        textwrap.dedent(POLICY).replace('ci-bot = "developer"', 'ci-bot = "clock"').replace("{root}", str(tmp_path))
+        + CLOCK_ONLY,
+        encoding="utf-8",
+    )
+    # the hub's error leaves the block as itself, not wrapped in the hub's task groups' exception groups
+    with anyio.fail_after(60), pytest.raises(MCPError, match="Unknown tool: srv_echo"):
+        async with HubClient.from_config(config, principal="ci-bot") as hub:
+            assert {tool.name for tool in await hub.tools()} == {"time_get_current_time", "time_convert_time"}
+            block = await hub.answer(
+                "anthropic", {"type": "tool_use", "id": "t1", "name": "time_get_current_time", "input": TIME_CALL}
+            )
+            assert "Asia/Tokyo" in block["content"][0]["text"]
+            await hub.call("srv_echo", {"text": "hi"})  # hidden from ci-bot: unknown
+    calls = [(line["principal"], line["name"]) for line in audit_lines(audit) if line["method"] == "tools/call"]
+    assert ("ci-bot", "get_current_time") in calls and all(principal == "ci-bot" for principal, _ in calls)

@@ -6,8 +6,8 @@ Every call goes through the hub's endpoint as any MCP client's would: the SDK's 
 to the in-process hub's server over memory, or to its URL over HTTP. So policy, confirmation, rate
 limits, guardrails, pins and the audit log apply as they do over the wire; nothing here reaches past
 the endpoint. An in-process hub serves the local user (principal "stdio", as `mcp-hub serve` over
-stdio does); to act as another principal, connect to a served hub with that principal's API key or
-access token."""
+stdio does), or the principal named, over its HTTP endpoint on loopback; a served hub, the principal
+of the API key or access token given."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
+from mcp_hub.library.loopback import loopback_endpoint
 from mcp_hub.providers import HubCall, ToolCallError, Toolset, UnknownToolError, anthropic, export, gemini, openai
 
 Provider = Literal["openai", "openai-responses", "anthropic", "gemini"]
@@ -37,8 +38,16 @@ def error_result(message: str) -> types.CallToolResult:
 class HubClient:
     """`async with HubClient.from_config("hub.toml") as hub:` or `HubClient.connect(url, api_key=...)`."""
 
-    def __init__(self, target: HubConfig | str, *, headers: dict[str, str] | None = None, **client: Any) -> None:
+    def __init__(
+        self,
+        target: HubConfig | str,
+        *,
+        headers: dict[str, str] | None = None,
+        principal: str | None = None,
+        **client: Any,
+    ) -> None:
         self._target = target
+        self._principal = principal
         self._headers = headers or {}
         self._client_options = client
         self._stack: AsyncExitStack | None = None
@@ -48,11 +57,13 @@ class HubClient:
         """The in-process hub (None when connected by URL)."""
 
     @classmethod
-    def from_config(cls, config: str | Path | HubConfig, **client: Any) -> HubClient:
+    def from_config(cls, config: str | Path | HubConfig, *, principal: str | None = None, **client: Any) -> HubClient:
         """A hub started in this process from a hub.toml (its path, or a loaded HubConfig), stopped on exit.
-        `client`: options of the SDK's `Client`, such as `elicitation_callback` (the confirmation a
-        policy's `confirm` rule asks for)."""
-        return cls(config if isinstance(config, HubConfig) else load_config(config), **client)
+        Without `principal`, the caller is the local user ("stdio"), over memory; with it, the caller is
+        that principal, over the hub's HTTP endpoint served on a loopback port for it alone (see
+        loopback.py). `client`: options of the SDK's `Client`, such as `elicitation_callback` (the
+        confirmation a policy's `confirm` rule asks for)."""
+        return cls(config if isinstance(config, HubConfig) else load_config(config), principal=principal, **client)
 
     @classmethod
     def connect(cls, url: str, *, api_key: str | None = None, token: str | None = None, **client: Any) -> HubClient:
@@ -68,20 +79,33 @@ class HubClient:
             options: dict[str, Any] = {"cache": None, **self._client_options}
             if isinstance(self._target, HubConfig):
                 self.hub = await stack.enter_async_context(Hub(self._target).running())
-                self._client = await stack.enter_async_context(Client(self.hub.endpoint.server, **options))
+                if self._principal is None:
+                    self._client = await stack.enter_async_context(Client(self.hub.endpoint.server, **options))
+                else:
+                    url, key = await stack.enter_async_context(loopback_endpoint(self.hub, self._principal))
+                    self._client = await self._over_http(stack, url, {"X-API-Key": key}, options)
             else:
-                http = await stack.enter_async_context(httpx2.AsyncClient(headers=self._headers, timeout=60))
-                transport = streamable_http_client(self._target, http_client=http)
-                self._client = await stack.enter_async_context(Client(transport, **options))
+                self._client = await self._over_http(stack, self._target, self._headers, options)
             self._stack = stack.pop_all()
         return self
+
+    @staticmethod
+    async def _over_http(stack: AsyncExitStack, url: str, headers: dict[str, str], options: dict[str, Any]) -> Client:
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), **options))
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         stack, self._stack, self._client, self.hub = self._stack, None, None, None
-        if stack is not None:
+        if stack is None:
+            return
+        try:
             await stack.__aexit__(kind, exc, tb)
+        except BaseExceptionGroup as group:  # the hub's task groups wrap what the caller's block raised
+            if exc is not None and all(leaf is exc for leaf in _leaves(group)):
+                raise exc.with_traceback(tb) from None
+            raise
 
     @property
     def client(self) -> Client:
@@ -137,6 +161,14 @@ class HubClient:
         except MCPError as exc:  # the hub refused the call (a hidden tool is "Unknown tool"): the model reads why
             result = error_result(exc.error.message)
         return reply(hub_call, result)
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    return [
+        leaf
+        for inner in group.exceptions
+        for leaf in (_leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner])
+    ]
 
 
 def _call_id(provider: Provider, raw: dict[str, Any]) -> str | None:
