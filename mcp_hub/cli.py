@@ -2,7 +2,7 @@
 
     mcp-hub serve  [--config PATH] [--transport stdio|http] [--host H] [--port P]
     mcp-hub check  [--config PATH] [--connect]
-    mcp-hub tools  [--config PATH] [--json]
+    mcp-hub tools  [--config PATH] [--json | --format openai|openai-responses|anthropic|gemini [--principal P]]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
@@ -36,6 +36,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
+from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search import embedding_available
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
@@ -86,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     tools = command("tools", "Print the merged catalog a client would see.", _tools)
     tools.add_argument("--config", default="hub.toml")
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    tools.add_argument("--format", choices=FORMATS, help="print the tools as a model provider's tool definitions")
+    tools.add_argument("--principal", default="stdio", help='with --format: the tools this principal may see ("stdio")')
 
     explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
     explain.add_argument("--config", default="hub.toml")
@@ -196,6 +199,8 @@ def _collapsed(lines: Sequence[str]) -> list[str]:
 def _tools(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     _setup_logging("error")
+    if args.format:
+        return _exported(args, config)
     catalog: dict[str, list[dict[str, Any]]] = {}
     health = anyio.run(_connected_hub, config, catalog)
     down = {name: r for name, r in health.items() if r["state"] != State.UP}
@@ -215,9 +220,14 @@ def _tools(args: argparse.Namespace) -> int:
     return 1 if down else 0
 
 
-async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+async def _connected_hub(
+    config: HubConfig,
+    catalog: dict[str, list[dict[str, Any]]] | None = None,
+    visible: tuple[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     """Start the hub, let every mount connect (or fail), report, and stop: what the servers list now, not
-    what the catalog snapshot remembers (which it leaves as it is)."""
+    what the catalog snapshot remembers (which it leaves as it is). `visible`: (principal, a list to fill
+    with the tools its policy lets it see)."""
     hub = Hub(config.model_copy(update={"hub": config.hub.model_copy(update={"catalog_snapshot": False})}))
     settle = max((s.connect_timeout for s in config.enabled_servers().values()), default=0) + 1
     async with hub.running():
@@ -225,10 +235,31 @@ async def _connected_hub(config: HubConfig, catalog: dict[str, list[dict[str, An
         if catalog is not None:
             for kind in KINDS:
                 catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
+        if visible is not None:
+            principal, tools = visible
+            policy = hub.policy()
+            for item in hub.catalog.view("tools").items:
+                target = hub.catalog.resolve("tools", item["name"])
+                if target is not None and policy.visible(principal, "tool", target.mount, target.native):
+                    tools.append(item)
         servers: dict[str, Any] = hub.health()["servers"]
         for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
             report["stderr"] = hub.upstreams[name].stderr.lines()
         return servers
+
+
+def _exported(args: argparse.Namespace, config: HubConfig) -> int:
+    """`tools --format`: the tools the principal may see, as the provider's tool definitions (JSON)."""
+    visible: list[dict[str, Any]] = []
+    health = anyio.run(_connected_hub, config, None, (args.principal, visible))
+    for name, report in health.items():
+        if report["state"] != State.UP:
+            print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)
+    try:
+        print(json.dumps(export(args.format, Toolset(visible)), indent=2, ensure_ascii=False))
+    except SchemaError as exc:
+        raise ConfigError(config.path, "tools", f"cannot export as {args.format}: {exc}") from None
+    return 1 if any(r["state"] != State.UP for r in health.values()) else 0
 
 
 def _pins(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@
     chain
     server
     live (reloading hub.toml)
-    hub <- cli
+    hub <- library (the hub as a library) <- cli
+    providers (tool definitions, calls and results in model providers' formats; pure)
 
 A package imports only from floors below it (its own modules are always allowed)."""
 
@@ -50,6 +51,8 @@ ALLOWED = {
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
     | {"chain", "server", "live", "cache"},
     "examples": set(),
+    "providers": set(),
+    "library": {"config", "hub", "providers", "server"},
 }
 
 
