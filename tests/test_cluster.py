@@ -143,12 +143,23 @@ async def test_losing_redis_degrades_to_each_replica_and_recovers(
             ready = await http.get("/readyz")
             assert ready.status_code == 200 and ready.json()["cluster"] == {"redis": "up", "last_error": None}
 
-            redis_server.kill()
+            answered: list[bool] = []
             async with a.connect("alice") as on_a, b.connect("alice") as on_b:
-                with anyio.fail_after(10):  # answered, from the replica's own memory
-                    first = await on_a.call_tool("up_lookup", {"x": 1})
+
+                async def traffic(n: int) -> None:  # calls in flight on both replicas while Redis dies
+                    for client in (on_a, on_b):
+                        answered.append(not (await client.call_tool("up_lookup", {"traffic": n})).is_error)
+
+                with anyio.fail_after(20):
+                    async with anyio.create_task_group() as tg:
+                        for n in range(10):
+                            tg.start_soon(traffic, n)
+                        await wait_for(lambda: _at_least(answered, 4), timeout=10, interval=0.001)
+                        redis_server.kill()
+                    first = await on_a.call_tool("up_lookup", {"x": 1})  # answered, from the replica's own memory
                     again = await on_a.call_tool("up_lookup", {"x": 1})
                     elsewhere = await on_b.call_tool("up_lookup", {"x": 1})
+            assert answered == [True] * 20
             assert not first.is_error and text(again) == text(first) and text(elsewhere) != text(first)
             assert any(
                 r.levelno == logging.WARNING and "Redis is unreachable" in r.getMessage() for r in caplog.records
@@ -174,6 +185,10 @@ async def test_losing_redis_degrades_to_each_replica_and_recovers(
                 fetched = await on_a.call_tool("up_lookup", {"x": 5})
                 hit = await on_b.call_tool("up_lookup", {"x": 5})
             assert text(fetched) == text(hit)
+
+
+async def _at_least(items: list[bool], count: int) -> bool:
+    return len(items) >= count
 
 
 async def test_without_a_cluster_nothing_is_shared(tmp_path: Path) -> None:
