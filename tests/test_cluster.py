@@ -207,3 +207,30 @@ def test_the_cluster_table_is_checked() -> None:
     with pytest.raises(ConfigError) as error:
         parse_config('[cluster]\nredsi = "redis://127.0.0.1:6379"\n')
     assert "did you mean 'redis'" in str(error.value)
+
+
+async def test_the_redis_store_keeps_counts_and_forgets_as_the_memory_store_does(redis_server: RedisServer) -> None:
+    from mcp_hub.cache.shared import RedisStore
+    from mcp_hub.cluster import Cluster
+
+    cluster = Cluster(redis_server.url)
+    store, other = RedisStore(cluster, MemoryStore(10, 10_000)), RedisStore(cluster, MemoryStore(10, 10_000))
+    try:
+        assert await store.generations(["s", "t"]) == (0, 0, 0)
+        await store.put("k", b'{"a": 1}', 60)
+        kept = await other.get("k")
+        assert kept is not None and kept.value == b'{"a": 1}' and 59 < kept.remaining <= 60
+        await store.put("brief", b"x", 0.05)
+        await wait_for(lambda: _gone(other, "brief"), timeout=5)
+        await store.bump(["s", "s", "t"])
+        assert await other.generations(["s", "t", "u"]) == (0, 2, 1, 0)
+        await other.clear()
+        assert (await store.generations(["s"]))[0] == 1
+        assert redis_server.commands().get("incrby", 0) == 4  # three counters moved in one transaction, and the epoch
+        assert store.local.size == 0  # nothing went to this replica's memory while Redis answered
+    finally:
+        await cluster.aclose()
+
+
+async def _gone(store: object, key: str) -> bool:
+    return await store.get(key) is None  # type: ignore[attr-defined]
