@@ -185,6 +185,10 @@ async def test_losing_redis_degrades_to_each_replica_and_recovers(
                 fetched = await on_a.call_tool("up_lookup", {"x": 5})
                 hit = await on_b.call_tool("up_lookup", {"x": 5})
             assert text(fetched) == text(hit)
+            async with a.connect("dave") as dave_on_a, b.connect("dave") as dave_on_b:  # one budget again
+                counted = [await client.call_tool("up_lookup", {"m": n}) for n, client in enumerate([dave_on_a] * 2)]
+                counted.append(await dave_on_b.call_tool("up_lookup", {"m": 3}))
+            assert [r.is_error for r in counted] == [False, False, True]
 
 
 async def _at_least(items: list[bool], count: int) -> bool:
