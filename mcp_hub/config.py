@@ -232,6 +232,24 @@ class CacheSettings(BaseModel):
     """A result larger than this (as JSON) is not kept."""
 
 
+class ClusterSettings(BaseModel):
+    """The [cluster] table: hub replicas sharing rate limits and kept results on Redis (see mcp_hub/cluster.py)."""
+
+    model_config = _MODEL_CONFIG
+
+    redis: str | None = None
+    """The Redis URL (redis://, rediss:// or unix://; write a password as ${VAR}). None: nothing is shared."""
+
+    @field_validator("redis")
+    @classmethod
+    def _redis_url(cls, url: str | None) -> str | None:
+        if url is None or url.startswith("${"):  # checked once expanded
+            return url
+        if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
+            raise rule_error('not a Redis URL; write it like "redis://127.0.0.1:6379/0"')
+        return url
+
+
 OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http"
 """The module `"otlp"` needs: the `otlp` extra (`pip install "mcp-hub[otlp]"`)."""
 
@@ -652,6 +670,7 @@ class HubConfig(BaseModel):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -744,7 +763,7 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache", "search")
+_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache", "search", "cluster")
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
     "http": tuple(HttpSettings.model_fields),
@@ -754,6 +773,7 @@ _SECTION_KEYS = {
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
     "search": tuple(SearchSettings.model_fields),
+    "cluster": tuple(ClusterSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
@@ -914,6 +934,11 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
         expanded["telemetry"] = {
             key: _expand_value(value, ("telemetry", key), environ, file) if key in ("endpoint", "headers") else value
             for key, value in telemetry.items()
+        }
+    if isinstance(data.get("cluster"), dict):
+        cluster = data["cluster"]
+        expanded["cluster"] = {
+            key: _expand_value(value, ("cluster", key), environ, file) for key, value in cluster.items()
         }
     return expanded
 

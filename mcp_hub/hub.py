@@ -28,7 +28,8 @@ import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 
 from mcp_hub import sdk
-from mcp_hub.cache import MemoryStore, ResultCache
+from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
+from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
@@ -39,6 +40,7 @@ from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
+from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned
@@ -102,13 +104,17 @@ class Hub:
         trail = AuditTrail(self.audit, self.policy) if audit.file else None
         if trail is not None:
             links.append(trail)
+        self.cluster = Cluster(config.cluster.redis) if config.cluster.redis else None
+        """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
         if self.policy.directory is not None:
-            links.append(PolicyGuard(self.policy, RateLimiter()))
+            links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
                 links.append(guardrails)
         kept = config.cache
-        store = MemoryStore(kept.max_entries, kept.max_bytes)
+        store: CacheStore = MemoryStore(kept.max_entries, kept.max_bytes)
+        if self.cluster is not None:
+            store = RedisStore(self.cluster, MemoryStore(kept.max_entries, kept.max_bytes))
         self.cache = ResultCache(store, max_entry_bytes=kept.max_entry_bytes) if kept.enabled else None
         """Kept results (see mcp_hub/cache/); None with `[cache] enabled = false`."""
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
@@ -167,6 +173,8 @@ class Hub:
                     tg.start_soon(self._watch_pins)
                 if self.snapshot.enabled:
                     tg.start_soon(self.snapshot.run)
+                if self.cluster is not None:
+                    tg.start_soon(self.cluster.run)
                 try:
                     yield self
                 finally:
@@ -175,6 +183,8 @@ class Hub:
             # Writing out the queued audit lines waits on the disk, and exporting the last spans and
             # metrics on the network: not on the event loop.
             with anyio.CancelScope(shield=True):
+                if self.cluster is not None:
+                    await self.cluster.aclose()
                 await anyio.to_thread.run_sync(self.audit.stop)
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
@@ -365,7 +375,10 @@ class Hub:
         status = "ok" if all(s == State.UP for s in states) else "degraded"
         if states and not any(s == State.UP for s in states):
             status = "down"
-        return {"status": status, "servers": servers}
+        report: dict[str, Any] = {"status": status, "servers": servers}
+        if self.cluster is not None:
+            report["cluster"] = self.cluster.report()
+        return report
 
     def ready(self) -> bool:
         """Whether to send the hub traffic (served at /readyz): every enabled mount has finished its

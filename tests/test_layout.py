@@ -1,6 +1,7 @@
 """Dependencies point one way, floor by floor:
 
     errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
+    cluster (the Redis replicas share)
     config <- importer
     observe, catalog, guardrails <- policy <- search; credentials, cache
     auth
@@ -41,15 +42,16 @@ ALLOWED = {
     "policy": {"errors", "config", "shown", "guardrails"},
     "credentials": {"errors", "config"},
     "sdk": set(),
-    "cache": BASE,
+    "cluster": set(),
+    "cache": BASE | {"cluster"},
     "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache"},
+    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster"},
     "server": BASE | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
-    | {"chain", "server", "live", "cache"},
+    | {"chain", "server", "live", "cache", "cluster"},
     "examples": set(),
     "providers": set(),
     "library": {"config", "hub", "providers", "server"},

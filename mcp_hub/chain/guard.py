@@ -30,6 +30,8 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.cluster import ERRORS as CLUSTER_ERRORS
+from mcp_hub.cluster import Cluster, limits_uri
 from mcp_hub.errors import RateLimited, Refused, UnknownName
 from mcp_hub.policy import Decision, Outcome, PolicySet, RateLimit, Target, mask_arguments
 from mcp_hub.shown import shown, shown_json
@@ -43,17 +45,18 @@ _CONFIRM_SCHEMA = {
 
 
 class RateLimiter:
-    """Counts calls against the policy's rate limits (`limits`, moving windows).
+    """Counts calls against the policy's rate limits (`limits`, moving windows), in memory; with a `cluster`,
+    in its Redis (`limits`' async Redis storage), one budget for every replica, and in memory while Redis
+    is down (a budget per replica: the limits loosen to N times, for N replicas, until Redis is back)."""
 
-    The default storage is in memory; an `async+redis://` URI shares the counts
-    between hub replicas.
-    """
-
-    def __init__(self, storage: str = "async+memory://") -> None:
-        backend = storage_from_string(storage)
-        if not isinstance(backend, Storage):
-            raise ValueError(f"rate limit storage {storage!r} is not an async storage; use an async+ URI")
-        self._limiter = MovingWindowRateLimiter(backend)
+    def __init__(self, cluster: Cluster | None = None) -> None:
+        self._cluster = cluster
+        self._local = _limiter("async+memory://")
+        self._shared = None
+        if cluster is not None:
+            pool = cluster.client.connection_pool
+            self._shared = _limiter(limits_uri(cluster.url), implementation="redispy", connection_pool=pool)
+            cluster.on_recovered.append(self._recovered)
         self._items: dict[str, RateLimitItem] = {}
 
     async def over(self, limit: RateLimit, principal: str) -> float | None:
@@ -62,10 +65,30 @@ class RateLimiter:
         if item is None:
             item = self._items[limit.rate] = parse(limit.rate)
         keys = (limit.rule, principal) if limit.scope == "principal" else (limit.rule,)
-        if await self._limiter.hit(item, *keys):
-            return None
-        stats = await self._limiter.get_window_stats(item, *keys)
-        return max(stats.reset_time - _now(), 0.0)
+        if self._shared is not None and self._cluster is not None and self._cluster.up:
+            try:
+                return await _over(self._shared, item, keys)
+            except CLUSTER_ERRORS as exc:
+                self._cluster.failed(exc)
+        return await _over(self._local, item, keys)
+
+    async def _recovered(self) -> None:
+        """Redis is back: what was counted here meanwhile is dropped."""
+        self._local = _limiter("async+memory://")
+
+
+def _limiter(uri: str, **options: Any) -> MovingWindowRateLimiter:
+    backend = storage_from_string(uri, **options)
+    if not isinstance(backend, Storage):
+        raise ValueError(f"rate limit storage {uri!r} is not an async storage; use an async+ URI")
+    return MovingWindowRateLimiter(backend)
+
+
+async def _over(limiter: MovingWindowRateLimiter, item: RateLimitItem, keys: tuple[str, ...]) -> float | None:
+    if await limiter.hit(item, *keys):
+        return None
+    stats = await limiter.get_window_stats(item, *keys)
+    return max(stats.reset_time - _now(), 0.0)
 
 
 def _now() -> float:

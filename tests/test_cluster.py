@@ -1,0 +1,240 @@
+"""Replicas sharing one Redis (`[cluster]`): one rate-limit budget, one cache, and per-replica behaviour while
+Redis is down.
+
+Real parts only: a real `redis-server` (Debian's package; `.ci/run` installs it) on a free loopback port,
+two in-process hubs that each mount the same counting server (tests/servers/counting.py) over streamable
+HTTP, and the SDK's clients through each hub's HTTP endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+import redis
+
+from mcp_hub.cache import MemoryStore
+from mcp_hub.config import parse_config
+from mcp_hub.errors import ConfigError
+from mcp_hub.server.http import build_app
+from tests.conftest import free_port, serve_app, wait_for
+from tests.servers.counting import counting_server
+from tests.test_cache import Setup, audit_outcomes, cached_hub, text
+
+pytestmark = pytest.mark.anyio
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+class RedisServer:
+    """A redis-server on a loopback port, with no persistence, that a test can kill and start again."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._directory = directory
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None
+        options = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        options += ["--dir", str(self._directory), "--daemonize", "no", "--loglevel", "warning"]
+        self._process = subprocess.Popen([REDIS_SERVER, *options], stdout=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port, socket_connect_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self._process.poll() is not None:
+                    raise
+                time.sleep(0.02)
+            finally:
+                client.close()
+
+    def kill(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(10)
+            self._process = None
+
+    def commands(self) -> dict[str, int]:
+        """How many times each command ran since it started (INFO commandstats)."""
+        client = redis.Redis(port=self.port)
+        try:
+            stats = client.info("commandstats")
+        finally:
+            client.close()
+        return {name.removeprefix("cmdstat_"): int(value["calls"]) for name, value in stats.items()}
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@asynccontextmanager
+async def replicas(tmp_path: Path, url: str, count: int = 2) -> AsyncIterator[list[Setup]]:
+    """`count` hubs with `[cluster] redis = url`, mounting one counting server as "up"."""
+    server, served = counting_server("up")
+    port = free_port()
+    async with serve_app(server.streamable_http_app(), port), AsyncExitStack() as stack:
+        hubs = []
+        for index in range(count):
+            folder = tmp_path / f"replica{index}"
+            folder.mkdir()
+            cluster = f'\n[cluster]\nredis = "{url}"\n'
+            hubs.append(await stack.enter_async_context(cached_hub(folder, upstream=(port, served), cache=cluster)))
+        yield hubs
+
+
+async def test_one_rate_limit_budget_across_replicas(tmp_path: Path, redis_server: RedisServer) -> None:
+    """dave may make 2 calls a minute: 2 succeed in total across both replicas, the next is refused on either."""
+    async with replicas(tmp_path, redis_server.url) as (a, b), a.connect("dave") as on_a, b.connect("dave") as on_b:
+        first = await on_a.call_tool("up_lookup", {"x": 1})
+        second = await on_b.call_tool("up_lookup", {"x": 2})
+        third = await on_a.call_tool("up_lookup", {"x": 3})
+        fourth = await on_b.call_tool("up_lookup", {"x": 4})
+    assert [r.is_error for r in (first, second, third, fourth)] == [False, False, True, True]
+    assert "rate" in text(third).lower() and "rate" in text(fourth).lower()
+    assert a.served[("tool", "lookup")] == 2
+
+
+async def test_a_result_fetched_on_one_replica_is_a_hit_on_another(tmp_path: Path, redis_server: RedisServer) -> None:
+    async with replicas(tmp_path, redis_server.url) as (a, b):
+        async with a.connect("alice") as on_a, b.connect("alice") as on_b:
+            fetched = await on_a.call_tool("up_lookup", {"x": 1, "y": 2})
+            hit = await on_b.call_tool("up_lookup", {"y": 2, "x": 1})
+            read = await on_a.read_resource("up+count://a")
+            read_again = await on_b.read_resource("up+count://a")
+        assert text(fetched) == text(hit) and text(read) == text(read_again) == "count://a #1"
+        assert a.served[("tool", "lookup")] == 1 and a.served[("resource", "count://a")] == 1
+        async with b.connect("bob") as bob_on_b:  # still kept per principal
+            assert text(await bob_on_b.read_resource("up+count://a")) == "count://a #2"
+        await a.hub.invalidate_cache()  # a policy edit on A: B forgets too
+        async with b.connect("alice") as on_b:
+            assert text(await on_b.read_resource("up+count://a")) == "count://a #3"
+    assert [outcome for _, _, outcome in audit_outcomes(b.audit)] == ["cached", "cached", "allowed", "allowed"]
+
+
+async def test_losing_redis_degrades_to_each_replica_and_recovers(
+    tmp_path: Path, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "mcp_hub.cluster")
+    async with replicas(tmp_path, redis_server.url) as (a, b):
+        app = build_app(a.hub.endpoint.server, host="127.0.0.1", path="/mcp", health=a.hub.health, ready=a.hub.ready)
+        async with serve_app(app) as base, httpx2.AsyncClient(base_url=base, timeout=10) as http:
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["cluster"] == {"redis": "up", "last_error": None}
+
+            answered: list[bool] = []
+            async with a.connect("alice") as on_a, b.connect("alice") as on_b:
+
+                async def traffic(n: int) -> None:  # calls in flight on both replicas while Redis dies
+                    for client in (on_a, on_b):
+                        answered.append(not (await client.call_tool("up_lookup", {"traffic": n})).is_error)
+
+                with anyio.fail_after(20):
+                    async with anyio.create_task_group() as tg:
+                        for n in range(10):
+                            tg.start_soon(traffic, n)
+                        await wait_for(lambda: _at_least(answered, 4), timeout=10, interval=0.001)
+                        redis_server.kill()
+                    first = await on_a.call_tool("up_lookup", {"x": 1})  # answered, from the replica's own memory
+                    again = await on_a.call_tool("up_lookup", {"x": 1})
+                    elsewhere = await on_b.call_tool("up_lookup", {"x": 1})
+            assert answered == [True] * 20
+            assert not first.is_error and text(again) == text(first) and text(elsewhere) != text(first)
+            assert any(
+                r.levelno == logging.WARNING and "Redis is unreachable" in r.getMessage() for r in caplog.records
+            )
+            ready = await http.get("/readyz")
+            assert ready.status_code == 200  # the replica still serves
+            assert ready.json()["cluster"]["redis"] == "down" and ready.json()["cluster"]["last_error"]
+            async with a.connect("dave") as dave_on_a, b.connect("dave") as dave_on_b:  # a budget per replica
+                counted = [
+                    await client.call_tool("up_lookup", {"n": n}) for client in (dave_on_a, dave_on_b) for n in (1, 2)
+                ]
+            assert [r.is_error for r in counted] == [False, False, False, False]
+
+            redis_server.start()
+
+            async def shared_again() -> bool:
+                return bool(a.hub.cluster and a.hub.cluster.up and b.hub.cluster and b.hub.cluster.up)
+
+            await wait_for(shared_again)
+            assert any("Redis answers again" in r.getMessage() for r in caplog.records)
+            assert (await http.get("/readyz")).json()["cluster"]["redis"] == "up"
+            async with a.connect("alice") as on_a, b.connect("alice") as on_b:
+                fetched = await on_a.call_tool("up_lookup", {"x": 5})
+                hit = await on_b.call_tool("up_lookup", {"x": 5})
+            assert text(fetched) == text(hit)
+            async with a.connect("dave") as dave_on_a, b.connect("dave") as dave_on_b:  # one budget again
+                counted = [await client.call_tool("up_lookup", {"m": n}) for n, client in enumerate([dave_on_a] * 2)]
+                counted.append(await dave_on_b.call_tool("up_lookup", {"m": 3}))
+            assert [r.is_error for r in counted] == [False, False, True]
+
+
+async def _at_least(items: list[bool], count: int) -> bool:
+    return len(items) >= count
+
+
+async def test_without_a_cluster_nothing_is_shared(tmp_path: Path) -> None:
+    async with cached_hub(tmp_path) as hub, hub.connect("dave") as dave:
+        await dave.call_tool("up_lookup", {"x": 1})
+        assert hub.hub.cluster is None and "cluster" not in hub.hub.health()
+        assert hub.hub.cache is not None and isinstance(hub.hub.cache.store, MemoryStore)
+
+
+def test_the_cluster_table_is_checked() -> None:
+    config = parse_config('[cluster]\nredis = "${REDIS_URL}"\n', environ={"REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert config.cluster.redis == "redis://127.0.0.1:1/0"
+    with pytest.raises(ConfigError) as error:
+        parse_config('[cluster]\nredis = "http://127.0.0.1:6379"\n')
+    assert "cluster.redis" in str(error.value) and "not a Redis URL" in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        parse_config('[cluster]\nredsi = "redis://127.0.0.1:6379"\n')
+    assert "did you mean 'redis'" in str(error.value)
+
+
+async def test_the_redis_store_keeps_counts_and_forgets_as_the_memory_store_does(redis_server: RedisServer) -> None:
+    from mcp_hub.cache.shared import RedisStore
+    from mcp_hub.cluster import Cluster
+
+    cluster = Cluster(redis_server.url)
+    store, other = RedisStore(cluster, MemoryStore(10, 10_000)), RedisStore(cluster, MemoryStore(10, 10_000))
+    try:
+        assert await store.generations(["s", "t"]) == (0, 0, 0)
+        await store.put("k", b'{"a": 1}', 60)
+        kept = await other.get("k")
+        assert kept is not None and kept.value == b'{"a": 1}' and 59 < kept.remaining <= 60
+        await store.put("brief", b"x", 0.05)
+        await wait_for(lambda: _gone(other, "brief"), timeout=5)
+        await store.bump(["s", "s", "t"])
+        assert await other.generations(["s", "t", "u"]) == (0, 2, 1, 0)
+        await other.clear()
+        assert (await store.generations(["s"]))[0] == 1
+        assert redis_server.commands().get("incrby", 0) == 4  # three counters moved in one transaction, and the epoch
+        assert store.local.size == 0  # nothing went to this replica's memory while Redis answered
+    finally:
+        await cluster.aclose()
+
+
+async def _gone(store: object, key: str) -> bool:
+    return await store.get(key) is None  # type: ignore[attr-defined]
