@@ -193,8 +193,15 @@ class PolicySet:
         guards = self.profiles[profile_name].guards
         return Guarding(tuple(g for g in guards if g.watches(direction) and g.applies(kind, mount, name)))
 
+    @cached_property
+    def says_tool_search(self) -> bool:
+        """Whether any profile turns tool search on or off (without, `[search] enabled` decides for everyone)."""
+        return any(profile.tool_search is not None for profile in self.profiles.values())
+
     def tool_search(self, principal: str) -> bool | None:
         """Whether the principal's profile turns tool search on or off (None: it says nothing)."""
+        if not self.says_tool_search:  # the common case: no profile lookup on every call
+            return None
         profile_name = self.profile_for(principal)
         return None if profile_name is None else self.profiles[profile_name].tool_search
 
