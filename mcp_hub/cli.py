@@ -1,8 +1,9 @@
 """`mcp-hub`: flags in, config loaded, the hub run. No logic of its own.
 
-    mcp-hub serve  [--config PATH] [--transport stdio|http] [--host H] [--port P]
+    mcp-hub serve  [--config PATH] [--transport stdio|http] [--host H] [--port P] [--endpoint NAME]
     mcp-hub check  [--config PATH] [--connect]
     mcp-hub tools  [--config PATH] [--json | --format openai|openai-responses|anthropic|gemini [--principal P]]
+                   [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
@@ -38,6 +39,7 @@ from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search import embedding_available
+from mcp_hub.server.curated import selections
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 
@@ -79,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     serve.add_argument("--host", help="HTTP host (default: [http] host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (default: [http] port, 8765)")
+    serve.add_argument("--endpoint", metavar="NAME", help="serve the [endpoints.NAME] view instead of everything")
 
     check = command("check", "Validate the config; with --connect, connect to every server and report.", _check)
     check.add_argument("--config", default="hub.toml")
@@ -89,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
     tools.add_argument("--format", choices=FORMATS, help="print the tools as a model provider's tool definitions")
     tools.add_argument("--principal", default="stdio", help='with --format: the tools this principal may see ("stdio")')
+    tools.add_argument("--endpoint", metavar="NAME", help="what the [endpoints.NAME] view serves")
 
     explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
     explain.add_argument("--config", default="hub.toml")
@@ -130,7 +134,8 @@ def _serve(args: argparse.Namespace) -> int:
     _setup_logging(config.hub.log_level)
     keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
-    anyio.run(Hub(config).serve, args.transport, args.host, args.port, backend_options=_loop_options())
+    hub = Hub(config, endpoint=args.endpoint)
+    anyio.run(hub.serve, args.transport, args.host, args.port, backend_options=_loop_options())
     return 0
 
 
@@ -144,8 +149,12 @@ def _loop_options() -> dict[str, Any]:
 
 def _check(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    curated = selections(config)
     servers = config.enabled_servers()
     print(f"{config.path}: ok, {len(servers)} server(s) enabled")
+    if curated:
+        below = config.http.path.rstrip("/")
+        print(f"endpoints: {', '.join(f'{below}/{name}' for name in curated)}")
     if config.policy.dir:
         policy = load_policies(config.relative(config.policy.dir))
         print(
@@ -202,7 +211,7 @@ def _tools(args: argparse.Namespace) -> int:
     if args.format:
         return _exported(args, config)
     catalog: dict[str, list[dict[str, Any]]] = {}
-    health = anyio.run(_connected_hub, config, catalog)
+    health = anyio.run(_connected_hub, config, catalog, None, args.endpoint)
     down = {name: r for name, r in health.items() if r["state"] != State.UP}
     for name, report in down.items():
         print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)
@@ -224,23 +233,26 @@ async def _connected_hub(
     config: HubConfig,
     catalog: dict[str, list[dict[str, Any]]] | None = None,
     visible: tuple[str, list[dict[str, Any]]] | None = None,
+    endpoint: str | None = None,
 ) -> dict[str, Any]:
     """Start the hub, let every mount connect (or fail), report, and stop: what the servers list now, not
     what the catalog snapshot remembers (which it leaves as it is). `visible`: (principal, a list to fill
-    with the tools its policy lets it see)."""
-    hub = Hub(config.model_copy(update={"hub": config.hub.model_copy(update={"catalog_snapshot": False})}))
+    with the tools its policy lets it see); `endpoint`: of the `[endpoints.NAME]` view only."""
+    unsaved = config.model_copy(update={"hub": config.hub.model_copy(update={"catalog_snapshot": False})})
+    hub = Hub(unsaved, endpoint=endpoint)
+    selection = hub.endpoint.selection
     settle = max((s.connect_timeout for s in config.enabled_servers().values()), default=0) + 1
     async with hub.running():
         await hub.wait_settled(settle)
         if catalog is not None:
             for kind in KINDS:
-                catalog[_KIND_KEYS[kind]] = list(hub.catalog.view(kind).items)
+                catalog[_KIND_KEYS[kind]] = list(selection.selected(kind, hub.catalog.view(kind)))
         if visible is not None:
             principal, tools = visible
             policy = hub.policy()
             for item in hub.catalog.view("tools").items:
                 target = hub.catalog.resolve("tools", item["name"])
-                if target is not None and policy.visible(principal, "tool", target.mount, target.native):
+                if target is not None and selection.visible(policy, principal, "tool", target.mount, target.native):
                     tools.append(item)
         servers: dict[str, Any] = hub.health()["servers"]
         for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
@@ -251,7 +263,7 @@ async def _connected_hub(
 def _exported(args: argparse.Namespace, config: HubConfig) -> int:
     """`tools --format`: the tools the principal may see, as the provider's tool definitions (JSON)."""
     visible: list[dict[str, Any]] = []
-    health = anyio.run(_connected_hub, config, None, (args.principal, visible))
+    health = anyio.run(_connected_hub, config, None, (args.principal, visible), args.endpoint)
     for name, report in health.items():
         if report["state"] != State.UP:
             print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)

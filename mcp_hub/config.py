@@ -205,6 +205,27 @@ class SearchSettings(BaseModel):
     call_tool: str = Field(default="call_tool", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
 
+class EndpointSettings(BaseModel):
+    """An [endpoints.NAME] table: a curated view of the hub, served at `/mcp/NAME` over HTTP and with
+    `mcp-hub serve --endpoint NAME` over stdio (see mcp_hub/server/curated.py). What it selects is
+    intersected with what each caller's policy profile lets it see."""
+
+    model_config = _MODEL_CONFIG
+
+    servers: tuple[str, ...] | None = Field(default=None, strict=False)
+    """The mounts it serves; None: every mount."""
+    tools: tuple[str, ...] = Field(default=(), strict=False)
+    """Policy selectors (`MOUNT/NAME` globs on the server's own names; `!` in front excludes; checked by
+    server/curated.py, which knows the policy's globs). With none that include, every tool of its mounts;
+    likewise `prompts` and `resources` (URIs and URI templates)."""
+    prompts: tuple[str, ...] = Field(default=(), strict=False)
+    resources: tuple[str, ...] = Field(default=(), strict=False)
+    search: bool | None = None
+    """Tool search on this endpoint, whatever `[search] enabled` and the callers' profiles say; None: as they say."""
+    instructions: str | None = None
+    """What its `initialize` answer tells the client about it (MCP `instructions`)."""
+
+
 class AuditFileSettings(BaseModel):
     """The [audit] table: the audit log file (relative paths: from hub.toml's folder)."""
 
@@ -671,6 +692,7 @@ class HubConfig(BaseModel):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -701,6 +723,23 @@ class HubConfig(BaseModel):
                     "or disable the other servers",
                     *("servers", name, "prefix"),
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_endpoints(self) -> HubConfig:
+        """Endpoint names go in URLs (`/mcp/NAME`); the mounts an endpoint names are servers of this file."""
+        for name, endpoint in self.endpoints.items():
+            if not MOUNT_NAME_PATTERN.match(name):
+                raise rule_error(
+                    f"an endpoint name is lowercase letters, digits and '-', starting with a letter; "
+                    f"write [endpoints.{to_mount_name(name)}]",
+                    *("endpoints", name),
+                )
+            for index, mount in enumerate(endpoint.servers or ()):
+                if mount not in self.servers:
+                    close = difflib.get_close_matches(mount, list(self.servers), n=1)
+                    fix = f"did you mean {close[0]!r}?" if close else f"servers: {', '.join(self.servers) or 'none'}"
+                    raise rule_error(f"no server {mount!r} in this file; {fix}", *("endpoints", name, "servers", index))
         return self
 
     @model_validator(mode="after")
@@ -763,7 +802,19 @@ def _validate(data: dict[str, Any], file: str) -> HubConfig:
 
 # -- unknown keys ------------------------------------------------------------------------------
 
-_TOP_KEYS = ("hub", "http", "servers", "policy", "audit", "auth", "telemetry", "cache", "search", "cluster")
+_TOP_KEYS = (
+    "hub",
+    "http",
+    "servers",
+    "policy",
+    "audit",
+    "auth",
+    "telemetry",
+    "cache",
+    "search",
+    "cluster",
+    "endpoints",
+)
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
     "http": tuple(HttpSettings.model_fields),
@@ -778,6 +829,7 @@ _SECTION_KEYS = {
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
+_ENDPOINT_KEYS = tuple(EndpointSettings.model_fields)
 
 
 def _check_keys(data: dict[str, Any], file: str) -> None:
@@ -796,6 +848,11 @@ def _check_keys(data: dict[str, Any], file: str) -> None:
                 _check_table(table, _SERVER_KEYS, ("servers", name), file)
                 if isinstance(table.get("auth"), dict):
                     _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
+    endpoints = data.get("endpoints")
+    if isinstance(endpoints, dict):
+        for name, table in endpoints.items():
+            if isinstance(table, dict):
+                _check_table(table, _ENDPOINT_KEYS, ("endpoints", name), file)
 
 
 def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> None:

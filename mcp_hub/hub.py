@@ -50,8 +50,9 @@ from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
 from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
+from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.http import build_app
-from mcp_hub.server.origin import principal_of, session_of
+from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
 from mcp_hub.upstream.startup import Startup
@@ -63,8 +64,9 @@ STARTS_AT_ONCE = os.cpu_count() or 1
 
 
 class Hub:
-    def __init__(self, config: HubConfig, *, telemetry: Telemetry | None = None) -> None:
-        """`telemetry` replaces the one `[telemetry]` configures (to read what the hub reports in-process)."""
+    def __init__(self, config: HubConfig, *, telemetry: Telemetry | None = None, endpoint: str | None = None) -> None:
+        """`telemetry` replaces the one `[telemetry]` configures (to read what the hub reports in-process);
+        `endpoint` names the `[endpoints.NAME]` its own endpoint (stdio, `/mcp`) serves instead of everything."""
         sdk.install()
         self.config = config
         servers = config.enabled_servers()
@@ -120,23 +122,39 @@ class Hub:
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)
         self._guardrails = guardrails
-        self.endpoint = Endpoint(
-            config.hub.name,
-            self.catalog,
-            self.router,
-            page_size=config.hub.page_size,
-            policy=self.policy,
-            call=compose(self.links, self.router.call),
-            upstreams=self.upstreams,
-            on_log_level=self._log_level_changed,
-            confirms=self.policy.directory is not None,
-            startup=self.startup,
-            on_refused=trail.refused if trail is not None else None,
-            guard_task=guardrails.guard_task if guardrails is not None else None,
-            search=ToolSearch(config.search, lambda: self.catalog.view("tools")),
-        )
-        if observer is not None:
-            self.endpoint.observe(observer)
+        call = compose(self.links, self.router.call)
+        search = ToolSearch(config.search, lambda: self.catalog.view("tools"))
+
+        def serving(selection: Selection) -> Endpoint:
+            served = Endpoint(
+                config.hub.name,
+                self.catalog,
+                self.router,
+                page_size=config.hub.page_size,
+                policy=self.policy,
+                call=call,
+                upstreams=self.upstreams,
+                on_log_level=self._log_level_changed,
+                confirms=self.policy.directory is not None,
+                startup=self.startup,
+                on_refused=trail.refused if trail is not None else None,
+                guard_task=guardrails.guard_task if guardrails is not None else None,
+                search=search,
+                selection=selection,
+            )
+            if observer is not None:
+                served.observe(observer)
+            return served
+
+        curated = selections(config)
+        if endpoint is not None and endpoint not in curated:
+            known = ", ".join(curated) or "none"
+            raise ConfigError(config.path, f"endpoints.{endpoint}", f"no such endpoint (endpoints: {known})")
+        self.endpoint = serving(curated[endpoint] if endpoint else Selection())
+        """The hub's own endpoint: stdio, and `/mcp` over HTTP."""
+        self.endpoints = {name: serving(selection) for name, selection in curated.items()}
+        """The curated endpoints (`[endpoints.NAME]`, see server/curated.py), served at `/mcp/NAME`: views of
+        the same catalog through the same chain, each with its own clients and `list_changed`."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._settled_once = False
         self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
@@ -160,7 +178,8 @@ class Hub:
             self.telemetry.start(self._mount_status)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                tg.start_soon(self.endpoint.parking.run)
+                for served in self._serving():
+                    tg.start_soon(served.parking.run)
                 pace = anyio.Semaphore(STARTS_AT_ONCE)
                 self.startup.begin()
                 for upstream in self.upstreams.values():
@@ -228,12 +247,12 @@ class Hub:
             del self.upstreams[name]
             self._served_tools.pop(name, None)
         if changed:
-            await self.endpoint.notify_changed(changed)
+            await self._notify_changed(changed)
         starting = []
         for name in [*added, *restarted]:  # requests from now on wait for the new connection
             old = self.upstreams.get(name)
             upstream = self.upstreams[name] = self._upstream(servers[name])
-            await upstream.set_log_level(self.endpoint.log_level())
+            await upstream.set_log_level(self._log_level())
             for uri in old.subscribed if old is not None else ():
                 await upstream.subscribe(uri)
             starting.append(upstream)
@@ -276,13 +295,29 @@ class Hub:
     async def _sole_client(self) -> Origin | None:
         return await self.endpoint.sole_client()
 
+    def _serving(self) -> list[Endpoint]:
+        """The hub's own endpoint and the curated ones."""
+        return [self.endpoint, *self.endpoints.values()]
+
+    async def _notify_changed(self, kinds: Collection[str], *, policy: bool = False) -> None:
+        """Tell each endpoint's clients which lists changed (a curated endpoint's: those its view changed in)."""
+        for served in self._serving():
+            await served.notify_changed(kinds, policy=policy)
+
+    def _log_level(self) -> str:
+        """The most verbose level any client of any endpoint asked for ("info" while none asked)."""
+        levels = [level for served in self._serving() if (level := served.log_level(None)) is not None]
+        return min(levels, key=LOG_LEVELS.index) if levels else "info"
+
     async def _on_log(self, params: Mapping[str, Any]) -> None:
-        await self.endpoint.broadcast_log(params)
+        for served in self._serving():
+            await served.broadcast_log(params)
 
     async def _on_updated(self, upstream: Upstream, uri: str) -> None:
         if self.cache is not None:
             await self.cache.resource_updated(upstream.name, uri)
-        await self.endpoint.resource_updated(upstream.name, uri)
+        for served in self._serving():
+            await served.resource_updated(upstream.name, uri)
 
     async def invalidate_cache(self) -> None:
         """Forget every kept result: what the hub serves changed (a policy, pins, a configuration reload)."""
@@ -291,13 +326,14 @@ class Hub:
 
     async def _log_level_changed(self, level: str) -> None:
         """Servers send what the most verbose client asked for; each client gets its own level's share."""
+        level = self._log_level()  # `level` is one endpoint's
         for upstream in list(self.upstreams.values()):
             await upstream.set_log_level(level)
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
         await self.invalidate_cache()
-        await self.endpoint.notify_changed(KINDS)
+        await self._notify_changed(KINDS, policy=True)
 
     async def reload_policy(self) -> None:
         """Load the policy files again if they changed (SIGHUP; they are also watched unless `reload = false`)."""
@@ -327,7 +363,7 @@ class Hub:
                 changed |= self.catalog.update(mount, {"tools": admitted})
                 self.snapshot.record(mount, self.catalog.listings(mount))
             if changed:
-                await self.endpoint.notify_changed(changed)
+                await self._notify_changed(changed)
 
     def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
         """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
@@ -352,7 +388,7 @@ class Hub:
         self.snapshot.record(upstream.name, self.catalog.listings(upstream.name))
         if changed:
             logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)
-            await self.endpoint.notify_changed(changed)
+            await self._notify_changed(changed)
 
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
@@ -422,6 +458,7 @@ class Hub:
     async def _serve_http(self, host: str, port: int) -> None:
         app = build_app(
             self.endpoint.server,
+            endpoints={name: served.server for name, served in self.endpoints.items()},
             host=host,
             path=self.config.http.path,
             health=self.health,

@@ -44,10 +44,12 @@ class HubClient:
         *,
         headers: dict[str, str] | None = None,
         principal: str | None = None,
+        endpoint: str | None = None,
         **client: Any,
     ) -> None:
         self._target = target
         self._principal = principal
+        self._endpoint = endpoint
         self._headers = headers or {}
         self._client_options = client
         self._stack: AsyncExitStack | None = None
@@ -57,18 +59,21 @@ class HubClient:
         """The in-process hub (None when connected by URL)."""
 
     @classmethod
-    def from_config(cls, config: str | Path | HubConfig, *, principal: str | None = None, **client: Any) -> HubClient:
+    def from_config(
+        cls, config: str | Path | HubConfig, *, principal: str | None = None, endpoint: str | None = None, **client: Any
+    ) -> HubClient:
         """A hub started in this process from a hub.toml (its path, or a loaded HubConfig), stopped on exit.
         Without `principal`, the caller is the local user ("stdio"), over memory; with it, the caller is
         that principal, over the hub's HTTP endpoint served on a loopback port for it alone (see
-        loopback.py). `client`: options of the SDK's `Client`, such as `elicitation_callback` (the
-        confirmation a policy's `confirm` rule asks for)."""
-        return cls(config if isinstance(config, HubConfig) else load_config(config), principal=principal, **client)
+        loopback.py). `endpoint`: what the `[endpoints.NAME]` view serves, not everything. `client`: options of
+        the SDK's `Client`, such as `elicitation_callback` (the confirmation a policy's `confirm` rule asks for)."""
+        loaded = config if isinstance(config, HubConfig) else load_config(config)
+        return cls(loaded, principal=principal, endpoint=endpoint, **client)
 
     @classmethod
     def connect(cls, url: str, *, api_key: str | None = None, token: str | None = None, **client: Any) -> HubClient:
-        """A hub served over streamable HTTP at `url` (its `/mcp` endpoint), as the principal of
-        `api_key` (sent as `X-API-Key`) or of the OAuth access `token` (a bearer token)."""
+        """A hub served over streamable HTTP at `url` (its `/mcp` endpoint, or a curated one's `/mcp/NAME`), as
+        the principal of `api_key` (sent as `X-API-Key`) or of the OAuth access `token` (a bearer token)."""
         headers = {"X-API-Key": api_key} if api_key else {}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -78,7 +83,7 @@ class HubClient:
         async with AsyncExitStack() as stack:
             options: dict[str, Any] = {"cache": None, **self._client_options}
             if isinstance(self._target, HubConfig):
-                self.hub = await stack.enter_async_context(Hub(self._target).running())
+                self.hub = await stack.enter_async_context(Hub(self._target, endpoint=self._endpoint).running())
                 if self._principal is None:
                     self._client = await stack.enter_async_context(Client(self.hub.endpoint.server, **options))
                 else:

@@ -71,10 +71,11 @@ class Clients:
             return None
         return self._clients.get(sdk_runner.connection_of(ctx.session))
 
-    def log_level(self) -> str:
-        """The most verbose level any connected client asked for (what servers are asked to send)."""
+    def log_level(self, default: str | None = "info") -> str | None:
+        """The most verbose level any connected client asked for (what servers are asked to send); `default`
+        while none asked."""
         levels = [c.log_level for c in self._clients.values() if c.log_level is not None]
-        return min(levels, key=LOG_LEVELS.index) if levels else "info"
+        return min(levels, key=LOG_LEVELS.index) if levels else default
 
     async def broadcast_log(self, params: Mapping[str, Any]) -> None:
         """A server's log message that belongs to no one request: to every client at its level."""

@@ -32,7 +32,7 @@ from mcp_types import LOG_LEVEL_META_KEY
 from pydantic import BaseModel
 
 from mcp_hub import __version__
-from mcp_hub.catalog.catalog import Catalog
+from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
@@ -40,6 +40,7 @@ from mcp_hub.policy import PolicySet
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.search import ToolSearch
 from mcp_hub.server.clients import Clients
+from mcp_hub.server.curated import Selection
 from mcp_hub.server.hub_server import NO_CACHING, HubServer
 from mcp_hub.server.lane import CallLane, Observer
 from mcp_hub.server.listing import Listings, listing_ttl
@@ -89,8 +90,13 @@ class Endpoint:
         on_refused: Callable[[CallContext, str], None] | None = None,
         guard_task: TaskGuard | None = None,
         search: ToolSearch | None = None,
+        selection: Selection | None = None,
     ) -> None:
         self._catalog = catalog
+        self.selection = selection if selection is not None else Selection()
+        """What this endpoint serves of the catalog (curated.py); the hub's own endpoint: everything."""
+        self._selected = {kind: self.selection.selected(kind, catalog.view(kind)) for kind in KINDS}
+        """The catalog's items this endpoint selected when its clients last heard of its lists."""
         self._router = router
         self._policy = policy
         self._call = call
@@ -102,6 +108,7 @@ class Endpoint:
             startup=startup,
             ttl=lambda kind: listing_ttl(upstreams, kind),
             search=search,
+            selection=self.selection,
         )
         self._on_log_level = on_log_level
         self._upstreams = upstreams
@@ -114,7 +121,9 @@ class Endpoint:
         self._events = InMemorySubscriptionBus()
         """What 2026-07-28 clients' `subscriptions/listen` streams carry."""
         self._listener = ListenHandler(self._events)
-        self.server = HubServer(name, upstreams, version=__version__, cache_hints=NO_CACHING)
+        self.server = HubServer(
+            name, upstreams, version=__version__, cache_hints=NO_CACHING, instructions=self.selection.instructions
+        )
         self._clients = Clients(self.server, self._subscriptions, upstreams)
         self.server.get_tool_input_schema = self._listings.input_schema
         handlers: list[tuple[str, type[BaseModel], RequestHandler[Any, Any]]] = [
@@ -169,16 +178,19 @@ class Endpoint:
         params = ctx.params or {}
         if self._search is not None and method == "tools/call":
             principal, policy = principal_of(ctx), self._policy()
-            if self._search.active(principal, policy):
+            if self.selection.searching(self._search, principal, policy):
                 # Tool search (search/tools.py): the search tool is answered here; a call of the call tool is
                 # served from here on as a call of the tool it names.
                 if self._search.is_search(params):
                     found = await self._search.search(
-                        params, lambda target: policy.visible(principal, "tool", target.mount, target.native)
+                        params,
+                        lambda target: self.selection.visible(policy, principal, "tool", target.mount, target.native),
                     )
                     return _complete_result(found)
                 params = self._search.unwrap(params)
         route = await self._router.route_arriving(method, params)
+        if not self.selection.admits(route.kind, route.mount, route.native):
+            raise UnknownName(route.kind, route.public)  # outside this endpoint's view: as if there were none
         client = self._clients.of(ctx)
         forwarded = route.params
         if client is not None:
@@ -206,7 +218,7 @@ class Endpoint:
             if state is not None:
                 # Asked of the policy first, as the chain would: a state presented for a hidden
                 # name is answered like an unknown name, not as a state that does not fit.
-                if not self._policy().visible(call.principal, route.kind, route.mount, route.native):
+                if not self._visible(call.principal, route.kind, route.mount, route.native):
                     raise UnknownName(route.kind, route.public)
                 answers = params.get("inputResponses")
                 try:
@@ -229,6 +241,9 @@ class Endpoint:
         origin = ClientOrigin(ctx, None)
         return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin, named)
 
+    def _visible(self, principal: str, kind: str, mount: str, native: str) -> bool:
+        return self.selection.visible(self._policy(), principal, kind, mount, native)
+
     def _may_ask(self, mount: str) -> bool:
         """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
         upstream = self._upstreams.get(mount)
@@ -236,7 +251,7 @@ class Endpoint:
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
         route = await self._router.route_arriving("completion/complete", ctx.params or {})
-        if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
+        if not self._visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         origin = ClientOrigin(ctx, self._clients.of(ctx))  # a client's own session, where it has one
         return _complete_result(
@@ -247,7 +262,7 @@ class Endpoint:
         client = self._clients.of(ctx) or self._clients.register(ctx.session)
         client.log_level = params.level
         if self._on_log_level is not None:
-            await self._on_log_level(self.log_level())
+            await self._on_log_level(self.log_level() or "info")
         return {}
 
     # -- resource subscriptions -------------------------------------------------------
@@ -255,7 +270,7 @@ class Endpoint:
     def _visible_resource(self, ctx: ServerRequestContext[Any, Any], uri: Any) -> tuple[str, str, str]:
         """(public URI, mount, server URI) of a resource the caller may read. Raises `UnknownName`."""
         route = self._router.route("resources/read", {"uri": uri})
-        if not self._policy().visible(principal_of(ctx), route.kind, route.mount, route.native):
+        if not self._visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         return route.public, route.mount, route.native
 
@@ -310,9 +325,10 @@ class Endpoint:
 
     # -- clients and their notifications (clients.py) ---------------------------------
 
-    def log_level(self) -> str:
-        """The most verbose level any connected client asked for (what servers are asked to send)."""
-        return self._clients.log_level()
+    def log_level(self, default: str | None = "info") -> str | None:
+        """The most verbose level any connected client asked for (what servers are asked to send); `default`
+        while none asked."""
+        return self._clients.log_level(default)
 
     def serve_one_client(self) -> None:
         """The hub serves stdio, to one client (see `Clients.serve_one_client`). Call before the mounts start."""
@@ -326,9 +342,18 @@ class Endpoint:
         """A server's log message that belongs to no one request: to every client at its level."""
         await self._clients.broadcast_log(params)
 
-    async def notify_changed(self, kinds: Iterable[str]) -> None:
-        """Tell every connected client which of the hub's lists changed."""
+    async def notify_changed(self, kinds: Iterable[str], *, policy: bool = False) -> None:
+        """Tell every connected client which of the hub's lists changed: of a curated endpoint, those whose
+        selection of the catalog changed (all of `kinds` when the `policy` changed, which may change what
+        each caller sees of any selection)."""
         kinds = set(kinds)
+        if not self.selection.everything:
+            selected = {kind: self.selection.selected(kind, self._catalog.view(kind)) for kind in kinds}
+            if not policy:
+                kinds = {kind for kind in kinds if selected[kind] != self._selected.get(kind)}
+            self._selected.update(selected)
+            if not kinds:
+                return
         events: dict[type[ServerEvent], ServerEvent] = {}
         for kind in kinds:
             if kind == "tools":

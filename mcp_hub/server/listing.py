@@ -19,6 +19,7 @@ from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.principal import seen_as
 from mcp_hub.search import ToolSearch
+from mcp_hub.server.curated import Selection
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
@@ -87,8 +88,11 @@ class Listings:
         startup: Startup | None,
         ttl: Callable[[str], int] | None = None,
         search: ToolSearch | None = None,
+        selection: Selection | None = None,
     ) -> None:
         self._catalog = catalog
+        self._selection = selection if selection is not None else Selection()
+        """What the endpoint serves of the catalog (curated.py): a list is its view, through the policy."""
         self._ttl = ttl
         self._search = search
         """With tool search on, a tools list is its search and call tools and the pinned tools (search/tools.py)."""
@@ -187,9 +191,13 @@ class Listings:
             items = tuple(
                 item
                 for item, target in zip(view.items, view.targets, strict=True)
-                if policy.visible(principal, policy_kind, target.mount, target.native)
+                if self._selection.visible(policy, principal, policy_kind, target.mount, target.native)
             )
-            if kind == "tools" and self._search is not None and self._search.active(principal, policy):
+            if (
+                kind == "tools"
+                and self._search is not None
+                and self._selection.searching(self._search, principal, policy)
+            ):
                 items = self._search.listed(items)
             self._visible[key] = items
         return items
@@ -201,13 +209,14 @@ class Listings:
         Without this lookup it would list every tool, through the whole request pipeline
         (middleware, telemetry, access log), on each such call, to find one schema.
         """
-        if self._search is not None and self._search.active(HTTP_PRINCIPAL.get(), self._policy()):
+        principal, policy = HTTP_PRINCIPAL.get(), self._policy()
+        if self._search is not None and self._selection.searching(self._search, principal, policy):
             searching = self._search.input_schema(name)
             if searching is not None:
                 return searching
         view = self._catalog.view("tools")
         target = view.index.get(name)
-        if target is None or not self._policy().visible(HTTP_PRINCIPAL.get(), "tool", target.mount, target.native):
+        if target is None or not self._selection.visible(policy, principal, "tool", target.mount, target.native):
             return None
         if self._schemas[0] != view.revision:
             self._schemas = (view.revision, {item["name"]: item.get("inputSchema") for item in view.items})

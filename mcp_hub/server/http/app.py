@@ -16,7 +16,7 @@ Without either, HTTP clients are the principal "anonymous".
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -70,8 +70,12 @@ def build_app(
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
+    endpoints: Mapping[str, Server[Any]] | None = None,
 ) -> ASGIApp:
-    """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
+    """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`; each curated endpoint's
+    server of `endpoints` (`[endpoints.NAME]`, server/curated.py) at `path/NAME`, behind the same door (the
+    same checks of Host, Origin and credentials), with sessions of its own. Another `path/NAME` is answered
+    404 with a JSON body that says so.
 
     `/healthz` answers 503 when the hub is down; `/readyz` answers the same report,
     with 503 until `ready()` (without `ready`: when `/healthz` does).
@@ -95,12 +99,39 @@ def build_app(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cors_origins],
         )
-    manager = StreamableHTTPSessionManager(
-        app=server,
-        security_settings=security,
-        max_request_body_size=max_request_body,
-        session_idle_timeout=session_idle_timeout,
-    )
+    http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
+    verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
+
+    def door(endpoint: ASGIApp) -> ASGIApp:
+        """What every MCP endpoint is behind: credentials, browser origins, header values (fields.py)."""
+        if api_keys or verifier is not None:
+            endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
+        if cors_origins:
+            endpoint = BrowserOrigins(endpoint, cors_origins)
+        return FieldValues(endpoint)
+
+    managers: list[StreamableHTTPSessionManager] = []
+
+    def served(server: Server[Any]) -> ASGIApp:
+        """An MCP endpoint serving `server`, with a session manager of its own."""
+        manager = StreamableHTTPSessionManager(
+            app=server,
+            security_settings=security,
+            max_request_body_size=max_request_body,
+            session_idle_timeout=session_idle_timeout,
+        )
+        managers.append(manager)
+        sdk = StreamableHTTPASGIApp(manager)
+        sdk_path = SdkPath(sdk)
+        lane = lane_of(server)
+        return door(
+            Doors(
+                sdk,
+                sdk_path,
+                HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
+                None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
+            )
+        )
 
     async def healthz(request: Request) -> JSONResponse:
         report = health()
@@ -111,42 +142,50 @@ def build_app(
         is_ready = ready() if ready is not None else report["status"] != "down"
         return JSONResponse(report, status_code=200 if is_ready else 503)
 
-    http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
-    verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
+    endpoint = served(server)
+    curated = {f"{path.rstrip('/')}/{name}": served(named) for name, named in (endpoints or {}).items()}
+    unknown = door(_unknown_endpoint)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            async with manager.run():
+            async with AsyncExitStack() as stack:
+                for manager in managers:
+                    await stack.enter_async_context(manager.run())
                 yield
         finally:
             if http is not None:
                 await http.aclose()
 
-    sdk = StreamableHTTPASGIApp(manager)
-    sdk_path = SdkPath(sdk)
-    lane = lane_of(server)
-    endpoint: ASGIApp = Doors(
-        sdk,
-        sdk_path,
-        HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
-        None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
-    )
-    if api_keys or verifier is not None:
-        endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
-    if cors_origins:
-        endpoint = BrowserOrigins(endpoint, cors_origins)
-    endpoint = FieldValues(endpoint)
     app = Starlette(
         routes=[
             Route(path, endpoint=endpoint),
+            *(Route(below, endpoint=named) for below, named in curated.items()),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
-            *(metadata_routes(oauth, path) if oauth is not None else ()),
+            *(_metadata_routes(oauth, [path, *curated]) if oauth is not None else ()),
         ],
         lifespan=lifespan,
     )
-    return _Front(app, path, endpoint)
+    return _Front(app, path, endpoint, curated, unknown)
+
+
+def _metadata_routes(oauth: OAuthSettings, paths: Sequence[str]) -> list[Route]:
+    """The protected resource metadata, also at the well-known path suffixed with each endpoint's path."""
+    routes: dict[str, Route] = {}
+    for path in paths:
+        for route in metadata_routes(oauth, path):
+            routes.setdefault(route.path, route)
+    return list(routes.values())
+
+
+async def _unknown_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    """A path below the MCP endpoint's that no `[endpoints.NAME]` table names."""
+    body = {
+        "error": "unknown_endpoint",
+        "message": f"no MCP endpoint at {scope['path']}: the hub's endpoints are its [endpoints.NAME] tables",
+    }
+    await JSONResponse(body, status_code=404)(scope, receive, send)
 
 
 class Doors:
@@ -207,13 +246,23 @@ class _Front:
     Starlette's error and exception middleware and its router cost each MCP request about as much as the
     hub's own routing of a call; the endpoint's middleware handles its own errors."""
 
-    def __init__(self, app: Starlette, path: str, endpoint: ASGIApp) -> None:
+    def __init__(
+        self, app: Starlette, path: str, endpoint: ASGIApp, curated: Mapping[str, ASGIApp], unknown: ASGIApp
+    ) -> None:
         self.app = app
         self._path = path
         self._endpoint = endpoint
+        self._curated = curated
+        """The curated endpoints, by path (`path/NAME`)."""
+        self._below = path.rstrip("/") + "/"
+        self._unknown = unknown
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == self._path and not scope.get("root_path"):
+        if scope["type"] != "http" or scope.get("root_path"):
+            await self.app(scope, receive, send)
+        elif scope["path"] == self._path:
             await self._endpoint(scope, receive, send)
+        elif scope["path"].startswith(self._below):
+            await self._curated.get(scope["path"], self._unknown)(scope, receive, send)
         else:
             await self.app(scope, receive, send)
