@@ -26,6 +26,7 @@ import anyio.abc
 import anyio.to_thread
 import uvicorn
 from mcp.server.runner import serve_dual_era_loop
+from starlette.types import ASGIApp
 
 from mcp_hub import sdk
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
@@ -455,8 +456,10 @@ class Hub:
                 )
             tg.cancel_scope.cancel()
 
-    async def _serve_http(self, host: str, port: int) -> None:
-        app = build_app(
+    def http_app(self, host: str) -> ASGIApp:
+        """The ASGI app serving the hub over streamable HTTP, bound to `host`: its own endpoint at `[http] path`,
+        each curated one at `path/NAME`, `/healthz` and `/readyz`."""
+        return build_app(
             self.endpoint.server,
             endpoints={name: served.server for name, served in self.endpoints.items()},
             host=host,
@@ -469,6 +472,9 @@ class Hub:
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
         )
+
+    async def _serve_http(self, host: str, port: int) -> None:
+        app = self.http_app(host)
         config = uvicorn.Config(
             app,
             host=host,
