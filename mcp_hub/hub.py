@@ -28,6 +28,7 @@ import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 
 from mcp_hub import sdk
+from mcp_hub.admin import console
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -320,14 +321,18 @@ class Hub:
             except ConfigError as exc:
                 logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
                 continue
-            await self.invalidate_cache()
-            changed: set[str] = set()
-            for mount, tools in self._served_tools.items():
-                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
-                changed |= self.catalog.update(mount, {"tools": admitted})
-                self.snapshot.record(mount, self.catalog.listings(mount))
-            if changed:
-                await self.endpoint.notify_changed(changed)
+            await self.pins_changed()
+
+    async def pins_changed(self) -> None:
+        """The pins changed (an administrator accepted or rejected a change): serve the tools they now admit."""
+        await self.invalidate_cache()
+        changed: set[str] = set()
+        for mount, tools in list(self._served_tools.items()):
+            admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
+            changed |= self.catalog.update(mount, {"tools": admitted})
+            self.snapshot.record(mount, self.catalog.listings(mount))
+        if changed:
+            await self.endpoint.notify_changed(changed)
 
     def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
         """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
@@ -428,6 +433,7 @@ class Hub:
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
             oauth=self.config.auth.oauth,
+            admin=console(self, host) if self.config.admin.enabled else None,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
