@@ -109,7 +109,7 @@ def _csrf(html: str) -> str:
 
 def test_the_console_is_off_by_default_and_needs_an_administrator() -> None:
     assert parse_config("").admin.enabled is False
-    with pytest.raises(ConfigError, match="admin.keys"):
+    with pytest.raises(ConfigError, match=r"admin\.keys"):
         parse_config("[admin]\nenabled = true\n")
     with pytest.raises(ConfigError, match="at least 16"):
         parse_config('[admin]\nenabled = true\nkeys = { root = "short" }\n')

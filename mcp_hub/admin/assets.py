@@ -13,6 +13,7 @@ header nav a.here { color: #fff; border-bottom: 2px solid #fff; }
 header .who { margin-left: auto; display: flex; gap: .6rem; align-items: center; color: #cbd5e1; }
 main { padding: 1.2rem 1.5rem; max-width: 1300px; }
 h1 { font-size: 1.3rem; margin: 0 0 1rem; }
+h2 { font-size: 1rem; margin: 0 0 .5rem; }
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
 th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid var(--line); vertical-align: top;
          font-size: .9rem; }
