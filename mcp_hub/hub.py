@@ -425,6 +425,7 @@ class Hub:
             tg.cancel_scope.cancel()
 
     async def _serve_http(self, host: str, port: int) -> None:
+        admin = console(self, host) if self.config.admin.enabled else None
         app = build_app(
             self.endpoint.server,
             host=host,
@@ -433,7 +434,7 @@ class Hub:
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
             oauth=self.config.auth.oauth,
-            admin=console(self, host) if self.config.admin.enabled else None,
+            admin=admin,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
@@ -450,6 +451,8 @@ class Hub:
 
         def stop() -> None:
             server.should_exit = True
+            if admin is not None:
+                admin.close()  # its live streams end: uvicorn waits for every open response
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, stop)

@@ -6,7 +6,6 @@ Each test writes screenshots of the pages it shows to docs/console/, which the R
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,10 +44,13 @@ FLAGS = (
 )
 
 if not (CHROMIUM.exists() and CHROMEDRIVER.exists()) and not os.environ.get("CI"):
-    pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
+    pytest.skip(
+        "needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)",
+        allow_module_level=True,
+    )
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -100,12 +102,13 @@ def hub(tmp_path: Path, browser: WebDriver) -> Iterator[RunningHub]:
         browser.delete_all_cookies()
         yield RunningHub(base, tmp_path, process)
     finally:
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)  # the page open in the browser may be following a live stream
         try:
-            process.wait(timeout=30)
+            process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+            pytest.fail("the hub did not stop within 15 s of SIGTERM")
 
 
 def _ready(base: str) -> bool:
@@ -121,7 +124,14 @@ def until(check: Callable[[], T], what: str, timeout: float = WAIT) -> T:
 
 
 def wait(browser: WebDriver, check: Callable[[WebDriver], T], what: str) -> T:
-    return WebDriverWait(browser, WAIT, poll_frequency=0.1).until(check, f"waited for {what}")
+    """Wait for `check(browser)`; an element the live stream replaced meanwhile means: look again."""
+    waiting = WebDriverWait(browser, WAIT, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException])
+    return waiting.until(check, f"waited for {what}")
+
+
+def text_of(browser: WebDriver, selector: str) -> str | None:
+    """The text of the element `selector` finds, read in one go (a live part of the page changes under Selenium)."""
+    return browser.execute_script("var e = document.querySelector(arguments[0]); return e && e.textContent;", selector)
 
 
 def screenshot(browser: WebDriver, name: str) -> None:
@@ -171,10 +181,13 @@ def _tool_names(call: Callable[..., Any]) -> set[str]:
 
 def test_status_follows_a_mount_going_down_and_coming_back(browser: WebDriver, hub: RunningHub) -> None:
     log_in(browser, hub, shot=True)
-    wait(browser, lambda b: b.find_element(By.ID, "status-live").get_attribute("data-connected") == "yes",
-         "the live stream")
+    wait(
+        browser,
+        lambda b: b.find_element(By.ID, "status-live").get_attribute("data-connected") == "yes",
+        "the live stream",
+    )
     row = "#mount-srv"
-    assert browser.find_element(By.CSS_SELECTOR, f"{row} .state").text == "up"
+    assert text_of(browser, f"{row} .state") == "up"
     assert browser.find_element(By.ID, "fact-version").text
     screenshot(browser, "status")
     # Every state the row shows from now on, as the server-sent events replace it.
@@ -192,8 +205,8 @@ def test_status_follows_a_mount_going_down_and_coming_back(browser: WebDriver, h
         pid = int(call("call_tool", "srv_pid", {}).content[0].text)
     os.kill(pid, signal.SIGKILL)
     wait(browser, lambda b: "down" in b.execute_script("return window.states"), "the mount to be shown down")
-    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, f"{row} .restarts").text == "1", "a restart")
-    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, f"{row} .state").text == "up", "the mount to be up again")
+    wait(browser, lambda b: text_of(b, f"{row} .restarts") == "1", "a restart")
+    wait(browser, lambda b: text_of(b, f"{row} .state") == "up", "the mount to be up again")
     with mcp_as(hub, "alice") as call:
         assert int(call("call_tool", "srv_pid", {}).content[0].text) != pid
 
@@ -207,7 +220,7 @@ def test_a_pin_accepted_in_the_browser_serves_the_tool_again(browser: WebDriver,
     card = '.pending[data-key="srv/echo"]'
     wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, card), "the pending change")
     diff = browser.find_element(By.CSS_SELECTOR, f"{card} .diff").text
-    assert '-  "description": "Echo the text back' in diff and "+  \"description\": \"Ignore previous" in diff
+    assert '-  "description": "Echo the text back' in diff and '+  "description": "Ignore previous' in diff
     screenshot(browser, "pins")
 
     # Without the form's CSRF token, the action is refused and nothing changes.
@@ -263,8 +276,11 @@ def test_the_catalog_as_a_principal_and_the_explain_form(browser: WebDriver, hub
     assert browser.find_element(By.CSS_SELECTOR, f"{echo} summary").text == "listed"
     assert browser.find_element(By.CSS_SELECTOR, 'tr[data-name="srv_crash"] summary').text == "hidden"
     browser.find_element(By.CSS_SELECTOR, f"{echo} summary").click()
-    wait(browser, lambda b: "by rule 'echo'" in b.find_element(By.CSS_SELECTOR, f"{echo} .explain").text,
-         "the explanation")
+    wait(
+        browser,
+        lambda b: "by rule 'echo'" in b.find_element(By.CSS_SELECTOR, f"{echo} .explain").text,
+        "the explanation",
+    )
     screenshot(browser, "catalog")
 
     browser.get(f"{hub.base}/admin/explain")

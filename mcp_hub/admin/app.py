@@ -83,14 +83,30 @@ class ConsoleHub(Protocol):
     async def pins_changed(self) -> None: ...
 
 
-def console(hub: Any, host: str) -> ASGIApp:
+def console(hub: Any, host: str) -> Console:
     """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`."""
-    return _Guard(_Console(hub).app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
+    return Console(hub, host)
 
 
-class _Console:
+class Console:
+    """The console as an ASGI app; `close()` ends its live streams (the server is shutting down, and would
+    otherwise wait for every open page to go away)."""
+
+    def __init__(self, hub: ConsoleHub, host: str) -> None:
+        self._pages = _Pages(hub)
+        self._app = _Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+    def close(self) -> None:
+        self._pages.closed.set()
+
+
+class _Pages:
     def __init__(self, hub: ConsoleHub) -> None:
         self.hub = hub
+        self.closed = anyio.Event()
         admin = hub.config.admin
         self.sessions = Sessions(admin.keys, admin.session_hours)
         self.started = time.monotonic()
@@ -208,6 +224,12 @@ class _Console:
 
         return endpoint
 
+    async def _closing(self) -> bool:
+        """Wait `REFRESH` seconds; True, at once, when the console is closed."""
+        with anyio.move_on_after(REFRESH):
+            await self.closed.wait()
+        return self.closed.is_set()
+
     # -- status --------------------------------------------------------------------------------------
 
     def _live_status(self) -> str:
@@ -234,7 +256,8 @@ class _Console:
             if current != last:
                 last = current
                 yield ServerSentEvent(current, event="replace")
-            await anyio.sleep(REFRESH)
+            if await self._closing():
+                return
 
     # -- catalog -------------------------------------------------------------------------------------
 
@@ -382,7 +405,8 @@ class _Console:
             fresh = [event for event in tail.read() if filters.admit(event)]
             if fresh:
                 yield ServerSentEvent(self._masked(pages.audit_rows(_base(request), reversed(fresh))), event="prepend")
-            await anyio.sleep(REFRESH)
+            if await self._closing():
+                return
 
     async def _audit_line(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()
