@@ -339,3 +339,28 @@ def test_a_rejected_definition_stays_held_even_where_changes_are_served(tmp_path
     again = {**tool, "description": "Echo, once more."}
     assert store.admit("srv", [again], "flag") == [again] and "rejected" not in store.pending["srv/echo"]
     assert store.accept(["srv/echo"]) == ["srv/echo"] and store.pins["srv/echo"]["definition"] == again
+
+
+async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from mcp_hub.catalog.pins import PinStore
+    from tests.conftest import ROOT
+
+    store = PinStore(tmp_path / "pins.json")
+    tool = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}}
+    store.admit("srv", [tool], "hold")
+    store.admit("srv", [{**tool, "description": "Echo more."}], "hold")
+    store.reject(["srv/echo"], "root")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\npins = "pins.json"\n')
+    listed = subprocess.run(
+        [sys.executable, "-m", "mcp_hub", "pins", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert listed.returncode == 0 and "srv/echo  (rejected by root at " in listed.stdout

@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
@@ -218,9 +219,18 @@ class _Pages:
         self, events: Callable[[Request], AsyncIterator[ServerSentEvent]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            if self._session(request) is None:
+            session = self._session(request)
+            if session is None:
                 return PlainTextResponse("log in first", status_code=401)
-            return EventSourceResponse(events(request), ping=15, headers={"Cache-Control": "no-store"})
+
+            async def until_expired() -> AsyncIterator[ServerSentEvent]:
+                async with aclosing(events(request)) as stream:
+                    async for event in stream:
+                        if time.time() >= session.expires:  # the login ended: so does what it opened
+                            return
+                        yield event
+
+            return EventSourceResponse(until_expired(), ping=15, headers={"Cache-Control": "no-store"})
 
         return endpoint
 

@@ -258,7 +258,7 @@ def audit(
         f'<label>Outcome<select name="outcome" id="f-outcome">{choices}</select></label>'
         f"{field('since', 'From (UTC)', 'datetime-local')}{field('until', 'Until (UTC)', 'datetime-local')}"
         '<button id="filter">Filter</button></form>'
-        f'<p class="muted">{len(events)} line(s) shown, newest first; {note}. {" · ".join(paging)}</p>'
+        f'<p class="muted">Newest first; {note}. {" · ".join(paging)}</p>'
         f"<table><thead><tr>{head}<th></th></tr></thead>"
         f'<tbody id="lines"{live}>{audit_rows(base, events)}</tbody></table>'
     )
