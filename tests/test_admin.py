@@ -154,6 +154,9 @@ async def test_an_action_without_the_csrf_token_is_refused(tmp_path: Path) -> No
         assert "srv/echo" in hub.pins.pending
         logout = await web.post(f"{base}/admin/logout", data={})
         assert logout.status_code == 403
+        logout = await web.post(f"{base}/admin/logout", data={"csrf": csrf})
+        assert logout.status_code == 303 and "mcp_hub_admin" not in web.cookies
+        assert (await web.get(f"{base}/admin/pins")).headers["location"] == "/admin/login"
 
 
 async def test_foreign_hosts_and_origins_are_refused(tmp_path: Path) -> None:
