@@ -339,6 +339,7 @@ def test_a_rejected_definition_stays_held_even_where_changes_are_served(tmp_path
     assert store.reject(["srv/echo"], "root") == ["srv/echo"]
     assert store.reject(["srv/echo", "srv/other"], "root") == []  # already rejected; not pending
     assert PinStore(tmp_path / "pins.json").admit("srv", [changed], "flag") == []
+    assert store.admit("srv", [changed], "accept") == []  # nor does a policy that accepts every change serve it
     again = {**tool, "description": "Echo, once more."}
     assert store.admit("srv", [again], "flag") == [again] and "rejected" not in store.pending["srv/echo"]
     assert store.accept(["srv/echo"]) == ["srv/echo"] and store.pins["srv/echo"]["definition"] == again

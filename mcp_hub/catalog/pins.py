@@ -126,8 +126,10 @@ class PinStore:
             seen = fingerprint(tool)
             pinned = self.pins.get(key)
             accepted = pinned is not None and pinned["fingerprint"] == seen
+            change = self.pending.get(key, {})
+            rejected = not accepted and change.get("fingerprint") == seen and "rejected" in change
             reason = None if accepted or suspect is None else suspect(tool)
-            if accepted or on_change == "accept" or (pinned is None and reason is None):
+            if not rejected and (accepted or on_change == "accept" or (pinned is None and reason is None)):
                 if pinned is None or pinned["fingerprint"] != seen:
                     if pinned is not None or reason is not None:
                         why = reason or "changed its definition"
