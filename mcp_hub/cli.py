@@ -292,6 +292,8 @@ def _pins(args: argparse.Namespace) -> int:
     print(f"{len(store.pins)} tool(s) pinned; {len(store.pending)} changed since:")
     for key, change in sorted(store.pending.items()):
         why = f"held or flagged for {change['reason']}, since" if change.get("reason") else "changed"
+        if change.get("rejected"):
+            why = f"rejected by {change.get('rejected_by')} at {change['rejected']}, held; changed"
         print(f"  {key}  ({why} {change['since']}; accept with: mcp-hub pins accept {key})")
     return 0
 

@@ -7,8 +7,9 @@
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
-   headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, and in
-   `[telemetry] endpoint` and `headers`, then step 3 again on the expanded values (a url may come from a variable).
+   headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, in
+   `[admin] keys`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the expanded values
+   (a url may come from a variable).
 
 Disabled servers are not expanded: their variables need not be set.
 """
@@ -447,6 +448,32 @@ class AuthSettings(BaseModel):
         return keys
 
 
+class AdminSettings(BaseModel):
+    """The [admin] table: the web console at `/admin` (see mcp_hub/admin/), off unless `enabled`."""
+
+    model_config = _MODEL_CONFIG
+
+    enabled: bool = False
+    keys: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Administrator name -> the key that administrator logs in with (write keys as ${VAR})."""
+    session_hours: float = Field(default=8.0, gt=0, le=24 * 30, allow_inf_nan=False, strict=False)
+    """How long a login lasts."""
+
+    @field_validator("keys")
+    @classmethod
+    def _usable_keys(cls, keys: dict[str, str]) -> dict[str, str]:
+        for name, key in keys.items():
+            if not key.startswith("${") and len(key) < 16:
+                raise rule_error("an admin key must be at least 16 characters; generate a longer one", name)
+        return keys
+
+    @model_validator(mode="after")
+    def _someone_can_log_in(self) -> AdminSettings:
+        if self.enabled and not self.keys:
+            raise rule_error('the console needs an administrator: add keys = { NAME = "${ADMIN_KEY}" }', "keys")
+        return self
+
+
 AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code")
 """How the hub proves itself to a remote server (see `ServerAuth`)."""
 
@@ -693,6 +720,7 @@ class HubConfig(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
+    admin: AdminSettings = Field(default_factory=AdminSettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -814,6 +842,7 @@ _TOP_KEYS = (
     "search",
     "cluster",
     "endpoints",
+    "admin",
 )
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
@@ -821,6 +850,7 @@ _SECTION_KEYS = {
     "policy": tuple(PolicySettings.model_fields),
     "audit": tuple(AuditFileSettings.model_fields),
     "auth": tuple(AuthSettings.model_fields),
+    "admin": tuple(AdminSettings.model_fields),
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
     "search": tuple(SearchSettings.model_fields),
@@ -991,6 +1021,12 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
         expanded["telemetry"] = {
             key: _expand_value(value, ("telemetry", key), environ, file) if key in ("endpoint", "headers") else value
             for key, value in telemetry.items()
+        }
+    if isinstance(data.get("admin"), dict):
+        admin = data["admin"]
+        expanded["admin"] = {
+            key: _expand_value(value, ("admin", key), environ, file) if key == "keys" else value
+            for key, value in admin.items()
         }
     if isinstance(data.get("cluster"), dict):
         cluster = data["cluster"]

@@ -29,6 +29,7 @@ from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
 from mcp_hub import sdk
+from mcp_hub.admin import console
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -357,14 +358,18 @@ class Hub:
             except ConfigError as exc:
                 logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
                 continue
-            await self.invalidate_cache()
-            changed: set[str] = set()
-            for mount, tools in self._served_tools.items():
-                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
-                changed |= self.catalog.update(mount, {"tools": admitted})
-                self.snapshot.record(mount, self.catalog.listings(mount))
-            if changed:
-                await self._notify_changed(changed)
+            await self.pins_changed()
+
+    async def pins_changed(self) -> None:
+        """The pins changed (an administrator accepted or rejected a change): serve the tools they now admit."""
+        await self.invalidate_cache()
+        changed: set[str] = set()
+        for mount, tools in list(self._served_tools.items()):
+            admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
+            changed |= self.catalog.update(mount, {"tools": admitted})
+            self.snapshot.record(mount, self.catalog.listings(mount))
+        if changed:
+            await self._notify_changed(changed)
 
     def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
         """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
@@ -456,9 +461,9 @@ class Hub:
                 )
             tg.cancel_scope.cancel()
 
-    def http_app(self, host: str) -> ASGIApp:
+    def http_app(self, host: str, admin: ASGIApp | None = None) -> ASGIApp:
         """The ASGI app serving the hub over streamable HTTP, bound to `host`: its own endpoint at `[http] path`,
-        each curated one at `path/NAME`, `/healthz` and `/readyz`."""
+        each curated one at `path/NAME`, `/healthz` and `/readyz`, and the admin console at `/admin`."""
         return build_app(
             self.endpoint.server,
             endpoints={name: served.server for name, served in self.endpoints.items()},
@@ -468,13 +473,15 @@ class Hub:
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
             oauth=self.config.auth.oauth,
+            admin=admin,
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
         )
 
     async def _serve_http(self, host: str, port: int) -> None:
-        app = self.http_app(host)
+        admin = console(self, host) if self.config.admin.enabled else None
+        app = self.http_app(host, admin)
         config = uvicorn.Config(
             app,
             host=host,
@@ -487,6 +494,8 @@ class Hub:
 
         def stop() -> None:
             server.should_exit = True
+            if admin is not None:
+                admin.close()  # its live streams end: uvicorn waits for every open response
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, stop)

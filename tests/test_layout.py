@@ -9,6 +9,7 @@
     chain
     server
     live (reloading hub.toml)
+    admin (the web console)
     hub <- library (the hub as a library) <- cli
     providers (tool definitions, calls and results in model providers' formats; pure)
 
@@ -49,9 +50,10 @@ ALLOWED = {
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster"},
     "server": BASE | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
     "live": {"errors", "config"},
+    "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "__init__"},
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
-    | {"chain", "server", "live", "cache", "cluster"},
+    | {"chain", "server", "live", "cache", "cluster", "admin"},
     "examples": set(),
     "providers": set(),
     "library": {"config", "hub", "providers", "server"},

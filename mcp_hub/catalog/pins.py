@@ -6,8 +6,11 @@ When a server later serves a different definition, the policy's
 `[pinning] on_change` decides: "accept" records the new one, "flag" serves it
 and reports it (as pending, and once per new definition to `on_flag`, which the
 hub points at its audit log), "hold" hides the tool (unlisted, uncallable) until
-an administrator accepts the change with `mcp-hub pins accept`. The file is
-written atomically; the hub notices when the command changes it.
+an administrator accepts the change with `mcp-hub pins accept` (or the admin console). The file is
+written atomically; the hub notices when the command changes it. Each entry keeps the definition it
+fingerprints ("definition"), so a change can be shown as a diff; an administrator may also reject a
+change (the admin console): that definition stays held, whatever `on_change` says, until the server
+serves another one.
 
 A tool whose definition looks poisoned (hidden text: an HTML comment, tag characters, zero-width or
 bidi characters; or instructions to the model: "do not tell the user", `<IMPORTANT>`, `~/.ssh`... in
@@ -18,8 +21,9 @@ says why ("reason"), which `mcp-hub pins` shows.
 File format::
 
     {"version": 1,
-     "pins":    {"MOUNT/TOOL": {"fingerprint": "...", "since": "2026-11-22T04:05:06Z"}},
-     "pending": {"MOUNT/TOOL": {"fingerprint": "...", "since": "...", "reason": "hidden text: ..."}}}
+     "pins":    {"MOUNT/TOOL": {"fingerprint": "...", "since": "2026-11-22T04:05:06Z", "definition": {...}}},
+     "pending": {"MOUNT/TOOL": {"fingerprint": "...", "since": "...", "reason": "hidden text: ...",
+                                "definition": {...}, "rejected": "2026-...Z", "rejected_by": "NAME"}}}
 """
 
 from __future__ import annotations
@@ -48,6 +52,11 @@ Suspect = Callable[[Mapping[str, Any]], "str | None"]
 OnFlag = Callable[[str, str, str, str, "str | None"], None]
 """Told `(mount, tool, pinned fingerprint, new fingerprint, why it looks poisoned or None)` when "flag" serves a
 tool's new definition."""
+
+
+def definition(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """What a model reads of a tool: what the fingerprint covers."""
+    return {key: tool[key] for key in _FINGERPRINTED if tool.get(key) is not None}
 
 
 def fingerprint(tool: Mapping[str, Any]) -> str:
@@ -117,13 +126,18 @@ class PinStore:
             seen = fingerprint(tool)
             pinned = self.pins.get(key)
             accepted = pinned is not None and pinned["fingerprint"] == seen
+            change = self.pending.get(key, {})
+            rejected = not accepted and change.get("fingerprint") == seen and "rejected" in change
             reason = None if accepted or suspect is None else suspect(tool)
-            if accepted or on_change == "accept" or (pinned is None and reason is None):
+            if not rejected and (accepted or on_change == "accept" or (pinned is None and reason is None)):
                 if pinned is None or pinned["fingerprint"] != seen:
                     if pinned is not None or reason is not None:
                         why = reason or "changed its definition"
                         logger.warning("tool %s: %s; accepted (pinning: accept)", key, why)
-                    self.pins[key] = {"fingerprint": seen, "since": _now()}
+                    self.pins[key] = {"fingerprint": seen, "since": _now(), "definition": definition(tool)}
+                    dirty = True
+                elif "definition" not in pinned:  # pinned before definitions were kept: the pinned one is this one
+                    pinned["definition"] = definition(tool)
                     dirty = True
                 dirty |= self.pending.pop(key, None) is not None
                 served.append(tool)
@@ -131,9 +145,16 @@ class PinStore:
             why = reason or "changed its definition since it was pinned"
             new = self.pending.get(key, {}).get("fingerprint") != seen  # not seen since it was pinned
             if new:
-                self.pending[key] = {"fingerprint": seen, "since": _now(), **({"reason": reason} if reason else {})}
+                self.pending[key] = {
+                    "fingerprint": seen,
+                    "since": _now(),
+                    **({"reason": reason} if reason else {}),
+                    "definition": definition(tool),
+                }
                 dirty = True
-            if on_change == "flag":
+            if "rejected" in self.pending[key]:
+                logger.warning("tool %s %s; held (the change was rejected)", key, why)
+            elif on_change == "flag":
                 logger.warning("tool %s %s; served (pinning: flag)", key, why)
                 served.append(tool)
                 if new:
@@ -162,7 +183,21 @@ class PinStore:
         self.reload()
         chosen = list(self.pending) if keys is None else [key for key in keys if key in self.pending]
         for key in chosen:
-            self.pins[key] = {"fingerprint": self.pending.pop(key)["fingerprint"], "since": _now()}
+            change = self.pending.pop(key)
+            self.pins[key] = {"fingerprint": change["fingerprint"], "since": _now()}
+            if "definition" in change:
+                self.pins[key]["definition"] = change["definition"]
+        if chosen:
+            self._save()
+        return chosen
+
+    def reject(self, keys: Iterable[str], by: str) -> list[str]:
+        """Reject pending changes: each stays held (unlisted, uncallable) until the server serves another
+        definition, which is pending anew. Returns those rejected (pending, not already rejected)."""
+        self.reload()
+        chosen = [key for key in keys if key in self.pending and "rejected" not in self.pending[key]]
+        for key in chosen:
+            self.pending[key] = {**self.pending[key], "rejected": _now(), "rejected_by": by}
         if chosen:
             self._save()
         return chosen

@@ -31,7 +31,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.auth.metadata import metadata_routes
@@ -71,6 +71,7 @@ def build_app(
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
     endpoints: Mapping[str, Server[Any]] | None = None,
+    admin: ASGIApp | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`; each curated endpoint's
     server of `endpoints` (`[endpoints.NAME]`, server/curated.py) at `path/NAME`, behind the same door (the
@@ -89,6 +90,8 @@ def build_app(
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
+
+    `admin`: the admin console (mcp_hub/admin/), served at `/admin`.
     """
     sdk_server.install()  # the SSE encoder's fast line split (sdk/server.py)
     defer_sse_for_posts()
@@ -164,6 +167,7 @@ def build_app(
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
             *(_metadata_routes(oauth, [path, *curated]) if oauth is not None else ()),
+            *([Mount("/admin", app=admin)] if admin is not None else ()),
         ],
         lifespan=lifespan,
     )

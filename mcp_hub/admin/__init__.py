@@ -1,0 +1,10 @@
+"""The admin console: the hub seen and governed from a browser, at `/admin` of the HTTP endpoint.
+
+Off unless `[admin] enabled = true` (with `keys`, the administrators' login keys). Pages: Status (live),
+Catalog (with "view as principal"), Pins (accept or reject a changed tool), Audit (filtered, paged, live)
+and Explain. Rendered on the server; one small script follows the live parts (server-sent events).
+"""
+
+from mcp_hub.admin.app import console
+
+__all__ = ["console"]

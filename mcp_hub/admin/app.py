@@ -1,0 +1,556 @@
+"""The admin console's Starlette app: login, the pages, their live streams and the actions.
+
+Every request first passes `_Guard`: a foreign `Host` (when the hub is bound to loopback, as the MCP
+endpoint checks it) or an `Origin` that is not the console's own is refused, and every answer carries
+headers that keep it out of frames, caches and other origins' scripts. A page needs a session (else
+the login page); an action (a POST) needs the session's CSRF token too. Pages never show a secret: the
+hub's own secret values (its API keys, the admin keys, the secret-named env values and headers of its
+mounts) are masked in everything the console renders, on top of the audit log's own masking.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+import anyio
+import orjson
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp_hub import __version__
+from mcp_hub.admin import assets, audit_view, pages
+from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.catalog.catalog import KINDS, Catalog
+from mcp_hub.catalog.pins import PinStore
+from mcp_hub.chain.guardrails import configured_secrets
+from mcp_hub.config import HubConfig
+from mcp_hub.errors import ConfigError
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.policy import Target, explain
+from mcp_hub.policy.decide import PolicySet
+from mcp_hub.upstream import Upstream
+
+logger = logging.getLogger("mcp_hub.admin")
+
+REFRESH = 0.5
+"""Seconds between two looks at what a live stream follows (the status, the audit file)."""
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+_POLICY_KIND = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resource_templates": "resource"}
+_VISIBLE_KIND = {
+    "tools": "tool",
+    "prompts": "prompt",
+    "resources": "resource",
+    "resource_templates": "resource_template",
+}
+_OUTCOMES = (
+    "allowed",
+    "denied",
+    "refused",
+    "confirm",
+    "error",
+    "rate_limited",
+    "blocked",
+    "redacted",
+    "flagged",
+    "tool_changed",
+    "accepted",
+    "rejected",
+)
+_MASK = "••••••"
+
+
+class ConsoleHub(Protocol):
+    """What the console reads and governs of the hub (mcp_hub/hub.py's `Hub`)."""
+
+    config: HubConfig
+    catalog: Catalog
+    pins: PinStore
+    audit: AuditLog
+    upstreams: Mapping[str, Upstream]
+
+    def policy(self) -> PolicySet: ...
+    def health(self) -> dict[str, Any]: ...
+    async def pins_changed(self) -> None: ...
+
+
+def console(hub: Any, host: str) -> Console:
+    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`."""
+    return Console(hub, host)
+
+
+class Console:
+    """The console as an ASGI app; `close()` ends its live streams (the server is shutting down, and would
+    otherwise wait for every open page to go away)."""
+
+    def __init__(self, hub: ConsoleHub, host: str) -> None:
+        self._pages = _Pages(hub)
+        self._app = _Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+    def close(self) -> None:
+        self._pages.closed.set()
+
+
+class _Pages:
+    def __init__(self, hub: ConsoleHub) -> None:
+        self.hub = hub
+        self.closed = anyio.Event()
+        admin = hub.config.admin
+        self.sessions = Sessions(admin.keys, admin.session_hours)
+        self.started = time.monotonic()
+        config = hub.config
+        values = [*configured_secrets(config), *admin.keys.values(), *config.auth.api_keys.values()]
+        values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
+        if config.auth.oauth is not None and config.auth.oauth.client_secret:
+            values.append(config.auth.oauth.client_secret)
+        self._secrets = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+
+    def app(self) -> Starlette:
+        page, action = self._page, self._action
+        return Starlette(
+            routes=[
+                Route("/", self._home),
+                Route("/login", self._login_form, methods=["GET"]),
+                Route("/login", self._login, methods=["POST"]),
+                Route("/logout", action(self._logout), methods=["POST"]),
+                Route("/status", page(self._status)),
+                Route("/status/events", self._stream(self._status_events)),
+                Route("/catalog", page(self._catalog)),
+                Route("/pins", page(self._pins)),
+                Route("/pins/accept", action(self._pin_action("accept")), methods=["POST"]),
+                Route("/pins/reject", action(self._pin_action("reject")), methods=["POST"]),
+                Route("/audit", page(self._audit)),
+                Route("/audit/events", self._stream(self._audit_events)),
+                Route("/audit/line/{decision}", page(self._audit_line)),
+                Route("/explain", page(self._explain_form)),
+                Route("/explain", action(self._explain), methods=["POST"]),
+                Route("/static/console.css", lambda r: Response(assets.CSS, media_type="text/css")),
+                Route("/static/console.js", lambda r: Response(assets.JS, media_type="text/javascript")),
+            ]
+        )
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    def _session(self, request: Request) -> Session | None:
+        return self.sessions.read(request.cookies.get(COOKIE))
+
+    def _render(
+        self, request: Request, title: str, here: str, body: str, session: Session | None, status_code: int = 200
+    ) -> HTMLResponse:
+        admin, csrf = (session.admin, session.csrf) if session else (None, None)
+        html = pages.layout(_base(request), title, here, body, admin=admin, csrf=csrf)
+        return HTMLResponse(self._masked(html), status_code=status_code)
+
+    def _masked(self, text: str) -> str:
+        for value in self._secrets:
+            text = text.replace(pages.e(value), _MASK).replace(value, _MASK)
+        return text
+
+    def _page(
+        self, render: Callable[[Request, Session], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            session = self._session(request)
+            if session is None:
+                return RedirectResponse(f"{_base(request)}/login", status_code=303)
+            return await render(request, session)
+
+        return endpoint
+
+    def _action(
+        self, act: Callable[[Request, Session, Mapping[str, str]], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            session = self._session(request)
+            if session is None:
+                return PlainTextResponse("log in first", status_code=401)
+            form = {key: value for key, value in (await request.form()).items() if isinstance(value, str)}
+            if not same(form.get("csrf"), session.csrf):
+                return PlainTextResponse("refused: the form's CSRF token is missing or wrong", status_code=403)
+            return await act(request, session, form)
+
+        return endpoint
+
+    async def _home(self, request: Request) -> Response:
+        return RedirectResponse(f"{_base(request)}/status", status_code=303)
+
+    async def _login_form(self, request: Request, error: str | None = None) -> Response:
+        token = secrets.token_urlsafe(24)
+        response = self._render(
+            request, "Log in", "", pages.login(_base(request), token, error), None, status_code=401 if error else 200
+        )
+        _cookie(response, request, LOGIN_COOKIE, token, None)
+        return response
+
+    async def _login(self, request: Request) -> Response:
+        form = await request.form()
+        token, key = form.get("csrf"), form.get("key")
+        if not isinstance(token, str) or not same(token, request.cookies.get(LOGIN_COOKIE, "")):
+            return PlainTextResponse("refused: the form's CSRF token is missing or wrong", status_code=403)
+        admin = self.sessions.admin_of(key) if isinstance(key, str) and key else None
+        if admin is None:
+            logger.warning("admin console: a login with an unknown key from %s", _client(request))
+            return await self._login_form(request, "That key is not an admin key.")
+        logger.info("admin console: %s logged in from %s", admin, _client(request))
+        response = RedirectResponse(f"{_base(request)}/status", status_code=303)
+        _cookie(response, request, COOKIE, self.sessions.issue(admin), self.sessions.lifetime)
+        response.delete_cookie(LOGIN_COOKIE, path=_base(request) or "/")
+        return response
+
+    async def _logout(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
+        response = RedirectResponse(f"{_base(request)}/login", status_code=303)
+        response.delete_cookie(COOKIE, path=_base(request) or "/")
+        return response
+
+    def _stream(
+        self, events: Callable[[Request], AsyncIterator[ServerSentEvent]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            session = self._session(request)
+            if session is None:
+                return PlainTextResponse("log in first", status_code=401)
+
+            async def until_expired() -> AsyncIterator[ServerSentEvent]:
+                async with aclosing(events(request)) as stream:
+                    async for event in stream:
+                        if time.time() >= session.expires:  # the login ended: so does what it opened
+                            return
+                        yield event
+
+            return EventSourceResponse(until_expired(), ping=15, headers={"Cache-Control": "no-store"})
+
+        return endpoint
+
+    async def _closing(self) -> bool:
+        """Wait `REFRESH` seconds; True, at once, when the console is closed."""
+        with anyio.move_on_after(REFRESH):
+            await self.closed.wait()
+        return self.closed.is_set()
+
+    # -- status --------------------------------------------------------------------------------------
+
+    def _live_status(self) -> str:
+        sessions = {name: upstream.client_sessions for name, upstream in list(self.hub.upstreams.items())}
+        return self._masked(pages.mounts(self.hub.health(), sessions))
+
+    async def _status(self, request: Request, session: Session) -> Response:
+        uptime = int(time.monotonic() - self.started)
+        policy = self.hub.policy()
+        facts = {
+            "Version": __version__,
+            "Uptime": f"{uptime // 3600}h {uptime % 3600 // 60:02d}m {uptime % 60:02d}s",
+            "Policy revision": policy.revision,
+            "Policy files": ", ".join(policy.sources) or "(built-in policy)",
+        }
+        return self._render(
+            request, "Status", "status", pages.status(_base(request), facts, self._live_status()), session
+        )
+
+    async def _status_events(self, request: Request) -> AsyncIterator[ServerSentEvent]:
+        last = None
+        while True:
+            current = self._live_status()
+            if current != last:
+                last = current
+                yield ServerSentEvent(current, event="replace")
+            if await self._closing():
+                return
+
+    # -- catalog -------------------------------------------------------------------------------------
+
+    async def _catalog(self, request: Request, session: Session) -> Response:
+        query = request.query_params.get("q", "").strip()
+        principal = request.query_params.get("principal", "").strip()
+        policy = self.hub.policy()
+        rows = [row for row in self._catalog_rows(policy, principal) if _matches(row, query)]
+        principals = sorted({*policy.principals, *self.hub.config.auth.api_keys, "anonymous"} - {"*"})
+        body = pages.catalog(_base(request), rows, principals, principal, query)
+        return self._render(request, "Catalog", "catalog", body, session)
+
+    def _catalog_rows(self, policy: PolicySet, principal: str) -> list[dict[str, Any]]:
+        pins = self.hub.pins
+        rows: list[dict[str, Any]] = []
+        listed: set[str] = set()
+        for kind in KINDS:
+            view = self.hub.catalog.view(kind)
+            for item, target in zip(view.items, view.targets, strict=True):
+                name = item.get("name") or item.get("uri") or item.get("uriTemplate") or ""
+                row = {
+                    "kind": kind.removesuffix("s").replace("_", " "),
+                    "name": name,
+                    "mount": target.mount,
+                    "native": target.native,
+                    "description": item.get("description"),
+                    "annotations": item.get("annotations") if kind == "tools" else None,
+                    "pin": "-",
+                }
+                if kind == "tools" and pins.enabled:
+                    key = f"{target.mount}/{target.native}"
+                    listed.add(key)
+                    row["pin"] = "flagged" if key in pins.pending else "pinned" if key in pins.pins else "unpinned"
+                if principal:
+                    self._explained(row, policy, principal, kind)
+                rows.append(row)
+        for key, change in sorted(pins.pending.items()) if pins.enabled else ():
+            if key in listed:
+                continue
+            mount, _, native = key.partition("/")
+            definition = change.get("definition") or {}
+            row = {
+                "kind": "tool",
+                "name": key,
+                "mount": mount,
+                "native": native,
+                "pin": "held",
+                "description": definition.get("description"),
+                "annotations": definition.get("annotations"),
+            }
+            if principal:
+                self._explained(row, policy, principal, "tools")
+            rows.append(row)
+        return rows
+
+    def _explained(self, row: dict[str, Any], policy: PolicySet, principal: str, kind: str) -> None:
+        visible = policy.visible(principal, _VISIBLE_KIND[kind], row["mount"], row["native"])
+        target = Target(_POLICY_KIND[kind], row["mount"], row["native"])  # type: ignore[arg-type]
+        row["outcome"] = "listed" if visible else "hidden"
+        if row["pin"] == "held":
+            row["outcome"] = "held"
+        row["explain"] = explain(policy, principal, target)
+
+    # -- pins ----------------------------------------------------------------------------------------
+
+    async def _pins(self, request: Request, session: Session) -> Response:
+        store = self.hub.pins
+        try:
+            store.reload()
+        except ConfigError as exc:
+            return self._render(request, "Pins", "pins", f'<h1>Pins</h1><p class="error">{pages.e(exc)}</p>', session)
+        notice = request.query_params.get("done", "")
+        body = pages.pins(_base(request), store.enabled, store.pending, store.pins, session.csrf, notice)
+        return self._render(request, "Pins", "pins", body, session)
+
+    def _pin_action(self, verb: str) -> Callable[[Request, Session, Mapping[str, str]], Awaitable[Response]]:
+        async def act(request: Request, session: Session, form: Mapping[str, str]) -> Response:
+            key = form.get("key", "")
+            store = self.hub.pins
+            if not store.enabled:
+                return PlainTextResponse("pinning is off", status_code=409)
+            try:
+                done = store.accept([key]) if verb == "accept" else store.reject([key], session.admin)
+            except (ConfigError, OSError) as exc:
+                return PlainTextResponse(f"could not {verb} {key}: {exc}", status_code=500)
+            if done:
+                self._record(session.admin, verb, key)
+                await self.hub.pins_changed()
+                notice = f"{key}: {verb}ed by {session.admin}"
+            else:
+                notice = f"{key}: nothing to {verb} (no such pending change)"
+            return RedirectResponse(f"{_base(request)}/pins?{urlencode({'done': notice})}", status_code=303)
+
+        return act
+
+    def _record(self, admin: str, verb: str, key: str) -> None:
+        """The audit line of an administrator's decision on a pin."""
+        mount, _, tool = key.partition("/")
+        logger.info("admin console: %s %sed the change of tool %s", admin, verb, key)
+        self.hub.audit.record(
+            AuditEvent(
+                time=AuditLog.now(),
+                decision_id=AuditLog.new_decision_id(),
+                principal=f"admin:{admin}",
+                session=None,
+                method=f"admin/pins/{verb}",
+                mount=mount,
+                name=tool,
+                via="admin-console",
+                arguments=None,
+                outcome=f"{verb}ed",
+                rule=None,
+                reason=f"the change of the tool's definition was {verb}ed by the administrator {admin!r}",
+                latency_ms=None,
+                policy_revision=self.hub.policy().revision,
+            )
+        )
+
+    # -- audit ---------------------------------------------------------------------------------------
+
+    def _audit_file(self) -> tuple[Any, int]:
+        settings = self.hub.config.audit
+        return (self.hub.config.relative(settings.file) if settings.file else None), settings.backups
+
+    async def _audit(self, request: Request, session: Session) -> Response:
+        path, backups = self._audit_file()
+        filters = audit_view.Filters.of(request.query_params)
+        try:
+            offset = max(0, int(request.query_params.get("offset", "0")))
+        except ValueError:
+            offset = 0
+        events, more = ([], False)
+        if path is not None:
+            events, more = await anyio.to_thread.run_sync(audit_view.page, path, backups, filters, offset)
+        body = pages.audit(_base(request), path is not None, filters, events, offset, more, _OUTCOMES)
+        return self._render(request, "Audit", "audit", body, session)
+
+    async def _audit_events(self, request: Request) -> AsyncIterator[ServerSentEvent]:
+        path, _ = self._audit_file()
+        if path is None:
+            return
+        filters = audit_view.Filters.of(request.query_params)
+        tail = audit_view.Tail(path)
+        while True:
+            fresh = [event for event in tail.read() if filters.admit(event)]
+            if fresh:
+                yield ServerSentEvent(self._masked(pages.audit_rows(_base(request), reversed(fresh))), event="prepend")
+            if await self._closing():
+                return
+
+    async def _audit_line(self, request: Request, session: Session) -> Response:
+        path, backups = self._audit_file()
+        decision = request.path_params["decision"]
+        event = None if path is None else await anyio.to_thread.run_sync(audit_view.find, path, backups, decision)
+        return self._render(
+            request,
+            "Audit line",
+            "audit",
+            pages.audit_line(_base(request), event),
+            session,
+            status_code=200 if event is not None else 404,
+        )
+
+    # -- explain -------------------------------------------------------------------------------------
+
+    async def _explain_form(self, request: Request, session: Session) -> Response:
+        body = pages.explain(_base(request), session.csrf, {}, None, None)
+        return self._render(request, "Explain", "explain", body, session)
+
+    async def _explain(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
+        answer, error = None, None
+        try:
+            answer = explain(self.hub.policy(), form.get("principal", "").strip(), _target(form))
+        except ValueError as exc:
+            error = str(exc)
+        body = pages.explain(_base(request), session.csrf, form, answer, error)
+        return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
+
+
+def _target(form: Mapping[str, str]) -> Target:
+    """The target the explain form names, as `mcp-hub explain` reads it; ValueError saying what is wrong."""
+    kind = form.get("kind", "tool")
+    if kind not in ("tool", "prompt", "resource"):
+        raise ValueError("the kind is tool, prompt or resource")
+    if not form.get("principal", "").strip():
+        raise ValueError("name the principal")
+    text = form.get("target", "").strip()
+    separator = "+" if kind == "resource" else "_"
+    slash, plus = text.find("/"), text.find(separator)
+    if plus > 0 and (slash < 0 or plus < slash):
+        mount, name = text[:plus], text[plus + 1 :]
+    elif slash > 0:
+        mount, name = text[:slash], text[slash + 1 :]
+    else:
+        raise ValueError(f"name the mount too: MOUNT/NAME, or the public name (got {text!r})")
+    arguments = None
+    if kind != "resource":
+        try:
+            arguments = orjson.loads(form.get("args", "").strip() or "{}")
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f'the arguments are not JSON ({exc}); write an object like {{"path": "/tmp/x"}}') from None
+        if not isinstance(arguments, dict):
+            raise ValueError('the arguments must be a JSON object, like {"path": "/tmp/x"}')
+    return Target(kind, mount, name, arguments)  # type: ignore[arg-type]
+
+
+def _matches(row: Mapping[str, Any], query: str) -> bool:
+    if not query:
+        return True
+    text = " ".join(str(row.get(key) or "") for key in ("kind", "name", "mount", "description", "pin")).lower()
+    return all(word in text for word in query.lower().split())
+
+
+def _base(request: Request) -> str:
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "?"
+
+
+def _cookie(response: Response, request: Request, name: str, value: str, max_age: int | None) -> None:
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=_base(request) or "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class _Guard:
+    """Refuses a foreign `Host` (bound to loopback) or `Origin`, and a cross-site request; adds the security headers."""
+
+    def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
+        self._app = app
+        self._loopback = loopback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
+        problem = self._problem(scope, headers)
+        if problem is not None:
+            logger.warning("admin console: refused a request: %s", problem)
+            await PlainTextResponse(f"refused: {problem}", status_code=403)(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                present = {key.lower() for key, _ in message.get("headers", [])}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), *((k, v) for k, v in _HEADERS if k not in present)],
+                }
+            await send(message)
+
+        await self._app(scope, receive, secured)
+
+    def _problem(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        if self._loopback and name not in _LOOPBACK_HOSTS:
+            return f"the Host {host!r} is not this hub's (it serves loopback only)"
+        origin = headers.get("origin")
+        if origin is not None and origin != f"{scope.get('scheme', 'http')}://{host}":
+            return f"the Origin {origin!r} is not the console's own"
+        if headers.get("sec-fetch-site") == "cross-site":
+            return "a cross-site request"
+        return None
