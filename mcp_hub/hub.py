@@ -31,6 +31,7 @@ from mcp_hub import sdk
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
+from mcp_hub.catalog.overrides import Overrides
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
@@ -68,7 +69,11 @@ class Hub:
         sdk.install()
         self.config = config
         servers = config.enabled_servers()
-        self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
+        self.catalog = Catalog(
+            list(servers),
+            unprefixed=[name for name, s in servers.items() if not s.prefix],
+            overrides=Overrides.of(servers),
+        )
         self.snapshot = CatalogSnapshot(snapshot_path(config), servers, str(Path(config.path).resolve()))
         # The last known catalog, listed until each mount connects and lists its own.
         listed = self.snapshot.load()
@@ -222,7 +227,8 @@ class Hub:
         self.config = self.config.model_copy(update={"servers": config.servers})
         if self._guardrails is not None:
             self._guardrails.know_secrets(configured_secrets(self.config))
-        changed = self.catalog.remount(list(servers), [name for name, s in servers.items() if not s.prefix])
+        unprefixed = [name for name, s in servers.items() if not s.prefix]
+        changed = self.catalog.remount(list(servers), unprefixed, Overrides.of(servers))
         self.snapshot.remount(servers)
         for name in removed:
             del self.upstreams[name]

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from mcp_hub import __version__
 from mcp_hub.catalog.catalog import Catalog
+from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
@@ -178,7 +179,13 @@ class Endpoint:
                     )
                     return _complete_result(found)
                 params = self._search.unwrap(params)
-        route = await self._router.route_arriving(method, params)
+        try:
+            route = await self._router.route_arriving(method, params)
+        except FixedArgumentSent:  # said only of a tool the caller may see: a hidden one is unknown
+            target = self._catalog.resolve("tools", params.get("name", ""))
+            if target is None or not self._policy().visible(principal_of(ctx), "tool", target.mount, target.native):
+                raise UnknownName("tool", str(params.get("name"))) from None
+            raise
         client = self._clients.of(ctx)
         forwarded = route.params
         if client is not None:
