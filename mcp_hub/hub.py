@@ -125,6 +125,12 @@ class Hub:
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)
         self._guardrails = guardrails
+        search = ToolSearch(config.search, lambda: self.catalog.view("tools"))
+        if trail is not None:
+            search.on_search = trail.searched
+        self.search = search
+        self.catalog.watch(search.index.stale)
+        """The tool search (search/tools.py): its search and call tools, and its index of the catalog."""
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
@@ -138,7 +144,7 @@ class Hub:
             startup=self.startup,
             on_refused=trail.refused if trail is not None else None,
             guard_task=guardrails.guard_task if guardrails is not None else None,
-            search=ToolSearch(config.search, lambda: self.catalog.view("tools")),
+            search=search,
         )
         if observer is not None:
             self.endpoint.observe(observer)
@@ -178,6 +184,8 @@ class Hub:
                     tg.start_soon(self._watch_pins)
                 if self.snapshot.enabled:
                     tg.start_soon(self.snapshot.run)
+                # The search index, built ahead of the searches (search/index.py).
+                tg.start_soon(self.search.index.run, lambda: self.search.on_for_anyone(self.policy()), self._settled)
                 if self.cluster is not None:
                     tg.start_soon(self.cluster.run)
                 try:
@@ -302,6 +310,7 @@ class Hub:
 
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
+        self.search.index.stale()  # a profile may have turned tool search on
         await self.invalidate_cache()
         await self.endpoint.notify_changed(KINDS)
 
@@ -309,6 +318,11 @@ class Hub:
         """Load the policy files again if they changed (SIGHUP; they are also watched unless `reload = false`)."""
         if self.policy.reload():
             await self._policy_changed()
+
+    async def _settled(self) -> None:
+        """Until every mount has finished its first connection attempt (or the start-up grace is over)."""
+        if not self.startup.over:
+            await self.startup.all_settled()
 
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until every mount has finished its first connection attempt, either way."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -124,6 +124,18 @@ class Catalog:
         self._views: dict[str, View] = {kind: View() for kind in KINDS}
         self._revisions = itertools.count(1)
         self._skipped: dict[str, dict[str, list[str]]] = {m: {} for m in self._mounts}
+        self._watchers: list[Callable[[frozenset[str]], None]] = []
+
+    def watch(self, changed: Callable[[frozenset[str]], None]) -> None:
+        """Have `changed` told the kinds whose public view changed, each time some do (synchronously, as they
+        change: it must not block)."""
+        self._watchers.append(changed)
+
+    def _changed(self, kinds: frozenset[str]) -> frozenset[str]:
+        if kinds:
+            for watcher in self._watchers:
+                watcher(kinds)
+        return kinds
 
     @property
     def mounts(self) -> tuple[str, ...]:
@@ -195,7 +207,7 @@ class Catalog:
             if view.items != self._views[kind].items:
                 self._views[kind] = view
                 changed.add(kind)
-        return frozenset(changed)
+        return self._changed(frozenset(changed))
 
     def remount(
         self, mounts: Sequence[str], unprefixed: Collection[str] = (), overrides: Overrides | None = None
@@ -216,7 +228,7 @@ class Catalog:
             if view.items != self._views[kind].items:
                 self._views[kind] = view
                 changed.add(kind)
-        return frozenset(changed)
+        return self._changed(frozenset(changed))
 
     # -- resolving public names back to their mount --------------------------
 

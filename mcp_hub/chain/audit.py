@@ -28,6 +28,7 @@ from mcp_hub.errors import UpstreamError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet, mask_arguments
 from mcp_hub.policy.principal import credential_of
+from mcp_hub.search.tools import Searched
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
 
@@ -75,6 +76,35 @@ class AuditTrail:
             self._record(ctx, None, None, 0.0)
         except Exception:
             errors_log.exception("audit: could not record a refusal of %s %s", ctx.method, ctx.public)
+
+    def searched(self, search: Searched) -> None:
+        """A search of the tool search (search/tools.py): one line, method "tools/call", the search tool's name,
+        its arguments (the query, masked as the policy's `[audit] mask_arguments` says), outcome "searched" (or
+        "error" for arguments the search tool refuses), and the names found as `results`."""
+        policy = self._policy()
+        try:
+            self._log.record(
+                AuditEvent(
+                    time=AuditLog.now(),
+                    decision_id=AuditLog.new_decision_id(),
+                    principal=search.principal,
+                    session=search.session,
+                    method="tools/call",
+                    mount=None,
+                    name=search.tool,
+                    via=None,
+                    arguments=mask_arguments(search.arguments, policy.audit.mask_arguments),
+                    outcome=search.outcome,
+                    rule=None,
+                    reason=search.reason,
+                    latency_ms=search.latency_ms,
+                    policy_revision=policy.revision,
+                    **credential_of(search.principal),
+                    results=list(search.found),
+                )
+            )
+        except Exception:  # a failure to record must not fail the search
+            errors_log.exception("audit: could not record a search by %s", search.principal)
 
     def _record(self, ctx: CallContext, outcome: str | None, reason: str | None, elapsed: float) -> None:
         verdict = ctx.verdict

@@ -175,7 +175,10 @@ class Endpoint:
                 # served from here on as a call of the tool it names.
                 if self._search.is_search(params):
                     found = await self._search.search(
-                        params, lambda target: policy.visible(principal, "tool", target.mount, target.native)
+                        params,
+                        lambda target: policy.visible(principal, "tool", target.mount, target.native),
+                        principal=principal,
+                        session=session_of(ctx),
                     )
                     return _complete_result(found)
                 params = self._search.unwrap(params)
