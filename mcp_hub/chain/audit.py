@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -28,12 +28,32 @@ from mcp_hub.errors import UpstreamError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import PolicySet, mask_arguments
 from mcp_hub.policy.principal import credential_of
-from mcp_hub.search.tools import Searched
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
 
 _DECIDED_ALLOWED = ("allowed", "confirmed")
 """Verdicts under which what became of the call (a tool error, a failure, a cancellation) is the outcome."""
+
+
+class Search(Protocol):
+    """One search of the tool search, as it tells of it (`mcp_hub.search.tools.Searched`)."""
+
+    @property
+    def principal(self) -> str: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+    @property
+    def found(self) -> Sequence[str]: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def latency_ms(self) -> float: ...
 
 
 class AuditTrail:
@@ -77,7 +97,7 @@ class AuditTrail:
         except Exception:
             errors_log.exception("audit: could not record a refusal of %s %s", ctx.method, ctx.public)
 
-    def searched(self, search: Searched) -> None:
+    def searched(self, search: Search) -> None:
         """A search of the tool search (search/tools.py): one line, method "tools/call", the search tool's name,
         its arguments (the query, masked as the policy's `[audit] mask_arguments` says), outcome "searched" (or
         "error" for arguments the search tool refuses), and the names found as `results`."""
