@@ -17,6 +17,8 @@ from mcp_types import INVALID_PARAMS
 
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
+from mcp_hub.library import HubClient
+from mcp_hub.live import LiveConfig
 from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
 
 pytestmark = pytest.mark.anyio
@@ -221,3 +223,34 @@ def test_a_bad_override_names_file_key_and_fix(table: str, key: str, fix: str) -
         parse_config(text, "conf/hub.toml")
     assert caught.value.file == "conf/hub.toml" and caught.value.key == key
     assert fix in caught.value.reason
+
+
+async def test_an_edited_override_applies_without_restarting_the_server(tmp_path: Path) -> None:
+    config = setup(tmp_path)
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        before = (await client.call_tool("srv_pid", {})).content[0].text  # type: ignore[union-attr]
+        text = config.read_text(encoding="utf-8")
+        config.write_text(text.replace("/srv/docs/handbook.md", "/srv/docs/faq.md"), encoding="utf-8")
+        change = await LiveConfig(hub).reload()
+        assert change is not None and change.overridden == ("srv",) and not change.mounts
+        read = await client.call_tool("srv_read_file", {})
+        after = (await client.call_tool("srv_pid", {})).content[0].text  # type: ignore[union-attr]
+        config.write_text(text.replace(OVERRIDES, ""), encoding="utf-8")
+        await LiveConfig(hub).reload()
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert read.content[0].text == "would read /srv/docs/faq.md"  # type: ignore[union-attr]
+    assert before == after  # the same server process
+    assert tools["srv_read_file"].description == "Say which file it would read (reads nothing)."
+    assert tools["srv_read_file"].input_schema["required"] == ["path"]
+
+
+async def test_the_library_exports_the_override_and_calls_with_the_fixed_argument(tmp_path: Path) -> None:
+    async with HubClient.from_config(setup(tmp_path)) as hub:
+        gemini = {tool["name"]: tool for tool in (await hub.definitions("gemini"))[0]["function_declarations"]}
+        message = await hub.answer(
+            "openai",
+            {"id": "call_1", "type": "function", "function": {"name": "srv_read_file", "arguments": "{}"}},
+        )
+    assert gemini["srv_read_file"]["description"].startswith("Read the team handbook")
+    assert "path" not in gemini["srv_read_file"].get("parameters", {}).get("properties", {})
+    assert message["tool_call_id"] == "call_1" and "would read /srv/docs/handbook.md" in message["content"]

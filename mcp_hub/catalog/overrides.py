@@ -60,11 +60,6 @@ class Overrides:
     def __bool__(self) -> bool:
         return bool(self._tables)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Overrides) and other._tables == self._tables
-
-    __hash__ = None  # type: ignore[assignment]
-
     def get(self, mount: str, native: str) -> ToolOverride | None:
         return self._tables.get(mount, {}).get(native)
 
@@ -100,8 +95,11 @@ class Overrides:
     def check(self, mount: str, listed: Iterable[Mapping[str, Any]]) -> None:
         """Warn (once each) of the overrides of `mount` that name no tool its listing has, and of fixed
         arguments its tool's schema does not have."""
+        configured = self._tables.get(mount)
+        if not configured:
+            return
         tools = {tool.get("name"): tool for tool in listed}
-        for native, override in self._tables.get(mount, {}).items():
+        for native, override in configured.items():
             tool = tools.get(native)
             if tool is None:
                 if (mount, native) not in self._warned:
