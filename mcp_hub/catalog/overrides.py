@@ -35,9 +35,10 @@ class FixedArgumentSent(HubError):
 
     code = INVALID_PARAMS
 
-    def __init__(self, tool: str, names: Iterable[str]) -> None:
+    def __init__(self, tool: str, names: Iterable[str], mount: str, native: str) -> None:
         self.tool = tool
         self.names = tuple(names)
+        self.mount, self.native = mount, native
         listed = ", ".join(repr(name) for name in self.names)
         super().__init__(
             f"Invalid arguments for tool {tool}: {listed} {'is' if len(self.names) == 1 else 'are'} set by the hub "
@@ -89,7 +90,7 @@ class Overrides:
         given = arguments if isinstance(arguments, Mapping) else {}
         clashing = [name for name in override.arguments if name in given]
         if clashing:
-            raise FixedArgumentSent(public, clashing)
+            raise FixedArgumentSent(public, clashing, mount, native)
         return {**given, **override.arguments}
 
     def check(self, mount: str, listed: Iterable[Mapping[str, Any]]) -> None:

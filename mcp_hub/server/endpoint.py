@@ -184,10 +184,9 @@ class Endpoint:
                 params = self._search.unwrap(params)
         try:
             route = await self._router.route_arriving(method, params)
-        except FixedArgumentSent:  # said only of a tool the caller may see: a hidden one is unknown
-            target = self._catalog.resolve("tools", params.get("name", ""))
-            if target is None or not self._policy().visible(principal_of(ctx), "tool", target.mount, target.native):
-                raise UnknownName("tool", str(params.get("name"))) from None
+        except FixedArgumentSent as exc:  # said only of a tool the caller may see: a hidden one is unknown
+            if not self._policy().visible(principal_of(ctx), "tool", exc.mount, exc.native):
+                raise UnknownName("tool", exc.tool) from None
             raise
         client = self._clients.of(ctx)
         forwarded = route.params
