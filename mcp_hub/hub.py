@@ -129,8 +129,8 @@ class Hub:
         if trail is not None:
             search.on_search = trail.searched
         self.search = search
-        self.catalog.watch(search.index.stale)
         """The tool search (search/tools.py): its search and call tools, and its index of the catalog."""
+        self.catalog.watch(search.index.stale)
         self.endpoint = Endpoint(
             config.hub.name,
             self.catalog,
