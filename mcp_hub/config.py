@@ -560,6 +560,61 @@ class ServerAuth(BaseModel):
         return self
 
 
+_ANNOTATION_KEYS = {
+    "title": str,
+    "readOnlyHint": bool,
+    "destructiveHint": bool,
+    "idempotentHint": bool,
+    "openWorldHint": bool,
+}
+"""The tool annotations of the MCP spec, and what each one's value is."""
+
+
+class ToolOverride(BaseModel):
+    """One [servers.NAME.tools.TOOL] table: what a model reads of the server's tool TOOL, set by the hub's
+    administrator (see mcp_hub/catalog/overrides.py)."""
+
+    model_config = _MODEL_CONFIG
+
+    title: str | None = None
+    description: str | None = None
+    annotations: dict[str, Any] = Field(default_factory=dict)
+    """Merged over the server's own annotations."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Arguments fixed to a value: left out of the tool's input schema, added to every call of it."""
+
+    @field_validator("annotations")
+    @classmethod
+    def _known_annotations(cls, annotations: dict[str, Any]) -> dict[str, Any]:
+        for key, value in annotations.items():
+            kind = _ANNOTATION_KEYS.get(key)
+            if kind is None:
+                raise rule_error(unknown_key_reason(key, tuple(_ANNOTATION_KEYS)), key)
+            if not isinstance(value, kind) or (kind is str and isinstance(value, bool)):
+                what = "true or false" if kind is bool else "a string"
+                raise rule_error(f"{key} must be {what}, not {_describe(value)}", key)
+        return annotations
+
+    @field_validator("arguments")
+    @classmethod
+    def _json_values(cls, arguments: dict[str, Any]) -> dict[str, Any]:
+        for key, value in arguments.items():
+            if not _is_json(value):
+                raise rule_error(
+                    "a fixed argument is sent as JSON, which has no dates or times; write it as a string", key
+                )
+        return arguments
+
+
+def _is_json(value: Any) -> bool:
+    """Whether a TOML value is also a JSON value (TOML has dates and times, JSON has not)."""
+    if isinstance(value, dict):
+        return all(_is_json(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_is_json(item) for item in value)
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
 class ServerConfig(BaseModel):
     """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
 
@@ -588,6 +643,8 @@ class ServerConfig(BaseModel):
     roots: tuple[str, ...] | None = Field(default=None, strict=False)
     """The folders the server may see, as `file://` URIs (absolute paths in hub.toml become URIs): the
     hub's answer to every `roots/list` the server asks. None: the server hears a client's roots."""
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    """What a model reads of some of the server's tools, by the server's own tool name ([servers.NAME.tools.TOOL])."""
 
     @property
     def kind(self) -> Literal["stdio", "auto", "streamable-http", "sse"]:
@@ -860,6 +917,7 @@ _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
 _ENDPOINT_KEYS = tuple(EndpointSettings.model_fields)
+_TOOL_OVERRIDE_KEYS = tuple(ToolOverride.model_fields)
 
 
 def _check_keys(data: dict[str, Any], file: str) -> None:
@@ -878,6 +936,9 @@ def _check_keys(data: dict[str, Any], file: str) -> None:
                 _check_table(table, _SERVER_KEYS, ("servers", name), file)
                 if isinstance(table.get("auth"), dict):
                     _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
+                for tool, override in (table["tools"] if isinstance(table.get("tools"), dict) else {}).items():
+                    if isinstance(override, dict):
+                        _check_table(override, _TOOL_OVERRIDE_KEYS, ("servers", name, "tools", tool), file)
     endpoints = data.get("endpoints")
     if isinstance(endpoints, dict):
         for name, table in endpoints.items():

@@ -33,6 +33,7 @@ from mcp_hub.admin import console
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
+from mcp_hub.catalog.overrides import Overrides
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
@@ -72,7 +73,11 @@ class Hub:
         sdk.install()
         self.config = config
         servers = config.enabled_servers()
-        self.catalog = Catalog(list(servers), unprefixed=[name for name, s in servers.items() if not s.prefix])
+        self.catalog = Catalog(
+            list(servers),
+            unprefixed=[name for name, s in servers.items() if not s.prefix],
+            overrides=Overrides.of(servers),
+        )
         self.snapshot = CatalogSnapshot(snapshot_path(config), servers, str(Path(config.path).resolve()))
         # The last known catalog, listed until each mount connects and lists its own.
         listed = self.snapshot.load()
@@ -126,6 +131,11 @@ class Hub:
         self._guardrails = guardrails
         call = compose(self.links, self.router.call)
         search = ToolSearch(config.search, lambda: self.catalog.view("tools"))
+        if trail is not None:
+            search.on_search = trail.searched
+        self.search = search
+        """The tool search (search/tools.py): its search and call tools, and its index of the catalog."""
+        self.catalog.watch(search.index.stale)
 
         def serving(selection: Selection) -> Endpoint:
             served = Endpoint(
@@ -194,6 +204,8 @@ class Hub:
                     tg.start_soon(self._watch_pins)
                 if self.snapshot.enabled:
                     tg.start_soon(self.snapshot.run)
+                # The search index, built ahead of the searches (search/index.py).
+                tg.start_soon(self.search.index.run, self._searched, self._settled)
                 if self.cluster is not None:
                     tg.start_soon(self.cluster.run)
                 try:
@@ -243,7 +255,8 @@ class Hub:
         self.config = self.config.model_copy(update={"servers": config.servers})
         if self._guardrails is not None:
             self._guardrails.know_secrets(configured_secrets(self.config))
-        changed = self.catalog.remount(list(servers), [name for name, s in servers.items() if not s.prefix])
+        unprefixed = [name for name, s in servers.items() if not s.prefix]
+        changed = self.catalog.remount(list(servers), unprefixed, Overrides.of(servers))
         self.snapshot.remount(servers)
         for name in removed:
             del self.upstreams[name]
@@ -332,8 +345,14 @@ class Hub:
         for upstream in list(self.upstreams.values()):
             await upstream.set_log_level(level)
 
+    def _searched(self) -> bool:
+        """Whether some caller may search the catalog: as `[search]` and the profiles say, or a curated endpoint."""
+        curated = any(served.selection.search for served in self.endpoints.values())
+        return curated or self.search.on_for_anyone(self.policy())
+
     async def _policy_changed(self) -> None:
         """What each client may see can change with the policy: tell them to list again."""
+        self.search.index.stale()  # a profile may have turned tool search on
         await self.invalidate_cache()
         await self._notify_changed(KINDS, policy=True)
 
@@ -341,6 +360,11 @@ class Hub:
         """Load the policy files again if they changed (SIGHUP; they are also watched unless `reload = false`)."""
         if self.policy.reload():
             await self._policy_changed()
+
+    async def _settled(self) -> None:
+        """Until every mount has finished its first connection attempt (or the start-up grace is over)."""
+        if not self.startup.over:
+            await self.startup.all_settled()
 
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until every mount has finished its first connection attempt, either way."""

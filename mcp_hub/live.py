@@ -5,7 +5,8 @@ file again when it changes, and at once on SIGHUP, then applies what changed (`d
 
 - a server added (or enabled) starts, and its items join the catalog as it lists them;
 - a server removed (or disabled) stops, and its items leave the catalog;
-- a server whose `[servers.NAME]` table changed in any key restarts with its new settings;
+- a server whose `[servers.NAME]` table changed in any key restarts with its new settings, except its
+  tool overrides (`[servers.NAME.tools.TOOL]`), which apply to the catalog without a restart;
 - every other server goes on untouched: its sessions, calls in flight and clients notice nothing.
 
 Clients hear `list_changed` for the lists that changed. An edit the loader rejects (bad TOML, an
@@ -51,7 +52,8 @@ QUIET = 0.2
 _READ_ONCE = tuple(table for table in HubConfig.model_fields if table not in ("servers", "path"))
 """The tables read at start-up only ([hub], [http], [policy], ...): a change to one of their keys needs a restart."""
 
-_SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
+_SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "tools"))
+"""The keys of a server's table whose change restarts it (its tool overrides apply without a restart)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,8 @@ class ConfigDiff:
     """Enabled servers whose table changed: name -> the keys that changed."""
     read_once: tuple[str, ...] = ()
     """Dotted keys outside [servers] that changed, which only a restart applies."""
+    overridden: tuple[str, ...] = ()
+    """Enabled servers whose tool overrides changed (applied to the catalog, without a restart)."""
 
     @property
     def mounts(self) -> bool:
@@ -100,6 +104,7 @@ def diff(old: HubConfig, new: HubConfig) -> ConfigDiff:
         removed=tuple(name for name in before if name not in after),
         changed={name: changed[name] for name in after if name in changed},  # in file order
         read_once=tuple(read_once),
+        overridden=tuple(name for name in after if name in before and before[name].tools != after[name].tools),
     )
 
 
@@ -199,7 +204,7 @@ class LiveConfig:
         self.last_error = None
         change = diff(self._hub.config, new)
         _log(self.path, change)
-        if change.mounts:
+        if change.mounts or change.overridden:
             await self._hub.remount(new, restart=tuple(change.changed))
         return change
 
@@ -211,6 +216,8 @@ def _log(path: Path, change: ConfigDiff) -> None:
         logger.info("%s: server %r removed", path, name)
     for name, keys in change.changed.items():
         logger.info("%s: server %r restarted: %s changed", path, name, _listed(keys))
+    for name in change.overridden:
+        logger.info("%s: server %r: tool overrides changed (applied without a restart)", path, name)
     for key in change.read_once:
         logger.warning(
             "%s: %s changed, which applies only when the hub starts; restart the hub to apply it "

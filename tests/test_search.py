@@ -6,18 +6,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from mcp_hub.catalog.catalog import View
+from mcp_hub.catalog.catalog import Target, View
 from mcp_hub.config import SearchSettings, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.search import ToolSearch, ranking
+from mcp_hub.search import index as index_module
+from mcp_hub.search.index import ToolIndex
 from mcp_hub.search.ranking import Ranker
 from mcp_hub.search.tools import BadSearchCall
 from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
@@ -52,8 +56,10 @@ def setup(tmp_path: Path, search: str = 'enabled = true\npinned = ["srv_pid"]\n'
     return config
 
 
-def audit_lines(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+def audit_lines(path: Path, *, searches: bool = False) -> list[dict[str, Any]]:
+    """The audit file's lines; without `searches`, those of calls (not of searches)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return lines if searches else [line for line in lines if line["name"] != "search_tools"]
 
 
 async def found(client: Any, query: str, limit: int = 5) -> list[str]:
@@ -290,3 +296,87 @@ def test_check_says_how_search_ranks(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "tool search: on, ranked by bm25" in result.stdout
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_each_search_leaves_an_audit_line(tmp_path: Path, mode: str) -> None:
+    """Who searched, for what, how many tools were found and which, like the line of a call."""
+    policies = tmp_path / "policies"
+    config = setup(tmp_path)
+    (policies / "hub.toml").write_text(POLICY + '\n[audit]\nmask_arguments = ["secret"]\n', encoding="utf-8")
+    async with running_hub(load_config(config)) as hub, hub_client(hub, mode) as client:
+        names = await found(client, "repeat my words back to me", limit=3)
+        await client.call_tool("search_tools", {"query": "exit the server process", "limit": 50, "secret": "s"})
+        refused = await _refusal(client.call_tool("search_tools", {"query": " "}))
+        await client.call_tool("srv_echo", {"text": "hi"})
+    searched, hidden, bad, call = audit_lines(tmp_path / "audit.jsonl", searches=True)
+    assert (searched["method"], searched["name"], searched["mount"]) == ("tools/call", "search_tools", None)
+    assert searched["arguments"] == {"query": "repeat my words back to me", "limit": 3}
+    assert searched["outcome"] == "searched" and searched["results"] == names and len(names) == 3
+    assert searched["principal"] == call["principal"] and searched["session"] == call["session"]
+    assert searched["policy_revision"] == call["policy_revision"] and searched["latency_ms"] >= 0
+    assert "srv_crash" not in hidden["results"] and "srv_echo" in hidden["results"]  # what the caller may see
+    assert hidden["arguments"]["secret"] == "***"  # masked as the policy says
+    assert (bad["outcome"], bad["results"]) == ("error", []) and "'query'" in bad["reason"] == refused[1]
+    assert call["results"] is None and call["name"] == "echo"
+
+
+async def test_the_index_is_built_before_the_first_search_and_again_on_each_change(tmp_path: Path) -> None:
+    async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub) as client:
+        index = hub.search.index
+
+        async def built() -> bool:
+            return index.built == hub.catalog.view("tools").revision
+
+        await wait_for(built)  # once the catalog is known, before anyone searched
+        assert index.builds == 1
+        assert (await found(client, "repeat my words back to me"))[0] == "srv_echo"
+        assert index.builds == 1  # the search used the index built ahead
+        await client.call_tool("srv_grow", {"name": "teleport_the_cat"})
+
+        async def grown_and_built() -> bool:
+            return "srv_teleport_the_cat" in hub.catalog.view("tools").index and await built()
+
+        await wait_for(grown_and_built)  # the catalog changed: built again, ahead of the next search
+        builds = index.builds
+        assert (await found(client, "teleport the cat"))[0] == "srv_teleport_the_cat"
+        assert index.builds == builds == 2
+
+
+async def test_a_search_during_a_build_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build runs in a worker thread (the event loop goes on); a search arriving meanwhile waits for it
+    and uses its ranker: one build for one revision."""
+    started, release = threading.Event(), threading.Event()
+    tools = (
+        {"name": "srv_echo", "description": "Echo the text back.", "inputSchema": {"type": "object"}},
+        {"name": "srv_pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
+    )
+    view = View(tools, (Target("srv", "echo"), Target("srv", "pid")), revision="7")
+    real = index_module.Ranker
+
+    def held_ranker(*args: Any) -> Ranker:
+        started.set()
+        release.wait(10)
+        return real(*args)
+
+    monkeypatch.setattr(index_module, "Ranker", held_ranker)
+    index = ToolIndex(lambda: view, "bm25")
+    results: list[list[dict[str, object]]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(index.run, lambda: True)
+        with anyio.fail_after(10):
+            while not started.is_set():  # the build is under way, off the event loop
+                await anyio.sleep(0.01)
+
+        async def search() -> None:
+            results.append(await index.search("echo the text", 1, lambda target: True))
+
+        tg.start_soon(search)
+        await anyio.wait_all_tasks_blocked()
+        assert results == []  # waiting for the build
+        release.set()
+        with anyio.fail_after(10):
+            while not results:
+                await anyio.sleep(0.01)
+        tg.cancel_scope.cancel()
+    assert results == [[tools[0]]] and index.builds == 1 and index.built == "7"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -31,6 +31,7 @@ import mcp_types as types
 from pydantic import TypeAdapter, ValidationError
 
 from mcp_hub.catalog import naming
+from mcp_hub.catalog.overrides import Overrides
 
 logger = logging.getLogger("mcp_hub.catalog")
 
@@ -112,13 +113,29 @@ def page(
 class Catalog:
     """All mounts' listings and the public views built from them."""
 
-    def __init__(self, mounts: Sequence[str], unprefixed: Collection[str] = ()) -> None:
+    def __init__(
+        self, mounts: Sequence[str], unprefixed: Collection[str] = (), overrides: Overrides | None = None
+    ) -> None:
         self._mounts = tuple(mounts)
         self._unprefixed = frozenset(unprefixed)
+        self.overrides = overrides if overrides is not None else Overrides()
+        """What the administrator says a model reads of some tools (overrides.py): applied to the public view."""
         self._raw: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in self._mounts}
         self._views: dict[str, View] = {kind: View() for kind in KINDS}
         self._revisions = itertools.count(1)
         self._skipped: dict[str, dict[str, list[str]]] = {m: {} for m in self._mounts}
+        self._watchers: list[Callable[[frozenset[str]], None]] = []
+
+    def watch(self, changed: Callable[[frozenset[str]], None]) -> None:
+        """Have `changed` told the kinds whose public view changed, each time some do (synchronously, as they
+        change: it must not block)."""
+        self._watchers.append(changed)
+
+    def _changed(self, kinds: frozenset[str]) -> frozenset[str]:
+        if kinds:
+            for watcher in self._watchers:
+                watcher(kinds)
+        return kinds
 
     @property
     def mounts(self) -> tuple[str, ...]:
@@ -190,14 +207,19 @@ class Catalog:
             if view.items != self._views[kind].items:
                 self._views[kind] = view
                 changed.add(kind)
-        return frozenset(changed)
+        return self._changed(frozenset(changed))
 
-    def remount(self, mounts: Sequence[str], unprefixed: Collection[str] = ()) -> frozenset[str]:
+    def remount(
+        self, mounts: Sequence[str], unprefixed: Collection[str] = (), overrides: Overrides | None = None
+    ) -> frozenset[str]:
         """Serve these mounts from now on (a configuration reload): a new one starts with no items, a
         mount no longer named leaves with its items, one kept keeps its items. Every view is rebuilt
-        (names may depend on the other mounts); return the kinds whose public view changed."""
+        (names may depend on the other mounts, and `overrides` replace the former ones); return the kinds
+        whose public view changed."""
         self._mounts = tuple(mounts)
         self._unprefixed = frozenset(unprefixed)
+        if overrides is not None:
+            self.overrides = overrides
         self._raw = {m: self._raw.get(m, {}) for m in self._mounts}
         self._skipped = {m: self._skipped.get(m, {}) for m in self._mounts}
         changed: set[str] = set()
@@ -206,7 +228,7 @@ class Catalog:
             if view.items != self._views[kind].items:
                 self._views[kind] = view
                 changed.add(kind)
-        return frozenset(changed)
+        return self._changed(frozenset(changed))
 
     # -- resolving public names back to their mount --------------------------
 
@@ -288,6 +310,11 @@ class Catalog:
         revision = str(next(self._revisions))
         if kind in NAMED_KINDS:
             names = naming.assign_names(((m, item[key]) for m, item in entries), self._unprefixed)
+            overrides = self.overrides if kind == "tools" else None
+            if overrides:
+                for mount in self._mounts:
+                    if kind in self._raw[mount]:  # the mount has listed (or been listed from the snapshot)
+                        overrides.check(mount, self._raw[mount][kind])
             items: list[dict[str, Any]] = []
             index: dict[str, Target] = {}
             natives: dict[str, tuple[Target, ...]] = {}
@@ -297,7 +324,12 @@ class Catalog:
                     continue  # a server listing the same name twice: first wins
                 index[public] = Target(mount, item[key])
                 natives[item[key]] = (*natives.get(item[key], ()), index[public])
-                items.append(self._public_item(mount, {**item, key: public}))
+                shown = (
+                    {**item, key: public}
+                    if overrides is None
+                    else overrides.shown(mount, item[key], {**item, key: public})
+                )
+                items.append(self._public_item(mount, shown))
             return View(
                 tuple(items), tuple(index.values()), MappingProxyType(index), revision, MappingProxyType(natives)
             )

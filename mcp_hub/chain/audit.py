@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -33,6 +33,27 @@ errors_log = logging.getLogger("mcp_hub.audit.errors")
 
 _DECIDED_ALLOWED = ("allowed", "confirmed")
 """Verdicts under which what became of the call (a tool error, a failure, a cancellation) is the outcome."""
+
+
+class Search(Protocol):
+    """One search of the tool search, as it tells of it (`mcp_hub.search.tools.Searched`)."""
+
+    @property
+    def principal(self) -> str: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def arguments(self) -> Mapping[str, Any]: ...
+    @property
+    def found(self) -> Sequence[str]: ...
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def latency_ms(self) -> float: ...
 
 
 class AuditTrail:
@@ -75,6 +96,35 @@ class AuditTrail:
             self._record(ctx, None, None, 0.0)
         except Exception:
             errors_log.exception("audit: could not record a refusal of %s %s", ctx.method, ctx.public)
+
+    def searched(self, search: Search) -> None:
+        """A search of the tool search (search/tools.py): one line, method "tools/call", the search tool's name,
+        its arguments (the query, masked as the policy's `[audit] mask_arguments` says), outcome "searched" (or
+        "error" for arguments the search tool refuses), and the names found as `results`."""
+        policy = self._policy()
+        try:
+            self._log.record(
+                AuditEvent(
+                    time=AuditLog.now(),
+                    decision_id=AuditLog.new_decision_id(),
+                    principal=search.principal,
+                    session=search.session,
+                    method="tools/call",
+                    mount=None,
+                    name=search.tool,
+                    via=None,
+                    arguments=mask_arguments(search.arguments, policy.audit.mask_arguments),
+                    outcome=search.outcome,
+                    rule=None,
+                    reason=search.reason,
+                    latency_ms=search.latency_ms,
+                    policy_revision=policy.revision,
+                    **credential_of(search.principal),
+                    results=list(search.found),
+                )
+            )
+        except Exception:  # a failure to record must not fail the search
+            errors_log.exception("audit: could not record a search by %s", search.principal)
 
     def _record(self, ctx: CallContext, outcome: str | None, reason: str | None, elapsed: float) -> None:
         verdict = ctx.verdict

@@ -1,6 +1,7 @@
 """The terminal link: send a client's request to the mount that owns it.
 
-The router restores native names on the way in and maps names and resource
+The router restores native names on the way in (and adds the arguments an
+administrator fixed for a tool, catalog/overrides.py) and maps names and resource
 URIs back on the way out; everything else in params and results passes
 untouched (content of every type, structuredContent, isError, annotations,
 icons, `_meta`). Tool errors from a server are results and reach the client
@@ -137,7 +138,12 @@ class Router:
             target, via = self._page_call(name), "app"
         if target is None:
             raise self._unknown(kind, name, self._catalog.mount_of(name))
-        return Route(kind, target.mount, target.native, name, {**params, key: target.native}, via)
+        native = {**params, key: target.native}
+        if kind == "tool":  # with the arguments the hub's configuration fixes (catalog/overrides.py)
+            arguments = self._catalog.overrides.sent(target.mount, target.native, name, params.get("arguments"))
+            if arguments is not params.get("arguments"):
+                native["arguments"] = arguments
+        return Route(kind, target.mount, target.native, name, native, via)
 
     def _page_call(self, native: str) -> Target | None:
         """The tool an MCP Apps page means by its server's own name: the one tool of that name among the

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from logging.handlers import QueueListener, RotatingFileHandler
@@ -63,13 +63,16 @@ class AuditEvent:
     """For a caller with an OAuth access token: the token's issuer, its subject (`sub`) and its client."""
     subject: str | None = None
     client_id: str | None = None
+    results: Sequence[str] | None = None
+    """For a search of the tool search (search/tools.py): the names of the tools found, best first."""
 
     def to_json(self) -> str:
         """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""
         values = {field.name: getattr(self, field.name) for field in fields(self)}
         try:
             arguments = None if self.arguments is None else dict(self.arguments)  # a MappingProxyType too
-            line = json.dumps({**values, "arguments": arguments}, **_JSON)
+            results = None if self.results is None else list(self.results)
+            line = json.dumps({**values, "arguments": arguments, "results": results}, **_JSON)
         except Exception:  # field by field, so one bad value spoils only itself
             line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
         return shown(line, json_escapes=True)

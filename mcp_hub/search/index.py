@@ -1,15 +1,18 @@
 """The catalog's tools, ranked for a request: one `Ranker` per revision of the tools view.
 
-The ranker (the tools' words, and their embeddings when wordllama is installed) is built the first
-time a search follows a change of the catalog (a mount joined, a server's list_changed, a pin
-released), in a worker thread, and kept until the next change: a search costs one ranking, not an
-embedding of the catalog.
+The ranker (the tools' words, and their embeddings when wordllama is installed) is built once per
+revision of the catalog's tools (a mount joined, a server's list_changed, a pin released), in a
+worker thread, and kept until the next change: a search costs one ranking, not an embedding of the
+catalog. With search on, `run` (in the hub's task group) builds it ahead of the searches: once the
+catalog is known (the mounts have settled, or the catalog snapshot listed them), and again after each
+change (`stale`), so the first search does not pay about a second per 1,000 tools. Whoever needs the
+ranker of a revision being built waits for that build: a revision is never built twice.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.to_thread
@@ -18,6 +21,9 @@ from mcp_hub.catalog.catalog import Target, View
 from mcp_hub.search.ranking import Ranker
 
 logger = logging.getLogger("mcp_hub.search")
+
+_COALESCE = 0.25
+"""Seconds a catalog change waits for others before the ranker is built again (mounts listing together)."""
 
 
 class ToolIndex:
@@ -29,7 +35,35 @@ class ToolIndex:
         self._built: tuple[str, Ranker] | None = None
         self._lock = anyio.Lock()
         self.builds = 0
-        """How many times a ranker was built (once per catalog revision searched)."""
+        """How many times a ranker was built (once per catalog revision searched or built ahead)."""
+        self._stale: anyio.Event | None = None
+
+    @property
+    def built(self) -> str | None:
+        """The revision of the tools view whose ranker is built, if one is."""
+        return None if self._built is None else self._built[0]
+
+    def stale(self, kinds: frozenset[str] = frozenset({"tools"})) -> None:
+        """The catalog changed (`Catalog.watch`): `run` builds the ranker of the tools view anew."""
+        if "tools" in kinds and self._stale is not None:
+            self._stale.set()
+
+    async def run(self, wanted: Callable[[], bool], settled: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Build the ranker ahead of the searches, whenever `wanted()` (search is on for someone), until
+        cancelled: first once `settled()` returns (the mounts' first listings) unless the catalog already
+        lists tools, then after each change."""
+        if settled is not None and not self._view().items:
+            await settled()
+        while True:
+            self._stale = stale = anyio.Event()
+            if wanted():
+                view = self._view()
+                try:
+                    await self.ranker(view)
+                except Exception:  # the searches build it again, and say why
+                    logger.exception("tool search: could not build the index ahead of the searches")
+            await stale.wait()
+            await anyio.sleep(_COALESCE)
 
     async def ranker(self, view: View) -> Ranker:
         """The ranker of `view`, built once for its revision."""

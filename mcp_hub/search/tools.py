@@ -14,13 +14,18 @@ tools/list holds two tools of the hub's own (and the
 
 Pinning's `hold` and the policy's visibility apply as to the list: a held tool is not in the
 catalog, and a tool the caller may not see is never found.
+
+Each search is told to `on_search` (the hub points it at the audit trail, chain/audit.py) as a
+`Searched`: who searched, for what, and the names found (or why the search was refused).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic_core
@@ -39,6 +44,24 @@ class BadSearchCall(HubError):
     """A call of the search or call tool whose arguments are not what its input schema says."""
 
     code = INVALID_PARAMS
+
+
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """One search, as the audit records it."""
+
+    principal: str
+    session: str | None
+    tool: str
+    """The search tool's name."""
+    arguments: Mapping[str, Any]
+    """The search's arguments, as the caller sent them (query, limit)."""
+    found: tuple[str, ...]
+    """The public names of the tools found, best first."""
+    outcome: str
+    """"searched", or "error" for a search whose arguments are not what the search tool's schema says."""
+    reason: str | None
+    latency_ms: float
 
 
 class ToolSearch:
@@ -92,12 +115,19 @@ class ToolSearch:
             },
         )
         self._schemas = {tool["name"]: tool["inputSchema"] for tool in self.tools}
+        self.on_search: Callable[[Searched], None] | None = None
+        """Told of every search (the audit trail's `searched`), if set."""
 
     def active(self, principal: str, policy: PolicySet) -> bool:
         """Whether `principal` lists the search and call tools: as its policy profile's `tool_search` says, else
         as `[search] enabled` says."""
         chosen = policy.tool_search(principal)
         return self.settings.enabled if chosen is None else chosen
+
+    def on_for_anyone(self, policy: PolicySet) -> bool:
+        """Whether some caller lists the search and call tools: `[search] enabled`, or a profile that says
+        `tool_search = true`."""
+        return self.settings.enabled or any(profile.tool_search for profile in policy.profiles.values())
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
         """The input schema of the search or call tool `name`; None for any other name."""
@@ -128,9 +158,48 @@ class ToolSearch:
     def is_search(self, params: Mapping[str, Any]) -> bool:
         return params.get("name") == self.settings.search_tool
 
-    async def search(self, params: Mapping[str, Any], visible: Callable[[Target], bool]) -> dict[str, Any]:
-        """The search tool's result: the best matches for the query among the tools `visible` lets through."""
+    async def search(
+        self,
+        params: Mapping[str, Any],
+        visible: Callable[[Target], bool],
+        *,
+        principal: str = "",
+        session: str | None = None,
+    ) -> dict[str, Any]:
+        """The search tool's result: the best matches for the query among the tools `visible` lets through,
+        searched by `principal` (told to `on_search`)."""
+        started = time.monotonic()
         arguments = params.get("arguments") or {}
+        try:
+            tools = await self._found(arguments, visible)
+        except BadSearchCall as exc:
+            self._tell(principal, session, arguments, (), "error", str(exc), started)
+            raise
+        self._tell(principal, session, arguments, tuple(str(tool["name"]) for tool in tools), "searched", None, started)
+        structured = {"tools": tools}
+        return {
+            "content": [{"type": "text", "text": pydantic_core.to_json(structured).decode()}],
+            "structuredContent": structured,
+            "isError": False,
+        }
+
+    def _tell(
+        self,
+        principal: str,
+        session: str | None,
+        arguments: Any,
+        found: tuple[str, ...],
+        outcome: str,
+        reason: str | None,
+        started: float,
+    ) -> None:
+        if self.on_search is None:
+            return
+        elapsed = round((time.monotonic() - started) * 1000, 3)
+        given = dict(arguments) if isinstance(arguments, Mapping) else {"arguments": arguments}
+        self.on_search(Searched(principal, session, self.settings.search_tool, given, found, outcome, reason, elapsed))
+
+    async def _found(self, arguments: Any, visible: Callable[[Target], bool]) -> list[dict[str, Any]]:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
         limit = arguments.get("limit", self.settings.results) if isinstance(arguments, Mapping) else None
         if not isinstance(query, str) or not query.strip():
@@ -138,13 +207,7 @@ class ToolSearch:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RESULTS:
             raise BadSearchCall(f"{self.settings.search_tool}: 'limit' must be an integer from 1 to {MAX_RESULTS}")
         found = await self.index.search(query, limit, visible)
-        tools = [_described(tool) for tool in found]
-        structured = {"tools": tools}
-        return {
-            "content": [{"type": "text", "text": pydantic_core.to_json(structured).decode()}],
-            "structuredContent": structured,
-            "isError": False,
-        }
+        return [_described(tool) for tool in found]
 
 
 def _described(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from mcp_hub import __version__
 from mcp_hub.catalog.catalog import KINDS, Catalog
+from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
@@ -185,10 +186,17 @@ class Endpoint:
                     found = await self._search.search(
                         params,
                         lambda target: self.selection.visible(policy, principal, "tool", target.mount, target.native),
+                        principal=principal,
+                        session=session_of(ctx),
                     )
                     return _complete_result(found)
                 params = self._search.unwrap(params)
-        route = await self._router.route_arriving(method, params)
+        try:
+            route = await self._router.route_arriving(method, params)
+        except FixedArgumentSent as exc:  # said only of a tool the caller may see here: another one is unknown
+            if not self.selection.visible(self._policy(), principal_of(ctx), "tool", exc.mount, exc.native):
+                raise UnknownName("tool", exc.tool) from None
+            raise
         if not self.selection.admits(route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)  # outside this endpoint's view: as if there were none
         client = self._clients.of(ctx)
