@@ -95,6 +95,11 @@ class Embedder:
                 self._vectors.popitem(last=False)
         return np.stack(found) if found else np.zeros((0, DIMENSIONS), dtype=np.float32)
 
+    def forget(self) -> None:
+        """Drop the vectors kept (the next texts are all embedded anew)."""
+        with self._lock:
+            self._vectors.clear()
+
     def _run(self, texts: list[str]) -> list[Any]:
         np = self._np
         encoded = self._tokenizer.encode_batch(texts)
