@@ -222,6 +222,7 @@ needs_model = pytest.mark.skipif(
 def test_with_the_search_model_extra_the_sentence_model_ranks_too() -> None:
     """Installed, the sentence model ranks with BM25 and wordllama; a setting asks for one embedding only."""
     assert Ranker(TOOLS, "hybrid").embeddings == ("minilm", "wordllama")
+    assert ranking.planned("hybrid") == ("hybrid", ("minilm", "wordllama"))
     alone = Ranker(TOOLS, "minilm")
     assert (alone.method, alone.embeddings) == ("minilm", ("minilm",))
     static = Ranker(TOOLS, "wordllama")
@@ -238,6 +239,7 @@ def test_without_the_search_model_extra_wordllama_ranks(monkeypatch: pytest.Monk
     assert (hybrid.method, hybrid.embeddings) == ("hybrid", ("wordllama",))
     asked = Ranker(TOOLS, "minilm")
     assert (asked.method, asked.embeddings) == ("wordllama", ("wordllama",))
+    assert ranking.planned("minilm") == ("wordllama", ("wordllama",))
 
 
 @needs_model

@@ -239,6 +239,23 @@ def _installed(name: str) -> bool:
     return model_available() if name == "minilm" else embedding_available()
 
 
+def _effective(method: str, embeddings: Sequence[str]) -> str:
+    if not embeddings:
+        return "bm25"
+    return embeddings[0] if method in ("minilm", "wordllama") else method
+
+
+def planned(method: str) -> tuple[str, tuple[str, ...]]:
+    """How `Ranker` ranks for `method` with what is installed (unless a model fails to load): the method
+    that ranks and the embeddings it fuses."""
+    if method not in METHODS:
+        raise ValueError(f"unknown ranking {method!r}: one of {', '.join(METHODS)}")
+    wanted = [name for name in _EMBEDDINGS[method] if _installed(name)]
+    if method == "minilm" and not wanted and embedding_available():
+        wanted = ["wordllama"]
+    return _effective(method, wanted), tuple(wanted)
+
+
 class Ranker:
     """The tools of one catalog revision, ready to be ranked for requests.
 
@@ -250,15 +267,11 @@ class Ranker:
     """
 
     def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid", *, lexicon: bool = True) -> None:
-        if method not in METHODS:
-            raise ValueError(f"unknown ranking {method!r}: one of {', '.join(METHODS)}")
+        _, wanted = planned(method)
         self._lexicon = lexicon
         texts = [tool_text(tool) for tool in tools]
         self._bm25 = BM25([words(text) for text in texts])
         self._embeddings: dict[str, Embedding] = {}
-        wanted = [name for name in _EMBEDDINGS[method] if _installed(name)]
-        if method == "minilm" and not wanted and embedding_available():
-            wanted = ["wordllama"]
         for name in wanted:
             try:
                 embed = _EMBEDDERS[name]()
@@ -267,12 +280,7 @@ class Ranker:
                 continue
             self._embeddings[name] = Embedding(tools, texts, embed)
         self.embeddings = tuple(self._embeddings)
-        if not self.embeddings:
-            self.method = "bm25"
-        elif method in ("minilm", "wordllama"):
-            self.method = self.embeddings[0]
-        else:
-            self.method = method
+        self.method = _effective(method, self.embeddings)
 
     def rank(self, request: str) -> list[int]:
         """The tools' positions, best match for `request` first (BM25 alone leaves out tools that share no word
