@@ -219,15 +219,19 @@ needs_model = pytest.mark.skipif(
 
 
 @needs_model
-def test_with_the_search_model_extra_the_sentence_model_ranks_too() -> None:
+def test_with_the_search_model_extra_the_sentence_model_ranks_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed, the sentence model ranks with BM25 and wordllama; a setting asks for one embedding only."""
     assert Ranker(TOOLS, "hybrid").embeddings == ("minilm", "wordllama")
     assert ranking.planned("hybrid") == ("hybrid", ("minilm", "wordllama"))
-    alone = Ranker(TOOLS, "minilm")
-    assert (alone.method, alone.embeddings) == ("minilm", ("minilm",))
+    forced = Ranker(TOOLS, "minilm")
+    assert (forced.method, forced.embeddings) == ("minilm", ("minilm",))
     static = Ranker(TOOLS, "wordllama")
     assert (static.method, static.embeddings) == ("wordllama", ("wordllama",))
-    # No word of these requests is in the tools' texts: the model reads what they mean.
+    # The sentence model alone (no BM25, no wordllama); no word of these requests is in the tools' texts:
+    # the model reads what they mean.
+    monkeypatch.setattr(ranking, "embedding_available", lambda: False)
+    alone = Ranker(TOOLS, "embedding")
+    assert (alone.method, alone.embeddings) == ("embedding", ("minilm",))
     assert alone.rank("jot this down into notes.txt")[0] == 0
     assert alone.rank("is it morning in Lima")[0] == 1
     assert alone.rank("who changed what lately")[0] == 2
