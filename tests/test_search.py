@@ -258,9 +258,11 @@ def test_a_sentence_model_file_that_does_not_load_is_left_out(
     model._embedder.cache_clear()
     try:
         ranker = Ranker(TOOLS, "hybrid")
+        forced = Ranker(TOOLS, "minilm")
     finally:
         model._embedder.cache_clear()
     assert (ranker.method, ranker.embeddings) == ("hybrid", ("wordllama",))
+    assert (forced.method, forced.embeddings) == ("wordllama", ("wordllama",))
     assert "the minilm embedding did not load" in caplog.text
     assert ranker.rank("show the commit logs")[0] == 2
 

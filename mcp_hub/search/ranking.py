@@ -267,7 +267,7 @@ class Ranker:
     """
 
     def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid", *, lexicon: bool = True) -> None:
-        _, wanted = planned(method)
+        wanted = list(planned(method)[1])
         self._lexicon = lexicon
         texts = [tool_text(tool) for tool in tools]
         self._bm25 = BM25([words(text) for text in texts])
@@ -277,6 +277,8 @@ class Ranker:
                 embed = _EMBEDDERS[name]()
             except Exception:  # a model file that does not load: the others rank
                 logger.warning("tool search: the %s embedding did not load; it is left out", name, exc_info=True)
+                if method == "minilm" and embedding_available():
+                    wanted.append("wordllama")  # as when the sentence model is not installed
                 continue
             self._embeddings[name] = Embedding(tools, texts, embed)
         self.embeddings = tuple(self._embeddings)
