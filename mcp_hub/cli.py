@@ -38,7 +38,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
-from mcp_hub.search import embedding_available
+from mcp_hub.search.ranking import planned
 from mcp_hub.server.curated import selections
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
@@ -164,9 +164,12 @@ def _check(args: argparse.Namespace) -> int:
     if oauth is not None:
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
     if config.search.enabled:
-        ranking = config.search.ranking
-        if ranking != "bm25" and not embedding_available():
-            ranking = f'bm25 ("{ranking}" needs the search extra: pip install "mcp-hub[search]")'
+        ranking, embeddings = planned(config.search.ranking)
+        if embeddings:
+            ranking = f"{ranking} ({', '.join(embeddings)})"
+        elif config.search.ranking != "bm25":
+            asked = config.search.ranking
+            ranking = f'bm25 ("{asked}" needs an embedding: pip install "mcp-hub[search]" or "mcp-hub[search-model]")'
         print(f"tool search: on, ranked by {ranking}")
     if not args.connect:
         for name, server in config.servers.items():

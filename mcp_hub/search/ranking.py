@@ -4,8 +4,10 @@ BM25 finds a tool whose own words the request uses ("list my git branches"); a p
 uses other words ("what branches do I have", "undo my last commit"), which the embedding of
 wordllama (a 256-dimension static model whose weights ship in its wheel: no network, no
 download) places near the tool's description; both read the request with the tools' words for
-its everyday words added (lexicon.py: "PR" is a pull request). `Ranker.rank` fuses the two orders by
-reciprocal rank fusion; without wordllama installed (the `search` extra), BM25 alone ranks.
+its everyday words added (lexicon.py: "PR" is a pull request). With the `search-model` extra, a sentence
+model (model.py: all-MiniLM-L6-v2, which reads the request as a sentence, not as averaged words) ranks as
+well. `Ranker.rank` fuses the orders by reciprocal rank fusion; with neither embedding installed, BM25
+alone ranks.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache, lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 
 import snowballstemmer
 
+from mcp_hub.search import model
 from mcp_hub.search.lexicon import expand
 
 logger = logging.getLogger("mcp_hub.search")
@@ -49,6 +52,25 @@ RRF_K = 60
 EMBEDDING_WEIGHT = 2.0
 """The embedding's share of the fused score against BM25's 1.0 (it finds more of what people ask for: see
 benchmarks/results/2026-11-26-search.md)."""
+
+MODEL_WEIGHT = 3.0
+"""The sentence model's share of the fused score against BM25's 1.0 (chosen on the tuned and held-out sets:
+see benchmarks/results/2026-11-26-search-model.md)."""
+
+METHODS = ("hybrid", "embedding", "bm25", "wordllama", "minilm")
+"""How tools are ranked: "hybrid", BM25 fused with every embedding installed (the sentence model of the
+`search-model` extra, wordllama of the `search` extra); "embedding", the embeddings alone; "bm25", BM25
+alone; "wordllama" or "minilm", BM25 fused with that embedding only. What is not installed is left out,
+down to BM25 alone."""
+
+_EMBEDDINGS = {
+    "hybrid": ("minilm", "wordllama"),
+    "embedding": ("minilm", "wordllama"),
+    "bm25": (),
+    "wordllama": ("wordllama",),
+    "minilm": ("minilm",),
+}
+_WEIGHTS = {"wordllama": EMBEDDING_WEIGHT, "minilm": MODEL_WEIGHT}
 
 
 @lru_cache(maxsize=65_536)
@@ -115,6 +137,11 @@ def embedding_available() -> bool:
     return find_spec("wordllama") is not None
 
 
+def model_available() -> bool:
+    """Whether the sentence model (the `search-model` extra) is installed."""
+    return model.available()
+
+
 @cache
 def _model() -> Any:
     """wordllama's 256-dimension model, from the files its wheel ships (never downloaded).
@@ -150,15 +177,32 @@ def segments(tool: Mapping[str, Any]) -> list[str]:
     return [f"{head}. {sentence}" for sentence in sentences] or [head]
 
 
+def _wordllama() -> Callable[[list[str]], Any]:
+    return _model().embed
+
+
+def _minilm() -> Callable[[list[str]], Any]:
+    return model.embedder().embed
+
+
+_EMBEDDERS: dict[str, Callable[[], Callable[[list[str]], Any]]] = {"wordllama": _wordllama, "minilm": _minilm}
+
+
 class Embedding:
     """The tools' embeddings (computed once, here), and their similarity to a request: the similarity of the
-    tool's best-matching segment (`segments`), plus `WHOLE_WEIGHT` times that of its whole text."""
+    tool's best-matching segment (`segments`), plus `WHOLE_WEIGHT` times that of its whole text. `embed`
+    gives texts' vectors (wordllama's by default)."""
 
-    def __init__(self, tools: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> None:
+    def __init__(
+        self,
+        tools: Sequence[Mapping[str, Any]],
+        texts: Sequence[str],
+        embed: Callable[[list[str]], Any] | None = None,
+    ) -> None:
         import numpy as np
 
         self._np = np
-        self._model = _model()
+        self._embed_texts = embed or _wordllama()
         parts = [segments(tool) for tool in tools]
         self._owners = np.array([position for position, found in enumerate(parts) for _ in found], dtype=np.int64)
         self._segments = self._embed([part for found in parts for part in found])
@@ -166,8 +210,8 @@ class Embedding:
 
     def _embed(self, texts: list[str]) -> Any:
         if not texts:
-            return self._np.zeros((0, 256), dtype=self._np.float32)
-        return _normalized(self._np, self._model.embed(texts))
+            return self._np.zeros((0, 1), dtype=self._np.float32)
+        return _normalized(self._np, self._np.asarray(self._embed_texts(texts), dtype=self._np.float32))
 
     def scores(self, request: str) -> list[float]:
         """Each tool's score for `request` (higher: nearer)."""
@@ -191,35 +235,69 @@ def _order(scores: Sequence[float], *, positive: bool) -> list[int]:
     return [i for i in ranked if scores[i] > 0] if positive else ranked
 
 
+def _installed(name: str) -> bool:
+    return model_available() if name == "minilm" else embedding_available()
+
+
+def _effective(method: str, embeddings: Sequence[str]) -> str:
+    if not embeddings:
+        return "bm25"
+    return embeddings[0] if method in ("minilm", "wordllama") else method
+
+
+def planned(method: str) -> tuple[str, tuple[str, ...]]:
+    """How `Ranker` ranks for `method` with what is installed (unless a model fails to load): the method
+    that ranks and the embeddings it fuses."""
+    if method not in METHODS:
+        raise ValueError(f"unknown ranking {method!r}: one of {', '.join(METHODS)}")
+    wanted = [name for name in _EMBEDDINGS[method] if _installed(name)]
+    if method == "minilm" and not wanted and embedding_available():
+        wanted = ["wordllama"]
+    return _effective(method, wanted), tuple(wanted)
+
+
 class Ranker:
     """The tools of one catalog revision, ready to be ranked for requests.
 
-    `method` is "bm25", "embedding" or "hybrid" (both, fused); an embedding ranker
-    without wordllama installed falls back to BM25. `lexicon`: read requests with the
-    tools' words for everyday words added (lexicon.py).
+    `method` is one of `METHODS`; what it asks for that is not installed is left out, and `method` becomes
+    what ranks ("wordllama" for a "minilm" without the sentence model; "bm25" with no embedding at all).
+    `embeddings` names the embeddings that rank. `lexicon`: read requests with the tools' words for everyday
+    words added (lexicon.py); the sentence model reads the request as it was written (it reads sentences:
+    added words only blur them).
     """
 
     def __init__(self, tools: Sequence[Mapping[str, Any]], method: str = "hybrid", *, lexicon: bool = True) -> None:
+        wanted = list(planned(method)[1])
         self._lexicon = lexicon
         texts = [tool_text(tool) for tool in tools]
         self._bm25 = BM25([words(text) for text in texts])
-        self.method = method if method == "bm25" or embedding_available() else "bm25"
-        self._embedding = Embedding(tools, texts) if self.method != "bm25" else None
+        self._embeddings: dict[str, Embedding] = {}
+        for name in wanted:
+            try:
+                embed = _EMBEDDERS[name]()
+            except Exception:  # a model file that does not load: the others rank
+                logger.warning("tool search: the %s embedding did not load; it is left out", name, exc_info=True)
+                if method == "minilm" and embedding_available():
+                    wanted.append("wordllama")  # as when the sentence model is not installed
+                continue
+            self._embeddings[name] = Embedding(tools, texts, embed)
+        self.embeddings = tuple(self._embeddings)
+        self.method = _effective(method, self.embeddings)
 
     def rank(self, request: str) -> list[int]:
         """The tools' positions, best match for `request` first (BM25 alone leaves out tools that share no word
         with it). The request is read with the tools' words for its everyday words (lexicon.py)."""
-        if self._lexicon:
-            request = expand(request)
-        lexical = _order(self._bm25.scores(words(request)), positive=True)
-        if self._embedding is None:
-            return lexical
-        semantic = _order(self._embedding.scores(request), positive=False)
-        if self.method == "embedding":
-            return semantic
+        expanded = expand(request) if self._lexicon else request
+        orders: list[tuple[float, list[int]]] = []
+        if self.method != "embedding":
+            orders.append((1.0, _order(self._bm25.scores(words(expanded)), positive=True)))
+        for name, embedding in self._embeddings.items():
+            text = request if name == "minilm" else expanded
+            orders.append((_WEIGHTS[name], _order(embedding.scores(text), positive=False)))
+        if len(orders) == 1:
+            return orders[0][1]
         fused: dict[int, float] = {}
-        for rank, position in enumerate(lexical):
-            fused[position] = 1 / (RRF_K + rank + 1)
-        for rank, position in enumerate(semantic):
-            fused[position] = fused.get(position, 0.0) + EMBEDDING_WEIGHT / (RRF_K + rank + 1)
+        for weight, order in orders:
+            for rank, position in enumerate(order):
+                fused[position] = fused.get(position, 0.0) + weight / (RRF_K + rank + 1)
         return sorted(fused, key=lambda position: (-fused[position], position))
