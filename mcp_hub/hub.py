@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -104,7 +105,7 @@ class Hub:
         trail = AuditTrail(self.audit, self.policy) if audit.file else None
         if trail is not None:
             links.append(trail)
-        self.cluster = Cluster(config.cluster.redis) if config.cluster.redis else None
+        self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
         """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
@@ -137,6 +138,12 @@ class Hub:
         )
         if observer is not None:
             self.endpoint.observe(observer)
+        if self.cluster is not None:  # parked calls' states: one key, single use, naming this replica
+            parking = self.endpoint.parking
+            parking.owner, parking.claim = self.cluster.replica, self.cluster.claim
+            if self.cluster.sealing is not None:
+                parking.use_key(self.cluster.sealing)
+            self.cluster.on_sealing_key.append(parking.use_key)
         self._tg: anyio.abc.TaskGroup | None = None
         self._settled_once = False
         self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
@@ -431,7 +438,12 @@ class Hub:
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
+            cluster=self.cluster,
+            parking=self.endpoint.parking,
         )
+        if self.cluster is not None:
+            self.cluster.address = self.config.cluster.advertise or _address(host, port, self.config.http.path)
+            await self.cluster.register()
         config = uvicorn.Config(
             app,
             host=host,
@@ -458,6 +470,15 @@ class _HttpServer(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def _address(host: str, port: int, path: str) -> str:
+    """The URL of an HTTP endpoint served on `host` (a wildcard host: this machine's name)."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path}"
 
 
 async def _take_place(pace: anyio.Semaphore, wanted: anyio.Event) -> bool:

@@ -37,15 +37,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.auth.metadata import metadata_routes
 from mcp_hub.auth.middleware import Credentials
 from mcp_hub.auth.verifier import TokenVerifier
+from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
 from mcp_hub.server.http.handshake import HandshakeRequests
 from mcp_hub.server.http.modern import ModernRequests
+from mcp_hub.server.http.replicas import Replicas
 from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
 from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
+from mcp_hub.server.parking import ParkingLot
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -70,6 +73,8 @@ def build_app(
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
+    cluster: Cluster | None = None,
+    parking: ParkingLot | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
@@ -85,6 +90,9 @@ def build_app(
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
+
+    With a `cluster` (and the endpoint's `parking` lot), requests for another replica's session or parked
+    call are forwarded to it (replicas.py).
     """
     sdk_server.install()  # the SSE encoder's fast line split (sdk/server.py)
     defer_sse_for_posts()
@@ -122,6 +130,8 @@ def build_app(
         finally:
             if http is not None:
                 await http.aclose()
+            if replicas is not None:
+                await replicas.aclose()
 
     sdk = StreamableHTTPASGIApp(manager)
     sdk_path = SdkPath(sdk)
@@ -136,6 +146,9 @@ def build_app(
         endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
     if cors_origins:
         endpoint = BrowserOrigins(endpoint, cors_origins)
+    replicas = Replicas(endpoint, cluster, parking, max_request_body) if cluster and parking else None
+    if replicas is not None:
+        endpoint = replicas
     endpoint = FieldValues(endpoint)
     app = Starlette(
         routes=[
