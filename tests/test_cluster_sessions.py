@@ -189,9 +189,11 @@ async def client(
     if sent is not None:
         transport.sent = sent
     headers = {"X-API-Key": KEYS[principal]}
-    async with httpx2.AsyncClient(transport=transport, headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(urls[0], http_client=http), mode=mode, cache=None, **options) as c:
-            yield c
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=headers, timeout=30) as http,
+        Client(streamable_http_client(urls[0], http_client=http), mode=mode, cache=None, **options) as c,
+    ):
+        yield c
 
 
 async def answer_form(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -285,9 +287,7 @@ async def test_a_session_whose_replica_died_is_not_found(
         assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
 
 
-async def test_killing_the_replica_holding_a_call_ends_it_with_an_error(
-    three: list[Replica], doomed: Replica
-) -> None:
+async def test_killing_the_replica_holding_a_call_ends_it_with_an_error(three: list[Replica], doomed: Replica) -> None:
     """carol's calls park on the doomed replica; their answers, sent through B, are forwarded there; it dies
     mid-call: every one ends with an error telling the client to call again, none hangs. A call whose
     replica is already gone ends the same way."""
