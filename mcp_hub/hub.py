@@ -33,6 +33,7 @@ from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
+from mcp_hub.catalog.shared_pins import SharedPins
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
@@ -107,6 +108,8 @@ class Hub:
             links.append(trail)
         self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
         """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
+        self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
+        """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
@@ -318,23 +321,44 @@ class Hub:
                 await upstream.settled.wait()
 
     async def _watch_pins(self) -> None:
-        """An administrator accepted a change (`mcp-hub pins accept`): serve what it released."""
+        """An administrator accepted a change (`mcp-hub pins accept`), or another replica changed the shared
+        pins: serve what it released, hold what it held."""
         while True:
             await anyio.sleep(1.0)
             try:
-                if not self.pins.reload():
-                    continue
+                changed = self.pins.reload()
             except ConfigError as exc:
                 logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
-                continue
-            await self.invalidate_cache()
-            changed: set[str] = set()
-            for mount, tools in self._served_tools.items():
-                admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
-                changed |= self.catalog.update(mount, {"tools": admitted})
-                self.snapshot.record(mount, self.catalog.listings(mount))
+                changed = False
+            if self._shared_pins is not None and await self._shared_pins.pull():
+                changed = True
             if changed:
-                await self.endpoint.notify_changed(changed)
+                await self.invalidate_cache()
+                await self._admit_again()
+            await self._share_pins()
+
+    async def _admit_again(self) -> None:
+        """Admit every mount's tools again (the pins changed), and tell clients what that changed."""
+        changed: set[str] = set()
+        for mount, tools in self._served_tools.items():
+            admitted = self.pins.admit(mount, tools, self.policy().pinning.on_change, self._poisoned)
+            changed |= self.catalog.update(mount, {"tools": admitted})
+            self.snapshot.record(mount, self.catalog.listings(mount))
+        if changed:
+            await self.endpoint.notify_changed(changed)
+
+    async def _share_pins(self) -> None:
+        """Write what this replica changed of the pins for the others; when another wrote first, take its pins
+        and admit again (a few times at most: the watch tries again a second later)."""
+        shared = self._shared_pins
+        if shared is None:
+            return
+        for _ in range(3):
+            if await shared.push():
+                return
+            if await shared.pull():
+                await self.invalidate_cache()
+                await self._admit_again()
 
     def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
         """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
@@ -353,6 +377,9 @@ class Hub:
                 listings[kind] = self.catalog.admit(upstream.name, kind, items)
         if "tools" in listings:
             self._served_tools[upstream.name] = listings["tools"]
+            if self._shared_pins is not None and await self._shared_pins.pull():
+                await self.invalidate_cache()
+                await self._admit_again()
             pinning = self.policy().pinning
             listings["tools"] = self.pins.admit(upstream.name, listings["tools"], pinning.on_change, self._poisoned)
         changed = self.catalog.update(upstream.name, listings)
@@ -360,6 +387,8 @@ class Hub:
         if changed:
             logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)
             await self.endpoint.notify_changed(changed)
+        if "tools" in listings:
+            await self._share_pins()
 
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it

@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-import redis
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -99,23 +98,17 @@ redis = "{redis_url}"
     with (folder / "hub.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=folder, env=environ, stdout=log, stderr=subprocess.STDOUT)
     replica = Replica(f"http://127.0.0.1:{port}/mcp", process)
-    store = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 90
-    try:
-        while True:  # ready (its mount up), and registered
-            try:
-                ready = httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-            except httpx2.HTTPError:
-                ready = False
-            addresses = {value.decode() for value in store.mget(store.keys("mcp-hub:replica:*")) if value}
-            if ready and replica.url in addresses:
+    while True:  # ready: its mount up, and (before it serves HTTP) registered in Redis
+        try:
+            if httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
                 return replica
-            if time.monotonic() > deadline or process.poll() is not None:
-                replica.kill()
-                raise RuntimeError(f"the replica did not come up: {(folder / 'hub.log').read_text()}")
-            time.sleep(0.05)
-    finally:
-        store.close()
+        except httpx2.HTTPError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            replica.kill()
+            raise RuntimeError(f"the replica did not come up: {(folder / 'hub.log').read_text()}")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
