@@ -36,7 +36,7 @@ ALLOWED = {
     "config": {"errors"},
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
-    "catalog": {"errors", "config"},
+    "catalog": {"errors", "config", "cluster"},
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
@@ -47,7 +47,8 @@ ALLOWED = {
     "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster"},
-    "server": BASE | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
+    "server": BASE
+    | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "__init__"},
     "live": {"errors", "config"},
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
