@@ -3,7 +3,9 @@
 A POST to the MCP endpoint goes, by its headers (read once, by `Doors`), to one of three doors:
 a 2026-07-28 request to modern.py, a request on an established handshake-era session to
 handshake.py, anything else to the SDK's own path (sdk_path.py). A door that finds it cannot
-serve a request as the SDK would hands it to the SDK's path, body and all.
+serve a request as the SDK would hands it to the SDK's path, body and all. With replicas
+(`[cluster]`), replicas.py stands in front of them: a request for another replica's session or
+parked call goes to that replica.
 
 With API keys or OAuth ([auth.oauth]) configured, every request to the MCP endpoint must carry
 a credential (`auth.middleware.Credentials`): an API key (`Authorization: Bearer KEY` or
