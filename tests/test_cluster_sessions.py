@@ -254,36 +254,29 @@ async def test_a_handshake_era_session_is_served_whichever_replica_a_request_rea
     assert "answered" in text(answered) and asked == ["Answer?"]
 
 
-async def test_a_session_whose_replica_died_is_not_found(
-    three: list[Replica], doomed: Replica, shared_redis: RedisServer
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+
+async def test_killing_a_replica_ends_what_it_held_with_an_error_never_a_hang(
+    three: list[Replica], doomed: Replica
 ) -> None:
-    """The session's replica is killed: a request for it through another is answered 404 at once (the client
-    starts a new session), not left waiting."""
-    headers = {"X-API-Key": KEYS["alice"], "accept": "application/json, text/event-stream"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        opened = await http.post(doomed.url, json=initialize)
-        session = opened.headers["mcp-session-id"]
-        assert session.partition(".")[1] == "."
-        version = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
-        reached = await http.post(three[1].url, json=ping, headers=version)
-        assert reached.status_code == 200, reached.text
-        doomed.kill()
-        with anyio.fail_after(10):
-            gone = await http.post(three[1].url, json=ping, headers=version)
-        assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
-
-
-async def test_killing_the_replica_holding_a_call_ends_it_with_an_error(three: list[Replica], doomed: Replica) -> None:
     """carol's calls park on the doomed replica; their answers, sent through B, are forwarded there; it dies
-    mid-call: every one ends with an error telling the client to call again, none hangs. A call whose
-    replica is already gone ends the same way."""
+    mid-call: every one ends with an error telling the client to call again, none hangs; so does a call
+    whose replica is already gone. A handshake-era session it opened is then answered 404 through B (the
+    client starts a new session), at once."""
+    headers = {"X-API-Key": KEYS["alice"], "accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        session = (await http.post(doomed.url, json=INITIALIZE)).headers["mcp-session-id"]
+        assert session.partition(".")[1] == "."  # the replica's id, a dot, the session's
+        on_session = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        reached = await http.post(three[1].url, json=PING, headers=on_session)
+        assert reached.status_code == 200, reached.text
     outcomes: list[str] = []
     with anyio.fail_after(30):
         async with (
@@ -309,10 +302,14 @@ async def test_killing_the_replica_holding_a_call_ends_it_with_an_error(three: l
                 doomed.kill()
             await answer(questions[2], 2)
     assert len(outcomes) == 3 and all("gone; call again" in outcome for outcome in outcomes), outcomes
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        with anyio.fail_after(10):
+            gone = await http.post(three[1].url, json=PING, headers=on_session)
+    assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
 
 
 async def _until_forwarded(replica: Replica, count: int) -> None:
-    """Until `count` connections to the replica are open (the client's own, and one per forwarded call)."""
+    """Until `count` connections to the replica are open (the client's own, and B's: one per forwarded call)."""
     port = f"{httpx2.URL(replica.url).port:04X}"
 
     async def connected() -> bool:
