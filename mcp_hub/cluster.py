@@ -87,8 +87,9 @@ class Cluster:
             return
         self.up = False
         logger.warning(
-            "cluster: Redis is unreachable (%s); rate limits are counted per replica and results kept per "
-            "replica until it answers again",
+            "cluster: Redis is unreachable (%s); until it answers again, rate limits are counted and results kept "
+            "per replica, pins are this replica's own, a sealed state's single use is remembered here only, and "
+            "other replicas are found where they last were",
             self.last_error,
         )
 
