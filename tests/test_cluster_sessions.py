@@ -231,24 +231,35 @@ async def test_a_question_asked_through_one_replica_is_answered_through_another(
 
 
 async def test_a_handshake_era_session_is_served_whichever_replica_a_request_reaches(three: list[Replica]) -> None:
-    """Each request (the initialize, the GET stream, the calls, an elicitation mid-call) reaches another replica;
-    the session's id names its replica, and every one of them reaches it."""
+    """Each request (the initialize, the GET stream, the calls, the answer to an elicitation mid-call) reaches
+    another replica; the session's id names its replica, and every one of them reaches it. A list change
+    arrives on the GET stream, opened through another replica."""
     urls = [replica.url for replica in three]
     asked: list[str] = []
+    changed = anyio.Event()
 
     async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
         return types.ElicitResult(action="accept", content={"answer": "yes"})
 
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
     sent: list[tuple[str, int | None]] = []
     with anyio.fail_after(30):
-        async with client("alice", urls, mode="legacy", sent=sent, elicitation_callback=person) as alice:
+        async with client(
+            "alice", urls, mode="legacy", sent=sent, elicitation_callback=person, message_handler=on_message
+        ) as alice:
             tools = await alice.list_tools()
             first = await alice.call_tool("up_lookup", {"x": 1})
             second = await alice.call_tool("up_lookup", {"x": 2})
             answered = await alice.call_tool("up_ask", {})
+            await alice.call_tool("up_redefine", {"text": "Look it up once more."})
+            await changed.wait()
     ports = {httpx2.URL(url).port for url in urls}
     assert {port for method, port in sent if method == "POST"} == ports  # every replica had some of them
+    assert any(method == "GET" for method, _ in sent)
     assert "up_lookup" in {tool.name for tool in tools.tools}
     assert not first.is_error and not second.is_error and '"x": 2' in text(second).replace("'", '"')
     assert "answered" in text(answered) and asked == ["Answer?"]
