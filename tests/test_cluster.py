@@ -23,6 +23,8 @@ import anyio
 import httpx2
 import pytest
 import redis
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.cache import MemoryStore
 from mcp_hub.config import parse_config
@@ -222,6 +224,57 @@ async def test_an_accepted_pin_releases_the_tool_on_every_replica(tmp_path: Path
         assert accepted.returncode == 0 and b"accepted up/lookup" in accepted.stdout, accepted.stderr
         await wait_for(lambda: lookup_on_both("Look it up again."))  # released on both
         assert not (await on_b.call_tool("up_lookup", {"x": 1})).is_error
+
+
+async def test_without_redis_a_replica_is_found_where_it_last_was(tmp_path: Path, redis_server: RedisServer) -> None:
+    """carol's confirmations, asked through A, are answered through B, which forwards them to A; once Redis is
+    gone, B still finds A at the address it last read."""
+    async with replicas(tmp_path, redis_server.url) as (a, b), AsyncExitStack() as stack:
+        urls = []
+        for setup in (a, b):
+            hub = setup.hub
+            assert hub.cluster is not None
+            app = build_app(
+                hub.endpoint.server,
+                host="127.0.0.1",
+                path="/mcp",
+                health=hub.health,
+                api_keys=hub.config.auth.api_keys,
+                cluster=hub.cluster,
+                parking=hub.endpoint.parking,
+            )
+            hub.cluster.address = await stack.enter_async_context(serve_app(app)) + "/mcp"
+            await hub.cluster.register()
+            urls.append(hub.cluster.address)
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers={"X-API-Key": KEYS["carol"]}, timeout=30))
+        on_a, on_b = [
+            await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http), mode=ERA, cache=None, elicitation_callback=_yes)
+            )
+            for url in urls
+        ]
+        results = []
+        for n in (1, 2):
+            if n == 2:
+                redis_server.kill()
+            asked = await on_a.session.call_tool("up_lookup", {"n": n}, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+            (key,) = asked.input_requests
+            answers = {key: {"action": "accept", "content": {"confirm": True}}}
+            with anyio.fail_after(10):
+                done = await on_b.session.call_tool(
+                    "up_lookup", {"n": n}, input_responses=answers, request_state=asked.request_state
+                )
+            results.append(done)
+        assert not (b.hub.cluster and b.hub.cluster.up)
+    assert [text(result) for result in results] == ['{"n": 1} #1', '{"n": 2} #2']
+
+
+ERA = "2026-07-28"
+
+
+async def _yes(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"confirm": True})
 
 
 async def _at_least(items: list[bool], count: int) -> bool:
