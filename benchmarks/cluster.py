@@ -1,6 +1,7 @@
 """Redis round trips per call with `[cluster]`, and what they cost, against the same hub without it.
 
     python benchmarks/cluster.py [--calls N] [--rounds N]
+    python benchmarks/cluster.py --scaling [--seconds S] [--concurrency N]
 
 Starts a `redis-server` of its own (no persistence, a free loopback port) and, per case, two `mcp-hub serve`
 processes over stdio, each with its own tests/servers/counting.py (2026-07-28): one with
@@ -17,6 +18,13 @@ per call that clients sent (the commands a Lua script runs inside Redis, as `lim
 and the hub's background `PING`, once a second, left out), the round trips per call (a cache lookup's
 `GET` and `PTTL` go in one pipeline: one round trip), then the p50 with and without `[cluster]` (the sides
 take turns in the same rounds).
+
+With `--scaling`: calls/s of an uncached `tools/call lookup` (no rate limit) through 1, 2 and 3
+`mcp-hub serve --transport http` replicas sharing the Redis, each with its own counting server over
+stdio, `--concurrency` 2026-07-28 clients spread evenly over the replicas (the client picks the replica:
+a round-robin balancer that costs no CPU of its own). On a 2-core machine the CPU caps calls/s well
+before three replicas; printed is the CPU per call too (the replicas', their servers', Redis's), which is
+what scales with cores.
 """
 
 from __future__ import annotations
@@ -187,13 +195,67 @@ async def run(calls: int, rounds: int, work: Path) -> None:
         process.wait(10)
 
 
+async def scaling(seconds: float, concurrency: int, work: Path) -> None:
+    process, port = start_redis(work)
+    url = f"redis://127.0.0.1:{port}/0"
+    print(f"uncached tools/call, {concurrency} clients spread over the replicas, {seconds:g} s per count")
+    print(f"{'replicas':>8s} {'calls/s':>9s} {'hub CPU/call':>13s} {'server CPU/call':>16s} {'redis CPU/call':>15s}")
+    try:
+        with open(work / "stderr.log", "wb") as errlog:
+            for count in (1, 2, 3):
+                async with AsyncExitStack() as stack:
+                    hubs = []
+                    for index in range(count):
+                        path = config(work, f"scale{count}-{index}", "", url)
+                        hub_port = bench.free_port()
+                        hub = stack.enter_context(bench.running(bench.hub_command(path, "http", hub_port), errlog))
+                        hubs.append((hub, f"http://127.0.0.1:{hub_port}/mcp"))
+                    clients = [await bench.enter_http(stack, address, bench.MODERN, 120) for _, address in hubs]
+                    for client in clients:
+                        await bench.wait_for_tool(client, "up_lookup", 120)
+                        await timed(lookup_new, client, 20)  # warm up
+                    pids = [hub.pid for hub, _ in hubs]
+                    servers = [pid for hub in pids for pid in bench.children_of(hub)]
+                    before = [bench.cpu_seconds(pid) for pid in (*pids, *servers, process.pid)]
+                    done = 0
+                    start = time.perf_counter()
+                    deadline = start + seconds
+
+                    async def caller(client: Client, deadline: float) -> None:
+                        nonlocal done
+                        while time.perf_counter() < deadline:
+                            await lookup_new(client, done)
+                            done += 1
+
+                    async with anyio.create_task_group() as tg:
+                        for index in range(concurrency):
+                            tg.start_soon(caller, clients[index % len(clients)], deadline)
+                    elapsed = time.perf_counter() - start
+                    after = [bench.cpu_seconds(pid) for pid in (*pids, *servers, process.pid)]
+                    used = [b - a for a, b in zip(before, after, strict=True)]
+                    hub_cpu, server_cpu, redis_cpu = sum(used[:count]), sum(used[count:-1]), used[-1]
+                    print(
+                        f"{count:8d} {done / elapsed:9.1f} {hub_cpu / done * 1e3:10.3f} ms "
+                        f"{server_cpu / done * 1e3:13.3f} ms {redis_cpu / done * 1e3:12.3f} ms"
+                    )
+    finally:
+        process.kill()
+        process.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Redis round trips per call with [cluster].")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--scaling", action="store_true", help="calls/s and CPU per call with 1, 2, 3 replicas")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=12)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcp-hub-cluster-") as tmp:
-        anyio.run(run, args.calls, args.rounds, Path(tmp))
+        if args.scaling:
+            anyio.run(scaling, args.seconds, args.concurrency, Path(tmp))
+        else:
+            anyio.run(run, args.calls, args.rounds, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.auth.verifier import identity_from_claims, probe
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
+from mcp_hub.catalog.shared_pins import accept_shared, read_shared
+from mcp_hub.cluster import ERRORS as CLUSTER_ERRORS
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
@@ -282,10 +284,19 @@ def _pins(args: argparse.Namespace) -> int:
     if not config.policy.pins:
         raise ConfigError(config.path, "policy.pins", 'pinning is off; set pins = "pins.json" in [policy]')
     store = PinStore(config.relative(config.policy.pins))
+    shared = config.cluster.redis  # replicas keep their pins in Redis (catalog/shared_pins.py)
+    if args.action == "accept" and not args.keys and not args.all:
+        raise ConfigError("mcp-hub pins accept", "", "name the changes (MOUNT/TOOL ...) or pass --all")
+    try:
+        if shared:
+            store.pins, store.pending = read_shared(shared)
+        if args.action == "accept":
+            keys = None if args.all else args.keys
+            accepted = accept_shared(shared, keys) if shared else store.accept(keys)
+    except CLUSTER_ERRORS as exc:
+        why = f"Redis, which keeps the replicas' pins, did not answer: {exc}"
+        raise ConfigError(config.path, "cluster.redis", why) from None
     if args.action == "accept":
-        if not args.keys and not args.all:
-            raise ConfigError("mcp-hub pins accept", "", "name the changes (MOUNT/TOOL ...) or pass --all")
-        accepted = store.accept(None if args.all else args.keys)
         unknown = sorted(set(args.keys) - set(accepted))
         for key in accepted:
             print(f"accepted {key}")

@@ -4,17 +4,29 @@ With it, the policy's rate limits are counted in Redis (`limits`' async Redis st
 client) and kept results live there (cache/shared.py), so N replicas behind a load balancer keep one
 budget and one cache. Without `[cluster]` nothing here is used and nothing needs Redis.
 
+Each replica also has an id (`replica`), registered in Redis with the address of its MCP endpoint and a
+time to live its heartbeat renews (`register`, `address_of`): the ids the hub puts in what it hands
+clients (the `Mcp-Session-Id` of a handshake-era session, the `requestState` of a parked call) name the
+replica that holds them, and the others forward such requests there (server/http/replicas.py). The key
+parked calls' states are sealed with is shared (`sealing_key`: derived from `[cluster] secret`, or one
+random key stored in Redis by the first replica, set-if-absent), and a sealed state is accepted once
+(`claim`: SET NX with its expiry).
+
 Losing Redis does not refuse calls: the first command that fails marks it down (one warning on the
 `mcp_hub.cluster` logger), and from then on each replica counts rate limits and keeps results in its
 own memory, without trying Redis on the call path, until `run()`'s ping gets an answer again (an
 info line); then the shared state is used again. What each replica kept or counted meanwhile is
 dropped, and the shared cache is cleared, since invalidations during the outage reached no other
-replica.
+replica. Meanwhile replicas are found at the address last read for them (a replica not looked up before
+the outage is gone, for this one), and a sealed state is accepted once per replica.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -35,9 +47,27 @@ ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
 """What a Redis command raises when Redis is unreachable, slow or refusing."""
 
 
+REPLICA_TTL = 5.0
+"""Seconds a replica's registration lives without its heartbeat (renewed every `CHECK_EVERY`)."""
+
+KEY_PREFIX = "mcp-hub:"
+
+
 class Cluster:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, secret: str | None = None) -> None:
         self.url = url
+        self.replica = secrets.token_hex(6)
+        """This replica's id (hex, no dots), new each time the process starts."""
+        self.address: str | None = None
+        """The URL of this replica's MCP endpoint, as the other replicas reach it (set when HTTP is served)."""
+        self._secret = secret
+        self._addresses: dict[str, str] = {}
+        """The address last read for each other replica: used while Redis is down."""
+        self._claimed: dict[str, float] = {}
+        """Claims made while Redis was down: token -> when it expires."""
+        self.sealing: bytes | None = hashlib.sha256(b"mcp-hub seal\0" + secret.encode()).digest() if secret else None
+        """The key every replica seals parked calls' states with; None until read from Redis."""
+        self.on_sealing_key: list[Callable[[bytes], None]] = []
         self.client = redis.asyncio.Redis.from_url(
             url,
             socket_timeout=TIMEOUT,
@@ -57,8 +87,9 @@ class Cluster:
             return
         self.up = False
         logger.warning(
-            "cluster: Redis is unreachable (%s); rate limits are counted per replica and results kept per "
-            "replica until it answers again",
+            "cluster: Redis is unreachable (%s); until it answers again, rate limits are counted and results kept "
+            "per replica, pins are this replica's own, a sealed state's single use is remembered here only, and "
+            "other replicas are found where they last were",
             self.last_error,
         )
 
@@ -67,12 +98,19 @@ class Cluster:
         return {"redis": "up" if self.up else "down", "last_error": None if self.up else self.last_error}
 
     async def run(self) -> None:
-        """Ping Redis every `CHECK_EVERY` seconds: notice a loss when no call does, and its return."""
+        """Register this replica and renew it every `CHECK_EVERY` seconds (a ping when it serves no HTTP):
+        notice a loss when no call does, and its return; read the shared sealing key until it is known."""
+        first = True
         while True:
-            await anyio.sleep(CHECK_EVERY)
+            if not first:
+                await anyio.sleep(CHECK_EVERY)
+            first = False
             try:
                 with anyio.fail_after(2 * TIMEOUT):
-                    await self.client.ping()
+                    if not await self._renew():
+                        await self.client.ping()
+                    if self.sealing is None:
+                        await self._read_sealing_key()
                     if not self.up:
                         for hook in self.on_recovered:
                             await hook()
@@ -83,8 +121,73 @@ class Cluster:
                 self.up, self.last_error = True, None
                 logger.info("cluster: Redis answers again; rate limits and kept results are shared again")
 
+    async def register(self) -> None:
+        """Register this replica's `address` now (then `run` renews it)."""
+        if self.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    await self._renew()
+            except ERRORS as exc:
+                self.failed(exc)
+
+    async def _renew(self) -> bool:
+        if self.address is None:
+            return False
+        await self.client.set(self._replica_key(self.replica), self.address, px=int(REPLICA_TTL * 1000))
+        return True
+
+    async def _read_sealing_key(self) -> None:
+        key = KEY_PREFIX + "sealing-key"
+        await self.client.set(key, secrets.token_bytes(32), nx=True)
+        value = await self.client.get(key)
+        if isinstance(value, bytes) and len(value) >= 32:
+            self.sealing = value
+            for hook in self.on_sealing_key:
+                hook(value)
+
+    def _replica_key(self, replica: str) -> str:
+        return f"{KEY_PREFIX}replica:{replica}"
+
+    async def address_of(self, replica: str) -> str | None:
+        """The MCP endpoint of replica `replica`, or None if it is not registered (it stopped, or died and its
+        registration expired). While Redis is down: the address last read for it."""
+        if replica == self.replica:
+            return self.address
+        if self.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    value = await self.client.get(self._replica_key(replica))
+            except ERRORS as exc:  # a TimeoutError is an OSError
+                self.failed(exc)
+            else:
+                if not isinstance(value, bytes):
+                    self._addresses.pop(replica, None)
+                    return None
+                address = self._addresses[replica] = value.decode()
+                return address
+        return self._addresses.get(replica)
+
+    async def claim(self, token: str, ttl: float) -> bool:
+        """Whether `token` is claimed for the first time (for `ttl` seconds): in Redis (SET NX PX), or in this
+        replica's memory while Redis is down."""
+        if self.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    return bool(await self.client.set(f"{KEY_PREFIX}claim:{token}", b"1", nx=True, px=int(ttl * 1000)))
+            except ERRORS as exc:  # a TimeoutError is an OSError
+                self.failed(exc)
+        now = time.monotonic()
+        for old in [key for key, until in self._claimed.items() if until < now]:
+            del self._claimed[old]
+        if token in self._claimed:
+            return False
+        self._claimed[token] = now + ttl
+        return True
+
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(TIMEOUT):
+            if self.address is not None and self.up:
+                await self.client.delete(self._replica_key(self.replica))
             await self.client.aclose()
 
 

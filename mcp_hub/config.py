@@ -263,6 +263,12 @@ class ClusterSettings(BaseModel):
 
     redis: str | None = None
     """The Redis URL (redis://, rediss:// or unix://; write a password as ${VAR}). None: nothing is shared."""
+    secret: str | None = None
+    """What the key sealing parked calls' states is derived from, the same on every replica (write it as
+    ${VAR}). None: the first replica stores a random key in Redis for all."""
+    advertise: str | None = None
+    """The URL of this replica's MCP endpoint as the other replicas reach it (e.g. "http://10.0.0.5:8765/mcp").
+    None: the served host, port and path (with a wildcard host, this machine's name)."""
 
     @field_validator("redis")
     @classmethod

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.overrides import Overrides
 from mcp_hub.catalog.pins import PinStore
+from mcp_hub.catalog.shared_pins import SharedPins
 from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
@@ -113,8 +115,10 @@ class Hub:
         trail = AuditTrail(self.audit, self.policy) if audit.file else None
         if trail is not None:
             links.append(trail)
-        self.cluster = Cluster(config.cluster.redis) if config.cluster.redis else None
+        self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
         """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
+        self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
+        """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
         if self.policy.directory is not None:
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
@@ -167,6 +171,13 @@ class Hub:
         self.endpoints = {name: serving(selection) for name, selection in curated.items()}
         """The curated endpoints (`[endpoints.NAME]`, see server/curated.py), served at `/mcp/NAME`: views of
         the same catalog through the same chain, each with its own clients and `list_changed`."""
+        if self.cluster is not None:  # parked calls' states: one key, single use, naming this replica
+            for served in (self.endpoint, *self.endpoints.values()):
+                parking = served.parking
+                parking.owner, parking.claim = self.cluster.replica, self.cluster.claim
+                if self.cluster.sealing is not None:
+                    parking.use_key(self.cluster.sealing)
+                self.cluster.on_sealing_key.append(parking.use_key)
         self._tg: anyio.abc.TaskGroup | None = None
         self._settled_once = False
         self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}
@@ -373,19 +384,24 @@ class Hub:
                 await upstream.settled.wait()
 
     async def _watch_pins(self) -> None:
-        """An administrator accepted a change (`mcp-hub pins accept`): serve what it released."""
+        """An administrator accepted a change (`mcp-hub pins accept`), or another replica changed the shared
+        pins: serve what it released, hold what it held."""
         while True:
             await anyio.sleep(1.0)
             try:
-                if not self.pins.reload():
-                    continue
+                changed = self.pins.reload()
             except ConfigError as exc:
                 logger.error("pins file unreadable, keeping the pins in memory: %s", exc)
-                continue
-            await self.pins_changed()
+                changed = False
+            if self._shared_pins is not None and await self._shared_pins.pull():
+                changed = True
+            if changed:
+                await self.pins_changed()
+            await self._share_pins()
 
     async def pins_changed(self) -> None:
-        """The pins changed (an administrator accepted or rejected a change): serve the tools they now admit."""
+        """The pins changed (an administrator accepted or rejected a change, here or on another replica): serve
+        the tools they now admit, and tell clients what that changed."""
         await self.invalidate_cache()
         changed: set[str] = set()
         for mount, tools in list(self._served_tools.items()):
@@ -394,6 +410,18 @@ class Hub:
             self.snapshot.record(mount, self.catalog.listings(mount))
         if changed:
             await self._notify_changed(changed)
+
+    async def _share_pins(self) -> None:
+        """Write what this replica changed of the pins for the others; when another wrote first, take its pins
+        and admit again (a few times at most: the watch tries again a second later)."""
+        shared = self._shared_pins
+        if shared is None:
+            return
+        for _ in range(3):
+            if await shared.push():
+                return
+            if await shared.pull():
+                await self.pins_changed()
 
     def _poisoned(self, tool: Mapping[str, Any]) -> str | None:
         """Why a listed tool looks poisoned, by the detectors of `[pinning] scan` (see guardrails/tools.py)."""
@@ -412,6 +440,8 @@ class Hub:
                 listings[kind] = self.catalog.admit(upstream.name, kind, items)
         if "tools" in listings:
             self._served_tools[upstream.name] = listings["tools"]
+            if self._shared_pins is not None and await self._shared_pins.pull():
+                await self.pins_changed()
             pinning = self.policy().pinning
             listings["tools"] = self.pins.admit(upstream.name, listings["tools"], pinning.on_change, self._poisoned)
         changed = self.catalog.update(upstream.name, listings)
@@ -419,6 +449,8 @@ class Hub:
         if changed:
             logger.info("catalog: %s changed by %r", ", ".join(sorted(changed)), upstream.name)
             await self._notify_changed(changed)
+        if "tools" in listings:
+            await self._share_pins()
 
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
@@ -501,11 +533,17 @@ class Hub:
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
+            cluster=self.cluster,
+            parking=self.endpoint.parking,
+            parkings={name: served.parking for name, served in self.endpoints.items()},
         )
 
     async def _serve_http(self, host: str, port: int) -> None:
         admin = console(self, host) if self.config.admin.enabled else None
         app = self.http_app(host, admin)
+        if self.cluster is not None:
+            self.cluster.address = self.config.cluster.advertise or _address(host, port, self.config.http.path)
+            await self.cluster.register()
         config = uvicorn.Config(
             app,
             host=host,
@@ -534,6 +572,15 @@ class _HttpServer(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+def _address(host: str, port: int, path: str) -> str:
+    """The URL of an HTTP endpoint served on `host` (a wildcard host: this machine's name)."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{path}"
 
 
 async def _take_place(pace: anyio.Semaphore, wanted: anyio.Event) -> bool:

@@ -105,6 +105,7 @@ async def cached_hub(
     upstream: tuple[int, Counter[tuple[str, str]]] | None = None,
     list_ttl_ms: int = 0,
     isolation: str = "shared",
+    policy_settings: str = "",
 ) -> AsyncIterator[Setup]:
     """A hub mounting the counting server as "up" (speaking `era`), with `policy`, an audit file, API keys;
     `upstream`: the port of one the test serves, and what it counts."""
@@ -130,7 +131,7 @@ async def cached_hub(
         if policy is not None:
             policies.mkdir(exist_ok=True)
             (policies / "hub.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
-            extra += '\n[policy]\ndir = "policies"\n'
+            extra += '\n[policy]\ndir = "policies"\n' + policy_settings
         with path.open("a", encoding="utf-8") as file:
             file.write(extra)
         config = load_config(path, environ={f"{name.upper()}_KEY": key for name, key in KEYS.items()})

@@ -9,17 +9,22 @@ HTTP, and the SDK's clients through each hub's HTTP endpoint.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
 import redis
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.cache import MemoryStore
 from mcp_hub.config import parse_config
@@ -27,7 +32,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, serve_app, wait_for
 from tests.servers.counting import counting_server
-from tests.test_cache import Setup, audit_outcomes, cached_hub, text
+from tests.test_cache import KEYS, POLICY, Setup, audit_outcomes, cached_hub, text
 
 pytestmark = pytest.mark.anyio
 
@@ -90,8 +95,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @asynccontextmanager
-async def replicas(tmp_path: Path, url: str, count: int = 2) -> AsyncIterator[list[Setup]]:
-    """`count` hubs with `[cluster] redis = url`, mounting one counting server as "up"."""
+async def replicas(tmp_path: Path, url: str, count: int = 2, **options: Any) -> AsyncIterator[list[Setup]]:
+    """`count` hubs with `[cluster] redis = url`, mounting one counting server as "up" (`options`: `cached_hub`'s)."""
     server, served = counting_server("up")
     port = free_port()
     async with serve_app(server.streamable_http_app(), port), AsyncExitStack() as stack:
@@ -100,7 +105,8 @@ async def replicas(tmp_path: Path, url: str, count: int = 2) -> AsyncIterator[li
             folder = tmp_path / f"replica{index}"
             folder.mkdir()
             cluster = f'\n[cluster]\nredis = "{url}"\n'
-            hubs.append(await stack.enter_async_context(cached_hub(folder, upstream=(port, served), cache=cluster)))
+            hub = cached_hub(folder, upstream=(port, served), cache=cluster, **options)
+            hubs.append(await stack.enter_async_context(hub))
         yield hubs
 
 
@@ -189,6 +195,86 @@ async def test_losing_redis_degrades_to_each_replica_and_recovers(
                 counted = [await client.call_tool("up_lookup", {"m": n}) for n, client in enumerate([dave_on_a] * 2)]
                 counted.append(await dave_on_b.call_tool("up_lookup", {"m": 3}))
             assert [r.is_error for r in counted] == [False, False, True]
+
+
+async def test_an_accepted_pin_releases_the_tool_on_every_replica(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Each replica has its own pins file; the pins are one. The server rewrites `lookup`: both replicas hold it;
+    `mcp-hub pins accept` run against one replica's configuration releases it on both."""
+    hold = POLICY + '\n[pinning]\non_change = "hold"\n'
+    pins = 'pins = "pins.json"\n'
+    async with (
+        replicas(tmp_path, redis_server.url, policy=hold, policy_settings=pins) as (a, b),
+        a.connect("alice") as on_a,
+        b.connect("alice") as on_b,
+    ):
+
+        async def lookup_on_both(description: str | None) -> bool:
+            for client in (on_a, on_b):
+                tools = {tool.name: tool.description for tool in (await client.list_tools()).tools}
+                if tools.get("up_lookup") != description:
+                    return False
+            return True
+
+        await wait_for(lambda: lookup_on_both("Look something up."))
+        await on_a.call_tool("up_redefine", {"text": "Look it up again."})
+        await wait_for(lambda: lookup_on_both(None))  # held on both
+        environ = {**os.environ, **{f"{name.upper()}_KEY": key for name, key in KEYS.items()}}
+        command = [sys.executable, "-m", "mcp_hub", "pins", "--config", str(tmp_path / "replica0" / "hub.toml")]
+        accepted = await anyio.run_process([*command, "accept", "up/lookup"], env=environ, check=False)
+        assert accepted.returncode == 0 and b"accepted up/lookup" in accepted.stdout, accepted.stderr
+        await wait_for(lambda: lookup_on_both("Look it up again."))  # released on both
+        assert not (await on_b.call_tool("up_lookup", {"x": 1})).is_error
+
+
+async def test_without_redis_a_replica_is_found_where_it_last_was(tmp_path: Path, redis_server: RedisServer) -> None:
+    """carol's confirmations, asked through A, are answered through B, which forwards them to A; once Redis is
+    gone, B still finds A at the address it last read."""
+    async with replicas(tmp_path, redis_server.url) as (a, b), AsyncExitStack() as stack:
+        urls = []
+        for setup in (a, b):
+            hub = setup.hub
+            assert hub.cluster is not None
+            app = build_app(
+                hub.endpoint.server,
+                host="127.0.0.1",
+                path="/mcp",
+                health=hub.health,
+                api_keys=hub.config.auth.api_keys,
+                cluster=hub.cluster,
+                parking=hub.endpoint.parking,
+            )
+            hub.cluster.address = await stack.enter_async_context(serve_app(app)) + "/mcp"
+            await hub.cluster.register()
+            urls.append(hub.cluster.address)
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers={"X-API-Key": KEYS["carol"]}, timeout=30))
+        on_a, on_b = [
+            await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http), mode=ERA, cache=None, elicitation_callback=_yes)
+            )
+            for url in urls
+        ]
+        results = []
+        for n in (1, 2):
+            if n == 2:
+                redis_server.kill()
+            asked = await on_a.session.call_tool("up_lookup", {"n": n}, allow_input_required=True)
+            assert isinstance(asked, types.InputRequiredResult) and asked.request_state
+            (key,) = asked.input_requests
+            answers = {key: {"action": "accept", "content": {"confirm": True}}}
+            with anyio.fail_after(10):
+                done = await on_b.session.call_tool(
+                    "up_lookup", {"n": n}, input_responses=answers, request_state=asked.request_state
+                )
+            results.append(done)
+        assert not (b.hub.cluster and b.hub.cluster.up)
+    assert [text(result) for result in results] == ['{"n": 1} #1', '{"n": 2} #2']
+
+
+ERA = "2026-07-28"
+
+
+async def _yes(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"confirm": True})
 
 
 async def _at_least(items: list[bool], count: int) -> bool:

@@ -37,7 +37,7 @@ ALLOWED = {
     "config": {"errors"},
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
-    "catalog": {"errors", "config"},
+    "catalog": {"errors", "config", "cluster"},
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
@@ -48,7 +48,8 @@ ALLOWED = {
     "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster"},
-    "server": BASE | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "__init__"},
+    "server": BASE
+    | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "__init__"},
     "live": {"errors", "config"},
     "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "__init__"},
     "hub": BASE

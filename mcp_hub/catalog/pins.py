@@ -77,6 +77,8 @@ class PinStore:
         self.pins: dict[str, dict[str, str]] = {}
         self.pending: dict[str, dict[str, str]] = {}
         self._stamp: tuple[int, int] | None = None
+        self.revision = 0
+        """Counts the changes to `pins` and `pending` (what replicas share, see shared_pins.py)."""
         self.reload()
 
     @property
@@ -104,7 +106,17 @@ class PinStore:
                 str(self.path), "", f"not a pins file ({exc}); fix it, or delete it to pin anew"
             ) from None
         self.pins, self.pending, self._stamp = pins, pending, stamp
+        self.revision += 1
         return True
+
+    def replace(self, pins: dict[str, dict[str, str]], pending: dict[str, dict[str, str]]) -> None:
+        """Take these pins (the replicas' shared ones), and record them in the file."""
+        self.pins, self.pending = pins, pending
+        self.revision += 1
+        try:
+            self._save()
+        except OSError as exc:
+            logger.error("could not write the pins file %s (%s); pins are kept in memory", self.path, exc)
 
     def admit(
         self,
@@ -162,6 +174,7 @@ class PinStore:
             else:
                 logger.warning("tool %s %s; held until accepted", key, why)
         if dirty:
+            self.revision += 1
             try:
                 self._save()
             except OSError as exc:  # the listing must not fail for the record of it: keep the pins in memory
@@ -199,6 +212,7 @@ class PinStore:
         for key in chosen:
             self.pending[key] = {**self.pending[key], "rejected": _now(), "rejected_by": by}
         if chosen:
+            self.revision += 1
             self._save()
         return chosen
 

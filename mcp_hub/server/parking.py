@@ -20,6 +20,11 @@ confirmed deleting one file, and the retry names another), after it expired,
 or altered in any way is refused (`StateRefused`), and the parked call waits
 on, untouched, for the right retry. A parked call the client never comes
 back to ends when its time runs out.
+
+With replicas (`[cluster]`), the key is the one they share (`use_key`), the state names the replica
+that holds the call (`owner`; the others forward the retry there, see http/replicas.py), and each
+state is accepted once (`claim`, in Redis): a state replayed after its answers were taken is refused,
+where it could otherwise answer the call's next question.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -150,9 +155,20 @@ class ParkingLot:
 
     def __init__(self, ttl: float = PARKED_TTL) -> None:
         self._ttl = ttl
-        self._key = secrets.token_bytes(32)
+        self._keys = [secrets.token_bytes(32)]
+        """Keys states are opened with; the first seals. A replica's own key stays, for what it sealed
+        before the shared key was known."""
+        self.owner: str | None = None
+        """This replica's id, named in each state (None: no replicas)."""
+        self.claim: Callable[[str, float], Awaitable[bool]] | None = None
+        """`claim(token, ttl)`: whether a state is presented for the first time (None: no replicas)."""
         self._parked: dict[str, _Parked] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
+
+    def use_key(self, key: bytes) -> None:
+        """Seal with `key` from now on (the replicas' shared key), still opening what the old key sealed."""
+        if key not in self._keys:
+            self._keys.insert(0, key)
 
     @property
     def open(self) -> bool:
@@ -207,7 +223,9 @@ class ParkingLot:
         Raises `StateRefused` for a state not issued for this request (its principal, method, name and
         arguments), before any answer is handed over.
         """
-        parked = self._unseal(state, ctx)
+        parked, token = self._unseal(state, ctx)
+        if self.claim is not None and not await self.claim(token, self._ttl):
+            raise MCPError(INVALID_REQUEST, "mcp-hub: this requestState was already answered; call again")
         parked.scope.deadline = math.inf
         if not isinstance(responses, dict):
             responses = {}
@@ -256,18 +274,33 @@ class ParkingLot:
             "name": parked.public,
             "args": parked.arguments,
             "exp": time.time() + self._ttl,
+            "jti": secrets.token_urlsafe(12),
         }
+        if self.owner is not None:
+            claims["own"] = self.owner
         body = _b64(json.dumps(claims, separators=(",", ":")).encode())
         return f"{STATE_PREFIX}{body}.{_b64(self._mac(body))}"
 
-    def _unseal(self, state: str, ctx: CallContext) -> _Parked:
+    def _claims(self, state: str) -> dict[str, Any]:
+        """What a state sealed with one of the keys says; empty if it was not (or was altered)."""
         body, _, mac = state.removeprefix(STATE_PREFIX).partition(".")
         try:
-            valid = hmac.compare_digest(base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4)), self._mac(body))
-            claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))) if valid else {}
+            sealed = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
+            if not any(hmac.compare_digest(sealed, self._mac(body, key)) for key in self._keys):
+                return {}
+            claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
         except (ValueError, UnicodeDecodeError):
-            claims = {}
-        if not isinstance(claims, dict) or claims.get("sub") != ctx.principal:
+            return {}
+        return claims if isinstance(claims, dict) else {}
+
+    def owner_of(self, state: str) -> str | None:
+        """The replica holding the call a state (sealed with a key this replica knows) was issued for."""
+        owner = self._claims(state).get("own")
+        return owner if isinstance(owner, str) else None
+
+    def _unseal(self, state: str, ctx: CallContext) -> tuple[_Parked, str]:
+        claims = self._claims(state)
+        if claims.get("sub") != ctx.principal:
             raise StateRefused()
         if claims.get("method") != ctx.method or claims.get("name") != ctx.public:
             raise StateRefused(": it was issued for a call of something else; call anew")
@@ -278,10 +311,10 @@ class ParkingLot:
         parked = self._parked.get(str(claims.get("id")))
         if parked is None or not isinstance(claims.get("exp"), int | float) or claims["exp"] < time.time():
             raise MCPError(INVALID_REQUEST, "mcp-hub: the call this requestState belongs to has ended; call again")
-        return parked
+        return parked, str(claims.get("jti"))
 
-    def _mac(self, body: str) -> bytes:
-        return hmac.new(self._key, body.encode(), hashlib.sha256).digest()
+    def _mac(self, body: str, key: bytes | None = None) -> bytes:
+        return hmac.new(key or self._keys[0], body.encode(), hashlib.sha256).digest()
 
 
 def _b64(data: bytes) -> str:

@@ -3,7 +3,9 @@
 A POST to the MCP endpoint goes, by its headers (read once, by `Doors`), to one of three doors:
 a 2026-07-28 request to modern.py, a request on an established handshake-era session to
 handshake.py, anything else to the SDK's own path (sdk_path.py). A door that finds it cannot
-serve a request as the SDK would hands it to the SDK's path, body and all.
+serve a request as the SDK would hands it to the SDK's path, body and all. With replicas
+(`[cluster]`), replicas.py stands in front of them: a request for another replica's session or
+parked call goes to that replica.
 
 With API keys or OAuth ([auth.oauth]) configured, every request to the MCP endpoint must carry
 a credential (`auth.middleware.Credentials`): an API key (`Authorization: Bearer KEY` or
@@ -37,15 +39,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.auth.metadata import metadata_routes
 from mcp_hub.auth.middleware import Credentials
 from mcp_hub.auth.verifier import TokenVerifier
+from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
 from mcp_hub.server.http.handshake import HandshakeRequests
 from mcp_hub.server.http.modern import ModernRequests
+from mcp_hub.server.http.replicas import Replicas
 from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
 from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
+from mcp_hub.server.parking import ParkingLot
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -72,6 +77,9 @@ def build_app(
     cors_origins: Sequence[str] = (),
     endpoints: Mapping[str, Server[Any]] | None = None,
     admin: ASGIApp | None = None,
+    cluster: Cluster | None = None,
+    parking: ParkingLot | None = None,
+    parkings: Mapping[str, ParkingLot] | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`; each curated endpoint's
     server of `endpoints` (`[endpoints.NAME]`, server/curated.py) at `path/NAME`, behind the same door (the
@@ -92,6 +100,9 @@ def build_app(
     seconds is closed (its id is then answered 404); None: sessions never expire.
 
     `admin`: the admin console (mcp_hub/admin/), served at `/admin`.
+
+    With a `cluster` (and the endpoint's `parking` lot; `parkings`: each curated endpoint's), requests for
+    another replica's session or parked call are forwarded to it (replicas.py).
     """
     sdk_server.install()  # the SSE encoder's fast line split (sdk/server.py)
     defer_sse_for_posts()
@@ -105,17 +116,23 @@ def build_app(
     http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
     verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
 
-    def door(endpoint: ASGIApp) -> ASGIApp:
-        """What every MCP endpoint is behind: credentials, browser origins, header values (fields.py)."""
+    replicas: list[Replicas] = []
+
+    def door(endpoint: ASGIApp, parking: ParkingLot | None = None, below: str = "") -> ASGIApp:
+        """What every MCP endpoint is behind: credentials, browser origins, with a cluster the other replicas
+        (`below`: the endpoint's path below `path`), header values (fields.py)."""
         if api_keys or verifier is not None:
             endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
         if cors_origins:
             endpoint = BrowserOrigins(endpoint, cors_origins)
+        if cluster is not None and parking is not None:
+            endpoint = Replicas(endpoint, cluster, parking, max_request_body, below)
+            replicas.append(endpoint)
         return FieldValues(endpoint)
 
     managers: list[StreamableHTTPSessionManager] = []
 
-    def served(server: Server[Any]) -> ASGIApp:
+    def served(server: Server[Any], parking: ParkingLot | None, below: str = "") -> ASGIApp:
         """An MCP endpoint serving `server`, with a session manager of its own."""
         manager = StreamableHTTPSessionManager(
             app=server,
@@ -133,7 +150,9 @@ def build_app(
                 sdk_path,
                 HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
                 None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
-            )
+            ),
+            parking,
+            below,
         )
 
     async def healthz(request: Request) -> JSONResponse:
@@ -145,8 +164,11 @@ def build_app(
         is_ready = ready() if ready is not None else report["status"] != "down"
         return JSONResponse(report, status_code=200 if is_ready else 503)
 
-    endpoint = served(server)
-    curated = {f"{path.rstrip('/')}/{name}": served(named) for name, named in (endpoints or {}).items()}
+    endpoint = served(server, parking)
+    curated = {
+        f"{path.rstrip('/')}/{name}": served(named, (parkings or {}).get(name), f"/{name}")
+        for name, named in (endpoints or {}).items()
+    }
     unknown = door(_unknown_endpoint)
 
     @asynccontextmanager
@@ -159,6 +181,8 @@ def build_app(
         finally:
             if http is not None:
                 await http.aclose()
+            for front in replicas:
+                await front.aclose()
 
     app = Starlette(
         routes=[
