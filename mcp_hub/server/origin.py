@@ -121,6 +121,10 @@ class ClientOrigin:
         identity = self.identity
         return identity.token if identity is not None else None
 
+    @property
+    def principal(self) -> str:
+        return principal_of(self._ctx)
+
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
 

@@ -109,6 +109,12 @@ class Origin(Protocol):
         token meant for a server (mode = "token_exchange"), never to send on as it is."""
         ...
 
+    @property
+    def principal(self) -> str:
+        """Who is calling, as the hub authenticated them ("stdio" for the local user, "anonymous" when the hub
+        authenticates no one): whose own token a "user" mount's request carries."""
+        ...
+
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Put a server's question (sampling/createMessage, elicitation/create, roots/list) to the client.
 

@@ -11,6 +11,10 @@ a credential (`auth.middleware.Credentials`): an API key (`Authorization: Bearer
 name it; the policy maps the principal to a profile. With OAuth, the protected resource metadata
 (RFC 9728) is served at `/.well-known/oauth-protected-resource` and its path-suffixed forms.
 Without either, HTTP clients are the principal "anonymous".
+
+`/oauth/callback` takes the authorization code of a person's sign-in toward a `mode = "user"`
+mount (credentials/user.py); it needs no credential (a browser brings it), and a `state` it
+did not hand out, or already took, is refused.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.auth.metadata import metadata_routes
 from mcp_hub.auth.middleware import Credentials
 from mcp_hub.auth.verifier import TokenVerifier
-from mcp_hub.config import OAuthSettings
+from mcp_hub.config import USER_CALLBACK_PATH, OAuthSettings
+from mcp_hub.credentials.user import callback as user_callback
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
@@ -142,6 +147,7 @@ def build_app(
             Route(path, endpoint=endpoint),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
+            Route(USER_CALLBACK_PATH, endpoint=user_callback, methods=["GET"]),
             *(metadata_routes(oauth, path) if oauth is not None else ()),
         ],
         lifespan=lifespan,
