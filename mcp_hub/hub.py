@@ -42,6 +42,7 @@ from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig, ServerConfig
+from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned
 from mcp_hub.live import LiveConfig, MountsChanged
@@ -431,6 +432,7 @@ class Hub:
             max_request_body=self.config.http.max_request_mb * 1024 * 1024,
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
+            routes=sign_in_routes(),
         )
         config = uvicorn.Config(
             app,

@@ -10,6 +10,7 @@ real HTTP endpoint, signed in to the hub with API keys.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,11 +28,12 @@ from mcp_types import URL_ELICITATION_REQUIRED
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
 from mcp_hub.credentials.connections import new_key
+from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, running_hub, serve_app, write_config
-from tests.servers.authorization_server import AuthorizationServer, guarded
+from tests.servers.authorization_server import AuthorizationServer, Issued, guarded
 from tests.servers.fixture import build_server
 from tests.test_token_exchange import witnessed
 
@@ -54,6 +56,8 @@ class Setup:
     """The headers of every request the upstream received."""
     calls: list[tuple[str, bytes]]
     """The bearer and body of every request the upstream let through."""
+    raw: list[list[bytes]]
+    """The `Authorization` fields of every request the upstream received."""
 
     @asynccontextmanager
     async def client(self, principal: str, mode: str = "legacy") -> AsyncIterator[Client]:
@@ -76,19 +80,38 @@ class Setup:
         }
 
 
+def authorizations(app: Any, log: list[list[bytes]]) -> Any:
+    """`app`, recording every `Authorization` field of each HTTP request, as sent (a repeated one twice)."""
+
+    async def record(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            log.append([value for key, value in scope["headers"] if key.lower() == b"authorization"])
+        await app(scope, receive, send)
+
+    return record
+
+
+SERVICE_TOKEN = "the-hubs-own-token-for-listing"
+
+
 @asynccontextmanager
-async def user_hub(tmp_path: Path) -> AsyncIterator[Setup]:
-    """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys."""
+async def user_hub(tmp_path: Path, *, service_token: bool = False) -> AsyncIterator[Setup]:
+    """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys. The upstream lists its
+    tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub."""
     hub_port, upstream_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     server = AuthorizationServer(clients={"the-hub": SECRET})
     seen: list[dict[str, str]] = []
     calls: list[tuple[str, bytes]] = []
+    raw: list[list[bytes]] = []
     store = tmp_path / "state" / "connections"
     async with serve_app(server.app()) as issuer:
         server.issuer = issuer
-        mount = {
+        if service_token:
+            server.tokens[SERVICE_TOKEN] = Issued("the-hub", upstream, time.time() + 3600)
+        mount: dict[str, Any] = {
             "url": upstream,
+            **({"headers": {"Authorization": f"Bearer {SERVICE_TOKEN}"}} if service_token else {}),
             "auth": {
                 "mode": "user",
                 "issuer": issuer,
@@ -104,16 +127,20 @@ async def user_hub(tmp_path: Path) -> AsyncIterator[Setup]:
         with path.open("a", encoding="utf-8") as file:
             file.write(f'\n[auth]\napi_keys = {{ alice = "{KEYS["alice"]}", bob = "{KEYS["bob"]}" }}\n')
         config = load_config(path, environ={"HUB_TOKEN_KEY": KEY})
-        app = guarded(
-            witnessed(build_server("remote").streamable_http_app(), calls), server, upstream, seen, public=True
-        )
+        fixture = witnessed(build_server("remote").streamable_http_app(), calls)
+        app = authorizations(guarded(fixture, server, upstream, seen, public=not service_token), raw)
         async with serve_app(app, port=upstream_port), running_hub(config) as hub:
             endpoint = build_app(
-                hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, api_keys=config.auth.api_keys
+                hub.endpoint.server,
+                host="127.0.0.1",
+                path="/mcp",
+                health=hub.health,
+                api_keys=config.auth.api_keys,
+                routes=sign_in_routes(),
             )
             async with serve_app(endpoint, hub_port) as base:
                 assert hub.health()["servers"]["remote"]["state"] == "up", hub.health()
-                yield Setup(hub, server, upstream, base, store, path, seen, calls)
+                yield Setup(hub, server, upstream, base, store, path, seen, calls, raw)
 
 
 def sign_in_link(caught: pytest.ExceptionInfo[MCPError]) -> str:
@@ -174,6 +201,20 @@ async def test_each_person_reaches_the_mount_with_their_own_token(tmp_path: Path
         assert code_request["resource"] == setup.upstream
         everything = repr(setup.seen) + repr(setup.calls)
         assert KEYS["alice"] not in everything and KEYS["bob"] not in everything  # no passthrough
+
+
+async def test_the_hubs_own_token_lists_and_each_persons_session_carries_theirs_alone(tmp_path: Path) -> None:
+    """A server that lists its tools only with a token: the hub's own session presents the one in the mount's
+    headers; a person's session replaces it with theirs, never sends both, never the client's."""
+    async with user_hub(tmp_path, service_token=True) as setup:
+        with anyio.fail_after(60):
+            async with setup.client("alice", "2026-07-28") as a:
+                assert "remote_echo" in {tool.name for tool in (await a.list_tools()).tools}
+                await connected(setup, a, "alice")
+        assert setup.bearers_of_calls("alice-0") == setup.tokens_of("alice")
+        assert all(len(fields) <= 1 for fields in setup.raw), setup.raw
+        sent = {fields[0].decode() for fields in setup.raw if fields}
+        assert sent == {f"Bearer {SERVICE_TOKEN}", *(f"Bearer {t}" for t in setup.tokens_of("alice"))}
 
 
 async def test_the_token_file_holds_no_token_in_clear(tmp_path: Path) -> None:

@@ -46,8 +46,9 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
 
-from mcp_hub.config import ServerAuth
+from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, store_at
@@ -311,6 +312,11 @@ async def callback(request: Request) -> Response:
         except Exception:  # boundary: a client gone since loses its notice, nothing else
             logger.debug("could not tell a client its sign-in is complete", exc_info=True)
     return _page(200, f"You are signed in to {login.server}. Go back to your client and try again.")
+
+
+def sign_in_routes() -> list[BaseRoute]:
+    """The hub's HTTP routes for people's sign-ins: `/oauth/callback`."""
+    return [Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]
 
 
 def _page(status: int, text: str) -> Response:

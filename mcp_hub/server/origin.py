@@ -122,8 +122,9 @@ class ClientOrigin:
         return identity.token if identity is not None else None
 
     @property
-    def principal(self) -> str:
-        return principal_of(self._ctx)
+    def principal(self) -> str | None:
+        principal = principal_of(self._ctx)
+        return None if principal == ANONYMOUS else principal
 
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)

@@ -119,7 +119,7 @@ class _AskingOrigin:
         return self._origin.access_token
 
     @property
-    def principal(self) -> str:
+    def principal(self) -> str | None:
         return self._origin.principal
 
     def for_client(self) -> Origin:

@@ -110,8 +110,8 @@ class Origin(Protocol):
         ...
 
     @property
-    def principal(self) -> str:
-        """Who is calling, as the hub authenticated them ("stdio" for the local user, "anonymous" when the hub
+    def principal(self) -> str | None:
+        """Who is calling, as the hub authenticated them ("stdio" for the local user; None when the hub
         authenticates no one): whose own token a "user" mount's request carries."""
         ...
 

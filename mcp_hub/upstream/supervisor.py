@@ -54,7 +54,6 @@ from mcp_types import METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from mcp_hub.auth.identity import ANONYMOUS
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN
@@ -323,7 +322,7 @@ class Upstream:
         login = self.transport.client_credential
         assert isinstance(login, UserLogin)
         principal = origin.principal
-        if origin.client_key is None or principal == ANONYMOUS:
+        if origin.client_key is None or principal is None:
             raise CredentialError(
                 self.name,
                 "each person signs in to it with their own account, and this caller is anonymous; "

@@ -12,9 +12,8 @@ name it; the policy maps the principal to a profile. With OAuth, the protected r
 (RFC 9728) is served at `/.well-known/oauth-protected-resource` and its path-suffixed forms.
 Without either, HTTP clients are the principal "anonymous".
 
-`/oauth/callback` takes the authorization code of a person's sign-in toward a `mode = "user"`
-mount (credentials/user.py); it needs no credential (a browser brings it), and a `state` it
-did not hand out, or already took, is refused.
+The hub adds `/oauth/callback` (`routes`), where a person's sign-in toward a `mode = "user"`
+mount comes back (credentials/user.py); it needs no credential (a browser brings it).
 """
 
 from __future__ import annotations
@@ -35,14 +34,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.auth.metadata import metadata_routes
 from mcp_hub.auth.middleware import Credentials
 from mcp_hub.auth.verifier import TokenVerifier
-from mcp_hub.config import USER_CALLBACK_PATH, OAuthSettings
-from mcp_hub.credentials.user import callback as user_callback
+from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
@@ -75,6 +73,7 @@ def build_app(
     max_request_body: int = MAX_REQUEST_BODY,
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
+    routes: Sequence[BaseRoute] = (),
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
@@ -87,6 +86,8 @@ def build_app(
     may call the endpoint from a browser (CORS, see cors.py); no others may.
 
     Header values reach the endpoint without the whitespace around them (fields.py).
+
+    `routes` are served beside them, as they are (the hub's `/oauth/callback`, for instance).
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
@@ -147,7 +148,7 @@ def build_app(
             Route(path, endpoint=endpoint),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
-            Route(USER_CALLBACK_PATH, endpoint=user_callback, methods=["GET"]),
+            *routes,
             *(metadata_routes(oauth, path) if oauth is not None else ()),
         ],
         lifespan=lifespan,
