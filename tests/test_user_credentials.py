@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import URL_ELICITATION_REQUIRED
+from mcp_types import URL_ELICITATION_REQUIRED, ElicitCompleteNotification
 
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
@@ -32,7 +32,7 @@ from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, running_hub, serve_app, write_config
+from tests.conftest import free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization_server import AuthorizationServer, Issued, guarded
 from tests.servers.fixture import build_server
 from tests.test_token_exchange import witnessed
@@ -215,6 +215,62 @@ async def test_the_hubs_own_token_lists_and_each_persons_session_carries_theirs_
         assert all(len(fields) <= 1 for fields in setup.raw), setup.raw
         sent = {fields[0].decode() for fields in setup.raw if fields}
         assert sent == {f"Bearer {SERVICE_TOKEN}", *(f"Bearer {t}" for t in setup.tokens_of("alice"))}
+
+
+async def test_a_handshake_era_client_hears_that_the_sign_in_is_complete(tmp_path: Path) -> None:
+    heard: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ElicitCompleteNotification):
+            heard.append(message.params.elicitation_id)
+
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30) as http,
+                Client(
+                    streamable_http_client(f"{setup.base}/mcp", http_client=http),
+                    mode="legacy",
+                    cache=None,
+                    message_handler=on_message,
+                ) as a,
+            ):
+                with pytest.raises(MCPError) as caught:
+                    await a.call_tool("remote_echo", {"text": "x"})
+                link = sign_in_link(caught)
+                assert isinstance(caught.value.error.data, dict)
+                (elicitation,) = caught.value.error.data["elicitations"]
+                assert not heard
+                await sign_in(link, "alice")
+
+                async def told() -> bool:
+                    return heard == [elicitation["elicitationId"]]
+
+                await wait_for(told)
+
+
+async def test_a_token_about_to_expire_is_refreshed_before_it_is_sent(tmp_path: Path) -> None:
+    async with user_hub(tmp_path) as setup:
+        setup.server.expires_in = 2  # replaced 0.2 s before it expires
+        with anyio.fail_after(60):
+            async with setup.client("alice", "2026-07-28") as a:
+                await connected(setup, a, "alice")
+                (first,) = setup.tokens_of("alice")
+                calls = 0
+
+                async def refreshed() -> bool:
+                    nonlocal calls
+                    calls += 1
+                    await a.call_tool("remote_echo", {"text": f"alice-later-{calls}"})
+                    return len(setup.tokens_of("alice")) == 2
+
+                await wait_for(refreshed, timeout=20)
+        assert len([r for r in setup.server.requests if r["grant_type"] == "refresh_token"]) == 1
+        (second,) = setup.tokens_of("alice") - {first}
+        assert setup.bearers_of_calls(f"alice-later-{calls}") == {second}
+        assert first not in setup.server.revoked and not any(
+            setup.bearers_of_calls(f"alice-later-{n}") - {first, second} for n in range(1, calls + 1)
+        )
 
 
 async def test_the_token_file_holds_no_token_in_clear(tmp_path: Path) -> None:
