@@ -420,6 +420,16 @@ class Hub:
                 )
             tg.cancel_scope.cancel()
 
+    def scopes_wanted(self, principal: str, method: str, kind: str, public: str) -> tuple[str, ...]:
+        """The scopes a policy rule asks of `principal`'s token for the item `public` names, which it may not
+        use without them (empty: none, or they would not help): the HTTP layer's step-up (403 insufficient_scope)."""
+        if self.policy.directory is None:
+            return ()
+        target = self.catalog.resolve_uri(public) if kind == "resource" else self.catalog.resolve(f"{kind}s", public)
+        if target is None:
+            return ()
+        return self.policy().scopes_wanted(principal, kind, target.mount, target.native)
+
     async def _serve_http(self, host: str, port: int) -> None:
         app = build_app(
             self.endpoint.server,
@@ -433,6 +443,7 @@ class Hub:
             session_idle_timeout=self.config.http.session_idle_seconds,
             cors_origins=self.config.http.cors_origins,
             routes=sign_in_routes(),
+            step_up=self.scopes_wanted,
         )
         config = uvicorn.Config(
             app,

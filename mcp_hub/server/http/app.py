@@ -38,7 +38,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.auth.metadata import metadata_routes
-from mcp_hub.auth.middleware import Credentials
+from mcp_hub.auth.middleware import Credentials, StepUp
 from mcp_hub.auth.verifier import TokenVerifier
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
@@ -74,6 +74,7 @@ def build_app(
     session_idle_timeout: float | None = DEFAULT_SESSION_IDLE_TIMEOUT,
     cors_origins: Sequence[str] = (),
     routes: Sequence[BaseRoute] = (),
+    step_up: StepUp | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`.
 
@@ -88,6 +89,8 @@ def build_app(
     Header values reach the endpoint without the whitespace around them (fields.py).
 
     `routes` are served beside them, as they are (the hub's `/oauth/callback`, for instance).
+    `step_up` names the scopes the policy asks of an OAuth caller for the item a request calls
+    (auth/middleware.py): a token without them is answered 403 insufficient_scope.
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
@@ -139,7 +142,7 @@ def build_app(
         None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
     )
     if api_keys or verifier is not None:
-        endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
+        endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier, step_up=step_up)
     if cors_origins:
         endpoint = BrowserOrigins(endpoint, cors_origins)
     endpoint = FieldValues(endpoint)
