@@ -27,7 +27,7 @@ from mcp_types import URL_ELICITATION_REQUIRED, ElicitCompleteNotification
 
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
-from mcp_hub.credentials.connections import new_key
+from mcp_hub.credentials.connections import Connection, ConnectionStore, StoreError, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
@@ -391,3 +391,19 @@ def test_a_user_mount_needs_its_key_and_callback(tmp_path: Path) -> None:
     shared = {"url": "https://wiki.example/mcp", "isolation": "shared", "auth": good}
     with pytest.raises(ConfigError, match="served per client"):
         load_config(write_config(tmp_path / "c.toml", {"wiki": shared}))
+
+
+def test_the_token_file_is_read_again_when_changed_elsewhere_and_needs_its_key(tmp_path: Path) -> None:
+    """Two stores on one file stand for the hub and the CLI: what one changes the other sees; another key
+    reads nothing, and says why."""
+    path = tmp_path / "connections"
+    hub, cli = ConnectionStore(path, KEY), ConnectionStore(path, KEY)
+    hub.put(Connection("alice", "remote", "https://as", "token-a", "refresh-a", expires_at=time.time() + 60))
+    hub.put(Connection("bob", "remote", "https://as", "token-b"))
+    assert [r.principal for r in cli.list()] == ["alice", "bob"]
+    assert [r.principal for r in cli.remove("alice")] == ["alice"]
+    assert hub.get("alice", "remote", "https://as") is None
+    assert hub.get("bob", "remote", "https://as") is not None
+    assert "token-b" not in repr(hub.list())
+    with pytest.raises(StoreError, match="cannot be decrypted with this token_key"):
+        ConnectionStore(path, new_key()).list()

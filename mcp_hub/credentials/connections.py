@@ -4,7 +4,8 @@ connection, keyed by principal, mount and issuer.
 The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
 HMAC-SHA256) of a JSON list of records, so nothing in it, not even who is connected to what, can be
 read or changed without the key. It is written whole, to a temporary file then renamed over the old
-one (a reader never sees half a file), with mode 0600. The hub and the CLI (`mcp-hub connections`)
+one (a reader never sees half a file), with mode 0600, under a lock file beside it (`flock`),
+so that two processes changing it never lose each other's change. The hub and the CLI (`mcp-hub connections`)
 share it: each reads it again when it changed on disk (its size or modification time), so a
 connection the CLI revoked is gone for the hub at its next look. The key comes from the mount's
 `token_key` (write it as ${VAR}); `new_key` makes one.
@@ -18,12 +19,19 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from platformdirs import user_state_path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock between processes
+    fcntl = None  # type: ignore[assignment]
 
 
 def default_path() -> Path:
@@ -90,14 +98,14 @@ class ConnectionStore:
         return sorted(found, key=lambda r: r.key)
 
     def put(self, record: Connection) -> None:
-        with self._lock:
+        with self._lock, self._changing():
             self._reload()
             self._records[record.key] = record
             self._write()
 
     def remove(self, principal: str, mount: str | None = None, issuer: str | None = None) -> list[Connection]:
         """Forget the principal's connections (to `mount`, and at `issuer`, when given); those forgotten."""
-        with self._lock:
+        with self._lock, self._changing():
             self._reload()
             gone = [
                 r
@@ -109,6 +117,22 @@ class ConnectionStore:
             if gone:
                 self._write()
         return gone
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the file's lock (`NAME.lock` beside it) while its records are read and written back, so that a
+        change by another process (the CLI's revoke, another hub) is never written over."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot lock {self.path}: {exc}") from exc
+        try:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # releases the lock
 
     def _stat(self) -> tuple[int, int] | None:
         try:
