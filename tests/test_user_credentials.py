@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import URL_ELICITATION_REQUIRED, ElicitCompleteNotification
+from mcp_types import URL_ELICITATION_REQUIRED, ElicitCompleteNotification, ElicitResult
 
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
@@ -215,6 +215,57 @@ async def test_the_hubs_own_token_lists_and_each_persons_session_carries_theirs_
         assert all(len(fields) <= 1 for fields in setup.raw), setup.raw
         sent = {fields[0].decode() for fields in setup.raw if fields}
         assert sent == {f"Bearer {SERVICE_TOKEN}", *(f"Bearer {t}" for t in setup.tokens_of("alice"))}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_client_that_takes_url_elicitation_is_asked_and_its_call_waits_for_the_sign_in(
+    tmp_path: Path, mode: str
+) -> None:
+    """The client is asked `elicitation/create` (mode "url"); the person signs in while it is open; the call
+    then goes through, with their token, without being made again."""
+    asked: list[Any] = []
+
+    async def open_link(context: Any, params: Any) -> ElicitResult:
+        asked.append(params)
+        assert (await sign_in(params.url, "alice")).status_code == 200
+        return ElicitResult(action="accept")
+
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30) as http,
+                Client(
+                    streamable_http_client(f"{setup.base}/mcp", http_client=http),
+                    mode=mode,
+                    cache=None,
+                    elicitation_callback=open_link,
+                ) as a,
+            ):
+                result = await a.call_tool("remote_echo", {"text": "alice-0"})
+                assert result.structured_content == {"text": "alice-0", "server": "remote"}
+        (params,) = asked
+        assert params.mode == "url" and params.url.startswith(f"{setup.server.issuer}/authorize?")
+        assert setup.bearers_of_calls("alice-0") == setup.tokens_of("alice")
+
+
+async def test_a_declined_sign_in_fails_the_call_and_sends_nothing(tmp_path: Path) -> None:
+    async def decline(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="decline")
+
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30) as http,
+                Client(
+                    streamable_http_client(f"{setup.base}/mcp", http_client=http),
+                    mode="legacy",
+                    cache=None,
+                    elicitation_callback=decline,
+                ) as a,
+            ):
+                with pytest.raises(MCPError, match="did not agree to sign in"):
+                    await a.call_tool("remote_echo", {"text": "alice-0"})
+        assert not setup.bearers_of_calls("alice-0") and not setup.tokens_of("alice")
 
 
 async def test_a_handshake_era_client_hears_that_the_sign_in_is_complete(tmp_path: Path) -> None:

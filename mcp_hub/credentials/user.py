@@ -3,7 +3,8 @@
 The hub is an OAuth client of the server's authorization server, registered there beforehand
 (`client_id`, `client_secret`). A person (a principal of the hub) with no token for the mount
 is sent to sign in: `login_required` answers their call with a URL-mode elicitation (MCP
-2025-11-25: the error -32042, `URLElicitationRequiredError`) whose URL is the authorization
+2025-11-25: the error -32042, `URLElicitationRequiredError`; a client that takes URL elicitation is
+asked `elicitation/create` instead, and its call waits for the sign-in) whose URL is the authorization
 server's authorization endpoint, with PKCE (S256), the resource indicator (RFC 8707) and a
 `state` bound to that principal and this mount, good once and for `LOGIN_SECONDS`. The
 authorization server sends the browser back to the hub's `/oauth/callback` (`callback`), where
@@ -35,7 +36,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -86,6 +87,8 @@ class _Pending:
     """On `time.monotonic()`'s clock."""
     notify: Any = None
     """The client to tell when the sign-in is complete (`HearsElicitationComplete`), if it can be told."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the sign-in is complete (for a call that waits for it)."""
 
 
 _PENDING: OrderedDict[str, _Pending] = OrderedDict()
@@ -183,6 +186,12 @@ class UserLogin:
 
     async def login_required(self, principal: str, notify: Any = None) -> UrlElicitationRequiredError:
         """A sign-in for `principal` begun: the error that sends them to it (their client opens its URL)."""
+        return (await self.begin_sign_in(principal, notify))[0]
+
+    async def begin_sign_in(
+        self, principal: str, notify: Any = None
+    ) -> tuple[UrlElicitationRequiredError, anyio.Event]:
+        """A sign-in for `principal` begun: the error that sends them to it, and an event set once it is complete."""
         endpoint = await self._authority.endpoint("authorization_endpoint")
         state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
         async with self._client() as oauth:
@@ -193,13 +202,17 @@ class UserLogin:
         _forget_expired()
         while len(_PENDING) >= PENDING_MAX:
             _PENDING.popitem(last=False)
-        _PENDING[state] = _Pending(self, principal, verifier, elicitation_id, time.monotonic() + LOGIN_SECONDS, notify)
+        pending = _Pending(self, principal, verifier, elicitation_id, time.monotonic() + LOGIN_SECONDS, notify)
+        _PENDING[state] = pending
         params = types.ElicitRequestURLParams(
             message=f"Sign in to {self.server} so that the hub can act there as you, then try again.",
             url=url,
             elicitation_id=elicitation_id,
         )
-        return UrlElicitationRequiredError([params], f"{self.server} needs you to sign in: open the link, then retry")
+        required = UrlElicitationRequiredError(
+            [params], f"{self.server} needs you to sign in: open the link, then retry"
+        )
+        return required, pending.done
 
     async def _complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
@@ -216,6 +229,7 @@ class UserLogin:
         except StoreError as exc:
             raise CredentialError(self.server, str(exc)) from exc
         self._stale = {entry for entry in self._stale if entry[0] != pending.principal}
+        pending.done.set()
         return connection
 
     async def revoke(self, principal: str) -> bool:

@@ -230,9 +230,10 @@ class Endpoint:
         return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin, named)
 
     def _may_ask(self, mount: str) -> bool:
-        """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
+        """Whether a call may put a question to its client: a confirmation, a handshake-era server's, or the
+        sign-in a `mode = "user"` mount asks of a person who has not signed in there."""
         upstream = self._upstreams.get(mount)
-        return self._confirms or upstream is None or not upstream.modern
+        return self._confirms or upstream is None or not upstream.modern or upstream.config.auth.mode == "user"
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
         route = await self._router.route_arriving("completion/complete", ctx.params or {})

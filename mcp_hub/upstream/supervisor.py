@@ -57,11 +57,18 @@ from pydantic import ValidationError
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN
-from mcp_hub.credentials.user import CALLER_PRINCIPAL, UserLogin
+from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, UserLogin
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
-from mcp_hub.upstream.relay import HearsElicitationComplete, InFlight, Origin, SoleClient
+from mcp_hub.upstream.relay import (
+    ClientCannotAnswer,
+    HearsElicitationComplete,
+    InFlight,
+    Origin,
+    SoleClient,
+    takes_url_elicitation,
+)
 from mcp_hub.upstream.stderr import StderrTail
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -331,7 +338,7 @@ class Upstream:
         notify = origin.for_client() if isinstance(origin, HearsElicitationComplete) else None
         if await login.connection(principal) is None:
             self._close_user_sessions(principal)
-            raise await login.login_required(principal, notify)
+            await self._sign_in(login, principal, origin, notify)
         self._user_sessions.setdefault(principal, set()).add(origin.client_key)
         reset = CALLER_PRINCIPAL.set(principal)
         try:
@@ -343,6 +350,25 @@ class Upstream:
             raise await login.login_required(principal, notify) from exc
         finally:
             CALLER_PRINCIPAL.reset(reset)
+
+    async def _sign_in(self, login: UserLogin, principal: str, origin: Origin, notify: Any) -> None:
+        """`principal` has no token: a client that takes URL elicitation is asked to open the sign-in link
+        (`elicitation/create`, mode "url"), and the call waits for the sign-in (up to the mount's `timeout`);
+        any other, or one that declines or does not finish in time, is answered with the link (-32042)."""
+        required, signed_in = await login.begin_sign_in(principal, notify)
+        if not takes_url_elicitation(origin.capabilities):
+            raise required
+        (asked,) = required.elicitations
+        try:
+            answer = await origin.ask("elicitation/create", asked.model_dump(by_alias=True, exclude_none=True))
+        except (ClientCannotAnswer, MCPError):
+            raise required from None  # it cannot be asked now (a 2026-07-28 call that cannot park): the link
+        if answer.get("action") != "accept":
+            raise CredentialError(self.name, f"{principal} did not agree to sign in to it ({answer.get('action')})")
+        with anyio.move_on_after(min(self.config.timeout, LOGIN_SECONDS)):
+            await signed_in.wait()
+        if not signed_in.is_set() or await login.connection(principal) is None:
+            raise required
 
     def _close_user_sessions(self, principal: str) -> None:
         """Close the sessions that carried `principal`'s token (it is gone: revoked, or refused)."""
