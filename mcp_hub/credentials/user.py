@@ -170,7 +170,7 @@ class UserLogin:
     async def _refresh(self, connection: Connection) -> Connection | None:
         self._stale.discard((connection.principal, connection.access_token))
         if connection.refresh_token is None:
-            self.store.remove(connection.principal, self.server, connection.issuer)
+            self._forget(connection)
             return None
         try:
             issued = await self._token_request(grant_type="refresh_token", refresh_token=connection.refresh_token)
@@ -178,11 +178,23 @@ class UserLogin:
             if not isinstance(exc.__cause__, AuthlibBaseError):
                 raise  # the authorization server is unreachable: the person's tokens may still be good
             logger.info("server %r: the refresh of %s's token was refused: %s", self.server, connection.principal, exc)
-            self.store.remove(connection.principal, self.server, connection.issuer)
+            self._forget(connection)
             return None
         refreshed = _record(connection.principal, self.server, connection.issuer, issued, connection)
-        self.store.put(refreshed)
+        self._keep(refreshed)
         return refreshed
+
+    def _keep(self, connection: Connection) -> None:
+        try:
+            self.store.put(connection)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
+
+    def _forget(self, connection: Connection) -> None:
+        try:
+            self.store.remove(connection.principal, self.server, connection.issuer)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
 
     async def login_required(self, principal: str, notify: Any = None) -> UrlElicitationRequiredError:
         """A sign-in for `principal` begun: the error that sends them to it (their client opens its URL)."""
@@ -224,17 +236,10 @@ class UserLogin:
             resource=self._resource,
         )
         connection = _record(pending.principal, self.server, issuer, issued, None)
-        try:
-            self.store.put(connection)
-        except StoreError as exc:
-            raise CredentialError(self.server, str(exc)) from exc
+        self._keep(connection)
         self._stale = {entry for entry in self._stale if entry[0] != pending.principal}
         pending.done.set()
         return connection
-
-    async def revoke(self, principal: str) -> bool:
-        """Forget the principal's tokens for this server; whether there were any."""
-        return bool(self.store.remove(principal, self.server, await self.issuer()))
 
     def _client(self) -> AsyncOAuth2Client:
         auth = self._auth
