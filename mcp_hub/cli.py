@@ -6,6 +6,7 @@
                    [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
+    mcp-hub connections [--config PATH] [list | revoke | key] [--principal P] [--server S]
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
                     [--config PATH]
 
@@ -19,6 +20,7 @@ import itertools
 import json
 import logging
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
     pins.add_argument("action", nargs="?", choices=["list", "accept"], default="list")
     pins.add_argument("keys", nargs="*", metavar="MOUNT/TOOL", help="the changes to accept")
     pins.add_argument("--all", action="store_true", help="accept every pending change")
+
+    connections = command(
+        "connections", 'List the sign-ins of people to mode = "user" servers; revoke them; make a key.', _connections
+    )
+    connections.add_argument("--config", default="hub.toml")
+    connections.add_argument("action", nargs="?", choices=["list", "revoke", "key"], default="list")
+    connections.add_argument("--principal", help="only this principal's (revoke: required)")
+    connections.add_argument("--server", help="only this server's")
 
     imp = command("import", "Convert an MCP client's config (JSON, or Goose/Continue YAML) to hub.toml.", _import)
     imp.add_argument("file", help="the config file (e.g. claude_desktop_config.json, .mcp.json, goose config.yaml)")
@@ -277,6 +287,52 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
     except SchemaError as exc:
         raise ConfigError(config.path, "tools", f"cannot export as {args.format}: {exc}") from None
     return 1 if any(r["state"] != State.UP for r in health.values()) else 0
+
+
+def _connections(args: argparse.Namespace) -> int:
+    """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), or print a new
+    `token_key`. A revoked sign-in is gone for a running hub at its next call for that person, which closes the
+    session that carried it and asks them to sign in again."""
+    from mcp_hub.credentials.connections import StoreError, new_key, store_at
+
+    if args.action == "key":
+        print(new_key())
+        return 0
+    if args.action == "revoke" and args.principal is None:
+        print("error: connections revoke needs --principal", file=sys.stderr)
+        return 2
+    config = load_config(args.config)
+    mounts = {
+        name: server
+        for name, server in config.servers.items()
+        if server.auth.mode == "user" and args.server in (None, name)
+    }
+    if args.server is not None and not mounts:
+        print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
+        return 2
+    try:
+        for name, server in mounts.items():
+            assert server.auth.token_key is not None
+            store = store_at(server.auth.token_store, server.auth.token_key)
+            if args.action == "revoke":
+                for gone in store.remove(args.principal, name):
+                    print(f"revoked: {gone.principal} at {name} ({gone.issuer})")
+                continue
+            for record in store.list(args.principal):
+                if record.mount == name:
+                    fields = (record.principal, name, record.issuer, _expiry(record.expires_at), record.scope or "")
+                    print("\t".join(fields))
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _expiry(expires_at: float | None) -> str:
+    if expires_at is None:
+        return "no expiry"
+    left = expires_at - time.time()
+    return f"expires in {left / 60:.0f} min" if left > 0 else "expired (refreshed at next use)"
 
 
 def _pins(args: argparse.Namespace) -> int:

@@ -482,8 +482,12 @@ class AdminSettings(BaseModel):
         return self
 
 
-AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code")
+AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user")
 """How the hub proves itself to a remote server (see `ServerAuth`)."""
+
+
+USER_CALLBACK_PATH = "/oauth/callback"
+"""Where the hub's HTTP server takes the authorization code of a person's login (mode = "user")."""
 
 
 class ServerAuth(BaseModel):
@@ -497,7 +501,8 @@ class ServerAuth(BaseModel):
     the authorization server; "token_exchange": the caller's token exchanged there for one meant for this
     server (RFC 8693); "authorization_code": the hub logs in to the server's authorization server itself
     (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
-    person."""
+    person; "user": each person signs in to the server's authorization server themself (authorization code
+    with PKCE, the hub as a pre-registered client), and their calls carry their own token."""
     issuer: str | None = None
     """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
     `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
@@ -515,19 +520,20 @@ class ServerAuth(BaseModel):
     audience: str | None = Field(default=None, min_length=1)
     """The audience asked for in a token exchange (RFC 8693)."""
     redirect_uri: str = "http://127.0.0.1/callback"
-    """authorization_code: where the authorization server sends the code; the hub reads it off the redirect."""
+    """authorization_code: where the authorization server sends the code; the hub reads it off the redirect.
+    user: the hub's own `/oauth/callback`, as the person's browser reaches it (`https://hub.example.com/oauth/callback`)."""
     client_metadata_url: str | None = None
     """authorization_code: the hub's client ID metadata document (an https URL), used where the authorization
     server supports them, instead of dynamic registration."""
+    token_key: str | None = Field(default=None, min_length=1, repr=False)
+    """user: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make one with
+    `mcp-hub connections key`)."""
+    token_store: str | None = Field(default=None, min_length=1)
+    """user: the file the people's tokens are kept in; unset: `connections` in the hub's state folder."""
 
     @field_validator("mode")
     @classmethod
     def _known_mode(cls, mode: str) -> str:
-        if mode == "user":
-            raise rule_error(
-                'mode = "user" (each person\'s own login) is not available yet; use "static", "client_credentials", '
-                '"token_exchange" or "authorization_code"'
-            )
         if mode not in AUTH_MODES:
             close = difflib.get_close_matches(mode, AUTH_MODES, n=1)
             hint = f'did you mean "{close[0]}"?' if close else "write one of " + ", ".join(f'"{m}"' for m in AUTH_MODES)
@@ -550,6 +556,11 @@ class ServerAuth(BaseModel):
         needs: tuple[str, ...] = ()
         if self.mode in ("client_credentials", "token_exchange"):
             needs = ("client_id",)
+        if self.mode == "user":
+            needs = ("client_id", "token_key")
+        for key in ("token_key", "token_store"):
+            if self.mode != "user" and key in given:
+                raise rule_error(f'{key} only applies to mode = "user"; remove it', key)
         for key in needs:
             if getattr(self, key) is None:
                 raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)
@@ -560,6 +571,31 @@ class ServerAuth(BaseModel):
                 'or choose mode = "client_credentials"',
                 key,
             )
+        if self.mode == "user" and "redirect_uri" not in given:
+            raise rule_error(
+                'mode = "user" needs redirect_uri, the hub\'s /oauth/callback as a browser reaches it; add '
+                'redirect_uri = "https://hub.example.com/oauth/callback"',
+                "redirect_uri",
+            )
+        if (
+            self.mode == "user"
+            and not self.redirect_uri.startswith("${")
+            and not urlsplit(self.redirect_uri).path.endswith(USER_CALLBACK_PATH)
+        ):
+            raise rule_error(
+                f"redirect_uri must end with {USER_CALLBACK_PATH}, where the hub reads the code", "redirect_uri"
+            )
+        if self.mode == "user" and self.token_key is not None and not self.token_key.startswith("${"):
+            from cryptography.fernet import Fernet
+
+            try:
+                Fernet(self.token_key)
+            except (ValueError, TypeError):
+                raise rule_error(
+                    "token_key is not a Fernet key (32 url-safe base64-encoded bytes); make one with "
+                    "`mcp-hub connections key`",
+                    "token_key",
+                ) from None
         public = self.token_endpoint_auth_method == "none"
         if self.mode == "client_credentials" and self.client_secret is None and not public:
             raise rule_error(
@@ -697,9 +733,9 @@ class ServerConfig(BaseModel):
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)
         _check_kind(self)
-        if self.auth.mode == "token_exchange" and self.isolation != "per-client":
+        if self.auth.mode in ("token_exchange", "user") and self.isolation != "per-client":
             raise rule_error(
-                'a mode = "token_exchange" server is served per client (each session carries one caller\'s '
+                f'a mode = "{self.auth.mode}" server is served per client (each session carries one caller\'s '
                 'token); write isolation = "per-client", or leave isolation out',
                 "isolation",
             )
@@ -712,7 +748,7 @@ class ServerConfig(BaseModel):
         if isinstance(data, dict) and "isolation" not in data:
             auth = data.get("auth")
             mode = auth.get("mode") if isinstance(auth, dict) else getattr(auth, "mode", None)
-            if mode == "token_exchange":
+            if mode in ("token_exchange", "user"):
                 return {**data, "isolation": "per-client"}
         return data
 

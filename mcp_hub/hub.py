@@ -47,6 +47,7 @@ from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig, ServerConfig
+from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned
 from mcp_hub.live import LiveConfig, MountsChanged
@@ -517,6 +518,16 @@ class Hub:
                 )
             tg.cancel_scope.cancel()
 
+    def scopes_wanted(self, principal: str, method: str, kind: str, public: str) -> tuple[str, ...]:
+        """The scopes a policy rule asks of `principal`'s token for the item `public` names, which it may not
+        use without them (empty: none, or they would not help): the HTTP layer's step-up (403 insufficient_scope)."""
+        if self.policy.directory is None:
+            return ()
+        target = self.catalog.resolve_uri(public) if kind == "resource" else self.catalog.resolve(f"{kind}s", public)
+        if target is None:
+            return ()
+        return self.policy().scopes_wanted(principal, kind, target.mount, target.native)
+
     def http_app(self, host: str, admin: ASGIApp | None = None) -> ASGIApp:
         """The ASGI app serving the hub over streamable HTTP, bound to `host`: its own endpoint at `[http] path`,
         each curated one at `path/NAME`, `/healthz` and `/readyz`, and the admin console at `/admin`."""
@@ -536,6 +547,8 @@ class Hub:
             cluster=self.cluster,
             parking=self.endpoint.parking,
             parkings={name: served.parking for name, served in self.endpoints.items()},
+            routes=sign_in_routes(),
+            step_up=self.scopes_wanted,
         )
 
     async def _serve_http(self, host: str, port: int) -> None:

@@ -352,7 +352,7 @@ async def test_a_token_exchange_mount_lists_with_the_hubs_token_and_refuses_a_ca
     ("table", "key", "reason"),
     [
         ('mode = "client_credential"', "servers.gh.auth.mode", 'did you mean "client_credentials"'),
-        ('mode = "user"', "servers.gh.auth.mode", "not available yet"),
+        ('mode = "user"\nclient_id = "a"', "servers.gh.auth.token_key", "needs token_key"),
         (
             'mode = "client_credentials"\nissuer = "https://as"\nclient_id = "a"',
             "servers.gh.auth.client_secret",

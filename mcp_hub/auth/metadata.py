@@ -71,7 +71,7 @@ def challenge(settings: OAuthSettings, refusal: Refusal | None = None) -> str:
         parts.append(f'error="{refusal.error}"')
         parts.append(f'error_description="{_quotable(refusal.description)}"')
     parts.append(f'resource_metadata="{metadata_url(settings)}"')
-    scopes = list(settings.scopes_required)
+    scopes = list(refusal.scopes if refusal is not None and refusal.scopes is not None else settings.scopes_required)
     if scopes:
         parts.append(f'scope="{" ".join(scopes)}"')
     return "Bearer " + ", ".join(parts)

@@ -17,8 +17,9 @@ opened it and answers a request on it with another's as if the session did not e
 from __future__ import annotations
 
 import hmac
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -34,6 +35,11 @@ from mcp_hub.auth.verifier import TokenVerifier
 
 logger = logging.getLogger("mcp_hub.auth")
 
+StepUp = Callable[[str, str, str, str], Sequence[str]]
+"""(principal, method, kind, public name) -> the scopes the policy asks of a token for that item (a rule's `scopes`
+that would let the principal use it; empty: none, or more would not help). A token without them is answered
+403 insufficient_scope, naming them, so that its client asks for a token that has them (step-up)."""
+
 API_KEY_CLIENT = "mcp-hub:api-key"
 """The client id of an API key's requests, for the SDK's session binding."""
 
@@ -42,11 +48,17 @@ class Credentials:
     """Pure ASGI middleware: the request's principal from its API key or access token, or a refusal."""
 
     def __init__(
-        self, app: ASGIApp, *, api_keys: Mapping[str, str] | None = None, verifier: TokenVerifier | None = None
+        self,
+        app: ASGIApp,
+        *,
+        api_keys: Mapping[str, str] | None = None,
+        verifier: TokenVerifier | None = None,
+        step_up: StepUp | None = None,
     ) -> None:
         self._app = app
         self._keys = [(name, key.encode()) for name, key in (api_keys or {}).items()]
         self._verifier = verifier
+        self._step_up = step_up
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -62,6 +74,19 @@ class Credentials:
             body = {"error": "temporarily_unavailable", "message": "the authorization server cannot be reached"}
             await JSONResponse(body, status_code=503, headers={"Retry-After": "5"})(scope, receive, send)
             return
+        if identity is not None and self._step_up is not None and scope.get("method") == "POST":
+            target, receive = await _target_of(scope, receive)
+            needed = self._step_up(principal, *target) if target is not None else ()
+            missing = sorted(set(needed) - identity.scopes)
+            if missing:
+                held = (
+                    (*self._verifier.settings.scopes_required, *sorted(identity.scopes), *needed)
+                    if self._verifier
+                    else needed
+                )
+                refusal = Refusal.insufficient_scope(missing, needed=tuple(dict.fromkeys(held)))
+                await self._refuse(refusal, scope, receive, send)
+                return
         state = scope.setdefault("state", {})
         state[PRINCIPAL_KEY] = principal
         if identity is not None:
@@ -137,6 +162,54 @@ def _presented(scope: Scope) -> tuple[str | None, str | None]:
         elif not api_key:
             raise Refusal("the Authorization header must be Bearer and a credential", error=None)
     return api_key or None, bearer
+
+
+STEP_UP_BODY = 1024 * 1024
+"""The largest request body read for the item it calls (larger ones are not checked here; the policy still is)."""
+
+_NAMED_BY = {"tools/call": ("tool", "name"), "prompts/get": ("prompt", "name"), "resources/read": ("resource", "uri")}
+
+
+async def _target_of(scope: Scope, receive: Receive) -> tuple[tuple[str, str, str] | None, Receive]:
+    """(method, kind, public name) of the one request a POST carries, if it calls a tool, gets a prompt or reads a
+    resource; and `receive`, to read the body again. From the `Mcp-Method`/`Mcp-Name` headers (2026-07-28), or
+    else the JSON body (read whole, up to `STEP_UP_BODY`)."""
+    headers = dict(scope["headers"])
+    method = headers.get(b"mcp-method", b"").decode("latin-1").strip()
+    name = headers.get(b"mcp-name", b"").decode("latin-1").strip()
+    if method and name:
+        named = _NAMED_BY.get(method)
+        return ((method, named[0], name) if named is not None else None), receive
+    length = headers.get(b"content-length", b"")
+    if not length.isdigit() or int(length) > STEP_UP_BODY:
+        return None, receive
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Any:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None, replay
+    if not isinstance(request, dict) or not isinstance(request.get("params"), dict):
+        return None, replay
+    named = _NAMED_BY.get(str(request.get("method")))
+    value = request["params"].get(named[1]) if named is not None else None
+    return ((str(request["method"]), named[0], value) if named and isinstance(value, str) else None), replay
 
 
 def _key_user(name: str) -> AuthenticatedUser:

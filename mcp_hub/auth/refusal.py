@@ -11,15 +11,28 @@ from __future__ import annotations
 class Refusal(Exception):
     """A request's credentials refused; `error` None: none were presented (RFC 6750 §3.1: no error code)."""
 
-    def __init__(self, description: str, *, error: str | None = "invalid_token", status: int = 401) -> None:
+    def __init__(
+        self,
+        description: str,
+        *,
+        error: str | None = "invalid_token",
+        status: int = 401,
+        scopes: tuple[str, ...] | None = None,
+    ) -> None:
         super().__init__(description)
         self.description = description
         self.error = error
         self.status = status
+        self.scopes = scopes
+        """The scopes a token must carry for this request (its challenge's `scope`); None: the hub's required ones."""
 
     @classmethod
-    def insufficient_scope(cls, missing: list[str]) -> Refusal:
-        return cls(f"the token lacks the scope {', '.join(missing)}", error="insufficient_scope", status=403)
+    def insufficient_scope(cls, missing: list[str], *, needed: tuple[str, ...] | None = None) -> Refusal:
+        """A valid token without the scopes `missing`; `needed`: every scope the request needs, if not only the
+        hub's required ones (a policy rule's, for the item called)."""
+        return cls(
+            f"the token lacks the scope {', '.join(missing)}", error="insufficient_scope", status=403, scopes=needed
+        )
 
 
 class Unavailable(Exception):

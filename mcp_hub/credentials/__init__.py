@@ -5,7 +5,8 @@ A remote mount's `[servers.NAME.auth]` table (config.py `ServerAuth`) chooses on
 - "static": the mount's `headers` only, as written (secrets as `${VAR}`);
 - "client_credentials": a token the hub fetches for itself (client_credentials.py);
 - "token_exchange": the caller's token exchanged for one meant for the server (token_exchange.py);
-- "authorization_code": the hub logs in to the server's authorization server (login.py).
+- "authorization_code": the hub logs in to the server's authorization server (login.py);
+- "user": each person's own login there, their tokens kept encrypted (user.py, connections.py).
 
 Modules: credential.py (what a credential is to the HTTP clients), token.py (a
 token kept until shortly before it expires, fetched once for all who wait),
@@ -28,10 +29,17 @@ def credential_for(config: ServerConfig, *, for_clients: bool = False) -> Creden
     A "token_exchange" mount has two: its clients' sessions (`for_clients`) present each caller's exchanged
     token; its own session (listing, health checks, list changes; never a client's request) presents the
     hub's own token, by the client credentials grant with the same client at the same authorization server.
+    A "user" mount's clients' sessions present each person's own token; its own session only its headers.
     """
     auth = config.auth
     if config.url is None or auth.mode == "static":
         return None
+    if auth.mode == "user":
+        if not for_clients:
+            return None
+        from mcp_hub.credentials.user import UserLogin
+
+        return UserLogin(config.name, config.url, auth)
     if auth.mode == "token_exchange" and for_clients:
         from mcp_hub.credentials.token_exchange import TokenExchange
 

@@ -36,6 +36,7 @@ class Authority:
         self.issuer = issuer
         self._resource_url = resource_url
         self._token_url = token_url
+        self._metadata_found: dict[str, Any] | None = None
         self._lock = anyio.Lock()
 
     async def token_endpoint(self) -> str:
@@ -46,17 +47,30 @@ class Authority:
         """
         if self._token_url is not None:
             return self._token_url
+        self._token_url = await self.endpoint("token_endpoint")
+        return self._token_url
+
+    async def endpoint(self, name: str) -> str:
+        """The issuer's endpoint `name` (its metadata's key: "token_endpoint", "authorization_endpoint").
+
+        Raises:
+            CredentialError: the metadata could not be had, is not the issuer's, or names no such endpoint.
+        """
+        metadata = await self.metadata()
+        endpoint = metadata.get(name)
+        if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
+            raise CredentialError(self.server, f"the metadata of {self.issuer} names no {name}")
+        return endpoint
+
+    async def metadata(self) -> dict[str, Any]:
+        """The issuer's metadata (RFC 8414), fetched once; `issuer` is set once it is known."""
         async with self._lock:
-            if self._token_url is None:
+            if self._metadata_found is None:
                 async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
                     if self.issuer is None:
                         self.issuer = await self._named_by_server(http)
-                    metadata = await self._metadata(http, self.issuer)
-                endpoint = metadata.get("token_endpoint")
-                if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
-                    raise CredentialError(self.server, f"the metadata of {self.issuer} names no token_endpoint")
-                self._token_url = endpoint
-            return self._token_url
+                    self._metadata_found = await self._metadata(http, self.issuer)
+            return self._metadata_found
 
     async def _named_by_server(self, http: httpx2.AsyncClient) -> str:
         """The first authorization server the MCP server's protected resource metadata names."""

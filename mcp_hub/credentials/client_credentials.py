@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import anyio
 import httpx2
@@ -71,6 +72,19 @@ async def request_token(server: str, oauth: AsyncOAuth2Client, endpoint: str, **
         CredentialError: the request failed, or the authorization server refused it.
     """
     now = time.monotonic()
+    issued = await fetch_issued(server, oauth, endpoint, **params)
+    access_token = issued["access_token"]
+    expires_in = issued.get("expires_in")
+    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
+    return Token.issued(access_token, issued.get("token_type"), lifetime, now)
+
+
+async def fetch_issued(server: str, oauth: AsyncOAuth2Client, endpoint: str, **params: str) -> dict[str, Any]:
+    """Ask `endpoint` for a token with `params`; the token endpoint's answer, which holds an `access_token`.
+
+    Raises:
+        CredentialError: the request failed, or the authorization server refused it.
+    """
     try:
         with anyio.fail_after(TIMEOUT_SECONDS):
             issued = await oauth.fetch_token(endpoint, **params)
@@ -84,6 +98,4 @@ async def request_token(server: str, oauth: AsyncOAuth2Client, endpoint: str, **
     access_token = issued.get("access_token")
     if not isinstance(access_token, str) or not access_token:
         raise CredentialError(server, f"the answer of {endpoint} holds no access_token")
-    expires_in = issued.get("expires_in")
-    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
-    return Token.issued(access_token, issued.get("token_type"), lifetime, now)
+    return dict(issued)

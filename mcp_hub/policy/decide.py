@@ -215,6 +215,21 @@ class PolicySet:
             raise ValueError(f"unknown kind {kind!r}; use one of {', '.join(KIND_ALIASES)}")
         return not isinstance(self._grants(principal, KIND_ALIASES[kind], mount, name), Decision)
 
+    def scopes_wanted(self, principal: str, kind: str, mount: str, name: str) -> tuple[str, ...]:
+        """The scopes the caller's token lacks for a rule of its profile that would let it use the item, when
+        without them it may not (and no `deny` rule or a missing profile is why): what to ask the caller to
+        get a token with (403 insufficient_scope). Empty: more scopes would not help, or none are needed."""
+        kind_ = KIND_ALIASES[kind]
+        granted = self._grants(principal, kind_, mount, name)
+        if not isinstance(granted, Decision) or granted.rule != DEFAULT:
+            return ()
+        profile = self.profiles[self.profile_for(principal) or ""]
+        held = scopes_of(principal)
+        for rule in profile.by_kind[kind_]:
+            if rule.effect != "deny" and rule.scopes - held and rule.match(kind_, mount, name) is not None:
+                return tuple(sorted(rule.scopes - held))
+        return ()
+
     def _grants(
         self, principal: str, kind: Kind, mount: str, name: str
     ) -> Decision | tuple[CompiledProfile, list[CompiledRule]]:

@@ -253,9 +253,10 @@ class Endpoint:
         return self.selection.visible(self._policy(), principal, kind, mount, native)
 
     def _may_ask(self, mount: str) -> bool:
-        """Whether a call may put a question to its client: a confirmation, or a handshake-era server's."""
+        """Whether a call may put a question to its client: a confirmation, a handshake-era server's, or the
+        sign-in a `mode = "user"` mount asks of a person who has not signed in there."""
         upstream = self._upstreams.get(mount)
-        return self._confirms or upstream is None or not upstream.modern
+        return self._confirms or upstream is None or not upstream.modern or upstream.config.auth.mode == "user"
 
     async def _complete(self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams) -> Any:
         route = await self._router.route_arriving("completion/complete", ctx.params or {})

@@ -121,6 +121,11 @@ class ClientOrigin:
         identity = self.identity
         return identity.token if identity is not None else None
 
+    @property
+    def principal(self) -> str | None:
+        principal = principal_of(self._ctx)
+        return None if principal == ANONYMOUS else principal
+
     def for_client(self) -> ClientOrigin:
         return ClientOrigin(self._ctx, self._client, scoped=False)
 

@@ -123,6 +123,10 @@ class _AskingOrigin:
     def access_token(self) -> str | None:
         return self._origin.access_token
 
+    @property
+    def principal(self) -> str | None:
+        return self._origin.principal
+
     def for_client(self) -> Origin:
         """The client outside this call, which a 2026-07-28 client cannot be asked through."""
         return self._origin.for_client()

@@ -87,9 +87,10 @@ class TransportChoice:
         """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
         self.credential = credential_for(config)
         """What the mount presents to its server besides its headers; kept across its connections."""
-        exchanged = config.auth.mode == "token_exchange"
+        exchanged = config.auth.mode in ("token_exchange", "user")
         self.client_credential = credential_for(config, for_clients=True) if exchanged else self.credential
-        """What a client's own session presents (a "token_exchange" mount: each caller's exchanged token)."""
+        """What a client's own session presents (a "token_exchange" mount: each caller's exchanged token; a
+        "user" mount: each person's own)."""
 
 
 class Connection:

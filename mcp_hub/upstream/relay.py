@@ -109,6 +109,12 @@ class Origin(Protocol):
         token meant for a server (mode = "token_exchange"), never to send on as it is."""
         ...
 
+    @property
+    def principal(self) -> str | None:
+        """Who is calling, as the hub authenticated them ("stdio" for the local user; None when the hub
+        authenticates no one): whose own token a "user" mount's request carries."""
+        ...
+
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Put a server's question (sampling/createMessage, elicitation/create, roots/list) to the client.
 
@@ -149,7 +155,7 @@ class HearsElicitationComplete(Protocol):
     async def elicitation_complete(self, elicitation_id: str) -> None: ...
 
 
-def _takes_url_elicitation(capabilities: Mapping[str, Any] | None) -> bool:
+def takes_url_elicitation(capabilities: Mapping[str, Any] | None) -> bool:
     """Whether declared client capabilities include URL-mode elicitation (`elicitation.url`)."""
     elicitation = (capabilities or {}).get("elicitation")
     return isinstance(elicitation, Mapping) and elicitation.get("url") is not None
@@ -270,7 +276,7 @@ class InFlight:
     async def _relay(self, origin: Origin, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         url_id = _url_elicitation_id(method, params)
         if url_id is not None:
-            if not _takes_url_elicitation(origin.capabilities):
+            if not takes_url_elicitation(origin.capabilities):
                 raise ClientCannotAnswer(
                     "mcp-hub: the client connected to the hub does not support URL-mode elicitation"
                 )

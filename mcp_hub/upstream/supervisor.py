@@ -23,7 +23,9 @@ shared session, or on the calling client's own session when the mount is
 client's connection, an authenticated 2026-07-28 caller's principal; see
 pool.py). A client's request to a `mode = "token_exchange"` mount goes only to
 its own session, with its caller's token to exchange (`CALLER_TOKEN`), and fails
-at once for a caller who has none.
+at once for a caller who has none; one to a `mode = "user"` mount, with its
+person's own token (`CALLER_PRINCIPAL`), or, when they have none, is answered
+with the URL-mode elicitation that sends them to sign in (credentials/user.py).
 """
 
 from __future__ import annotations
@@ -55,10 +57,18 @@ from pydantic import ValidationError
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN
+from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, UserLogin
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
-from mcp_hub.upstream.relay import InFlight, Origin, SoleClient
+from mcp_hub.upstream.relay import (
+    ClientCannotAnswer,
+    HearsElicitationComplete,
+    InFlight,
+    Origin,
+    SoleClient,
+    takes_url_elicitation,
+)
 from mcp_hub.upstream.stderr import StderrTail
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -163,6 +173,10 @@ class Upstream:
         self._pool: SessionPool | None = None
         self._exchanges = config.auth.mode == "token_exchange"
         """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
+        self._users = config.auth.mode == "user"
+        """Each client's request carries its person's own token (`mode = "user"`; its clients' sessions only)."""
+        self._user_sessions: dict[str, set[Hashable]] = {}
+        """A "user" mount: principal -> the clients whose sessions carry that person's token."""
         # What the current connection's watcher has to act on: kinds to re-list,
         # whether the connection is lost, and the event that wakes it for either.
         self._dirty: set[str] = set()
@@ -263,6 +277,8 @@ class Upstream:
     ) -> dict[str, Any]:
         if self._pool is not None and origin is not None and self._exchanges:
             return await self._exchanged_request(method, params, on_progress=on_progress, origin=origin)
+        if self._pool is not None and origin is not None and self._users:
+            return await self._user_request(method, params, on_progress=on_progress, origin=origin)
         if self._pool is not None and origin is not None and origin.client_key is not None:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         connection = self._connection
@@ -302,6 +318,63 @@ class Upstream:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         finally:
             CALLER_TOKEN.reset(reset)
+
+    async def _user_request(
+        self, method: str, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin
+    ) -> dict[str, Any]:
+        """A client's request to a "user" mount: only on the client's own session, with its person's own token
+        (`CALLER_PRINCIPAL`, read by the credential). A person with no token (never signed in, revoked, or
+        refused on refresh) is answered with the URL-mode elicitation that sends them to sign in, and the
+        sessions that carried their old token are closed."""
+        login = self.transport.client_credential
+        assert isinstance(login, UserLogin)
+        principal = origin.principal
+        if origin.client_key is None or principal is None:
+            raise CredentialError(
+                self.name,
+                "each person signs in to it with their own account, and this caller is anonymous; "
+                "sign in to the hub (an API key or an OAuth token)",
+            )
+        notify = origin.for_client() if isinstance(origin, HearsElicitationComplete) else None
+        if await login.connection(principal) is None:
+            self._close_user_sessions(principal)
+            await self._sign_in(login, principal, origin, notify)
+        self._user_sessions.setdefault(principal, set()).add(origin.client_key)
+        reset = CALLER_PRINCIPAL.set(principal)
+        try:
+            return await self._client_request(method, params, on_progress=on_progress, origin=origin)
+        except (MCPError, UpstreamError) as exc:
+            if await login.connection(principal) is not None:
+                raise
+            self._close_user_sessions(principal)  # the server refused the token and no refresh helped
+            raise await login.login_required(principal, notify) from exc
+        finally:
+            CALLER_PRINCIPAL.reset(reset)
+
+    async def _sign_in(self, login: UserLogin, principal: str, origin: Origin, notify: Any) -> None:
+        """`principal` has no token: a client that takes URL elicitation is asked to open the sign-in link
+        (`elicitation/create`, mode "url"), and the call waits for the sign-in (up to the mount's `timeout`);
+        any other, or one that declines or does not finish in time, is answered with the link (-32042)."""
+        required, signed_in = await login.begin_sign_in(principal, notify)
+        if not takes_url_elicitation(origin.capabilities):
+            raise required
+        (asked,) = required.elicitations
+        try:
+            answer = await origin.ask("elicitation/create", asked.model_dump(by_alias=True, exclude_none=True))
+        except (ClientCannotAnswer, MCPError):
+            raise required from None  # it cannot be asked now (a 2026-07-28 call that cannot park): the link
+        if answer.get("action") != "accept":
+            raise CredentialError(self.name, f"{principal} did not agree to sign in to it ({answer.get('action')})")
+        with anyio.move_on_after(min(self.config.timeout, LOGIN_SECONDS)):
+            await signed_in.wait()
+        if not signed_in.is_set() or await login.connection(principal) is None:
+            raise required
+
+    def _close_user_sessions(self, principal: str) -> None:
+        """Close the sessions that carried `principal`'s token (it is gone: revoked, or refused)."""
+        if self._pool is not None:
+            for key in self._user_sessions.pop(principal, set()):
+                self._pool.release(key)
 
     async def _complete(
         self, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin | None

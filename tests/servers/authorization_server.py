@@ -5,7 +5,11 @@ issues opaque tokens at `/token` for two grants: client credentials (RFC 6749 4.
 to a registered client whose secret it checks (HTTP Basic or in the body), and token
 exchange (RFC 8693), of a subject token it issued, for one whose audience is the
 `resource`/`audience` asked for. It registers any client (RFC 7591) and shows a login page
-at its authorization endpoint, which it never approves by itself. It keeps every token it issued and every token
+at its authorization endpoint, which it never approves by itself: a person (a test's HTTP client,
+as a browser would) posts the form with their user name, and is sent back to the client's
+redirect URI with a code, which the client trades, with its PKCE verifier, for an access token
+and a refresh token (authorization code grant, RFC 6749 4.1, RFC 7636); refresh tokens are
+rotated on use. It keeps every token it issued and every token
 request it was sent, so a test can check what a client asked for, and it can revoke a
 token or refuse every request.
 
@@ -18,15 +22,16 @@ server's protected resource metadata (RFC 9728), naming this authorization serve
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -54,6 +59,9 @@ class AuthorizationServer:
     revoked: set[str] = field(default_factory=set)
     refuse_all: bool = False
     """Answer every token request with `invalid_client`."""
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Authorization code -> what it was issued for (client, redirect URI, PKCE challenge, user, resource)."""
+    refresh_tokens: dict[str, Issued] = field(default_factory=dict)
 
     def app(self) -> Starlette:
         return Starlette(
@@ -61,7 +69,7 @@ class AuthorizationServer:
                 Route("/.well-known/oauth-authorization-server", self._metadata),
                 Route("/token", self._token, methods=["POST"]),
                 Route("/register", self._register, methods=["POST"]),
-                Route("/authorize", self._authorize),
+                Route("/authorize", self._authorize, methods=["GET", "POST"]),
             ]
         )
 
@@ -88,7 +96,12 @@ class AuthorizationServer:
                 "authorization_endpoint": f"{self.issuer}/authorize",
                 "registration_endpoint": f"{self.issuer}/register",
                 "code_challenge_methods_supported": ["S256"],
-                "grant_types_supported": ["client_credentials", EXCHANGE],
+                "grant_types_supported": [
+                    "client_credentials",
+                    EXCHANGE,
+                    "authorization_code",
+                    "refresh_token",
+                ],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             }
         )
@@ -101,8 +114,60 @@ class AuthorizationServer:
         return JSONResponse({**metadata, "client_id": client_id, "token_endpoint_auth_method": "none"}, 201)
 
     async def _authorize(self, request: Request) -> Response:
-        """The login page a person would fill in: this server never approves by itself."""
-        return HTMLResponse("<form method=post><input name=password type=password></form>")
+        """The login page a person fills in (GET): this server never approves by itself. The form posted
+        (POST, the query as it was) signs the person in and sends them back to the client with a code."""
+        if request.method == "GET":
+            return HTMLResponse("<form method=post><input name=user><input name=password type=password></form>")
+        query = request.query_params
+        user = str((await request.form()).get("user", ""))
+        redirect_uri = query.get("redirect_uri", "")
+        if (
+            not user
+            or query.get("client_id") not in self.clients
+            or query.get("response_type") != "code"
+            or query.get("code_challenge_method") != "S256"
+            or not query.get("code_challenge")
+            or not redirect_uri
+        ):
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
+        code = secrets.token_urlsafe(24)
+        self.codes[code] = {
+            "client_id": query["client_id"],
+            "redirect_uri": redirect_uri,
+            "challenge": query["code_challenge"],
+            "user": user,
+            "resource": query.get("resource", ""),
+        }
+        back = urlencode({"code": code, "state": query.get("state", ""), "iss": self.issuer})
+        return RedirectResponse(f"{redirect_uri}?{back}", status_code=302)
+
+    def _issue(self, client_id: str, audience: str | None, subject: str | None, refresh: bool) -> Response:
+        token = secrets.token_urlsafe(24)
+        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject)
+        answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in}
+        if refresh:
+            answer["refresh_token"] = secrets.token_urlsafe(24)
+            self.refresh_tokens[answer["refresh_token"]] = Issued(client_id, audience, time.time() + 86400, subject)
+        return JSONResponse(answer, headers={"cache-control": "no-store"})
+
+    def _code_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+        issued = self.codes.pop(str(form.get("code")), None)  # good once
+        verifier = str(form.get("code_verifier", ""))
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        if (
+            issued is None
+            or issued["client_id"] != client_id
+            or issued["redirect_uri"] != form.get("redirect_uri")
+            or not secrets.compare_digest(issued["challenge"], challenge)
+        ):
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        return self._issue(client_id, issued["resource"] or None, issued["user"], refresh=True)
+
+    def _refresh_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+        issued = self.refresh_tokens.pop(str(form.get("refresh_token")), None)  # rotated: good once
+        if issued is None or issued.client_id != client_id:
+            return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        return self._issue(client_id, issued.audience, issued.subject, refresh=True)
 
     async def _token(self, request: Request) -> Response:
         form = dict(await request.form())
@@ -110,6 +175,10 @@ class AuthorizationServer:
         self.requests.append({**form, "authenticated_as": client_id})
         if client_id is None or self.refuse_all:
             return JSONResponse({"error": "invalid_client", "error_description": "bad client secret"}, status_code=401)
+        if form.get("grant_type") == "authorization_code":
+            return self._code_grant(client_id, form)
+        if form.get("grant_type") == "refresh_token":
+            return self._refresh_grant(client_id, form)
         audience = str(form.get("audience") or form.get("resource") or "") or None
         subject = None
         if form.get("grant_type") == EXCHANGE:
@@ -138,8 +207,12 @@ class AuthorizationServer:
         return None
 
 
-def guarded(app: Any, server: AuthorizationServer, resource: str, seen: list[dict[str, str]]) -> Any:
-    """`app` behind a bearer token check (tokens `server` issued for `resource`), recording every request's headers."""
+def guarded(
+    app: Any, server: AuthorizationServer, resource: str, seen: list[dict[str, str]], *, public: bool = False
+) -> Any:
+    """`app` behind a bearer token check (tokens `server` issued for `resource`), recording every request's headers.
+
+    `public`: a request with no `Authorization` at all passes too (a server whose listing anyone may read)."""
 
     async def guard(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -151,6 +224,9 @@ def guarded(app: Any, server: AuthorizationServer, resource: str, seen: list[dic
             await JSONResponse(document)(scope, receive, send)
             return
         seen.append(headers)
+        if public and "authorization" not in headers:
+            await app(scope, receive, send)
+            return
         kind, _, token = headers.get("authorization", "").partition(" ")
         if kind.lower() != "bearer" or not server.valid(token, resource):
             response = Response(status_code=401, headers={"www-authenticate": 'Bearer error="invalid_token"'})

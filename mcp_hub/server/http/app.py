@@ -13,6 +13,9 @@ a credential (`auth.middleware.Credentials`): an API key (`Authorization: Bearer
 name it; the policy maps the principal to a profile. With OAuth, the protected resource metadata
 (RFC 9728) is served at `/.well-known/oauth-protected-resource` and its path-suffixed forms.
 Without either, HTTP clients are the principal "anonymous".
+
+The hub adds `/oauth/callback` (`routes`), where a person's sign-in toward a `mode = "user"`
+mount comes back (credentials/user.py); it needs no credential (a browser brings it).
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.auth.metadata import metadata_routes
-from mcp_hub.auth.middleware import Credentials
+from mcp_hub.auth.middleware import Credentials, StepUp
 from mcp_hub.auth.verifier import TokenVerifier
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
@@ -80,6 +83,8 @@ def build_app(
     cluster: Cluster | None = None,
     parking: ParkingLot | None = None,
     parkings: Mapping[str, ParkingLot] | None = None,
+    routes: Sequence[BaseRoute] = (),
+    step_up: StepUp | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`; each curated endpoint's
     server of `endpoints` (`[endpoints.NAME]`, server/curated.py) at `path/NAME`, behind the same door (the
@@ -95,6 +100,10 @@ def build_app(
     may call the endpoint from a browser (CORS, see cors.py); no others may.
 
     Header values reach the endpoint without the whitespace around them (fields.py).
+
+    `routes` are served beside them, as they are (the hub's `/oauth/callback`, for instance).
+    `step_up` names the scopes the policy asks of an OAuth caller for the item a request calls
+    (auth/middleware.py): a token without them is answered 403 insufficient_scope.
 
     A handshake-era session with no HTTP request in flight for `session_idle_timeout`
     seconds is closed (its id is then answered 404); None: sessions never expire.
@@ -122,7 +131,7 @@ def build_app(
         """What every MCP endpoint is behind: credentials, browser origins, with a cluster the other replicas
         (`below`: the endpoint's path below `path`), header values (fields.py)."""
         if api_keys or verifier is not None:
-            endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier)
+            endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier, step_up=step_up)
         if cors_origins:
             endpoint = BrowserOrigins(endpoint, cors_origins)
         if cluster is not None and parking is not None:
@@ -190,6 +199,7 @@ def build_app(
             *(Route(below, endpoint=named) for below, named in curated.items()),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
+            *routes,
             *(_metadata_routes(oauth, [path, *curated]) if oauth is not None else ()),
             *([Mount("/admin", app=admin)] if admin is not None else ()),
         ],

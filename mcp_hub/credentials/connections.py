@@ -1,0 +1,194 @@
+"""The people's tokens toward `mode = "user"` mounts, kept encrypted at rest: one file, one record per
+connection, keyed by principal, mount and issuer.
+
+The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
+HMAC-SHA256) of a JSON list of records, so nothing in it, not even who is connected to what, can be
+read or changed without the key. It is written whole, to a temporary file then renamed over the old
+one (a reader never sees half a file), with mode 0600, under a lock file beside it (`flock`),
+so that two processes changing it never lose each other's change. The hub and the CLI (`mcp-hub connections`)
+share it: each reads it again when it changed on disk (its size or modification time), so a
+connection the CLI revoked is gone for the hub at its next look. The key comes from the mount's
+`token_key` (write it as ${VAR}); `new_key` makes one.
+
+Expiry times here are seconds since the epoch (a record outlives the process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from platformdirs import user_state_path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock between processes
+    fcntl = None  # type: ignore[assignment]
+
+
+def default_path() -> Path:
+    """The file a mount keeps its people's tokens in when it names none: `connections` in the hub's state
+    folder (platformdirs' `user_state_path`, as the catalog snapshots)."""
+    return user_state_path("mcp-hub", appauthor=False) / "connections"
+
+
+def new_key() -> str:
+    """A fresh key for `token_key`."""
+    return Fernet.generate_key().decode()
+
+
+class StoreError(Exception):
+    """The token file cannot be read (another key, or damaged) or written."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One person's tokens toward one mount, as its authorization server issued them."""
+
+    principal: str
+    mount: str
+    issuer: str
+    access_token: str
+    refresh_token: str | None = None
+    token_type: str = "Bearer"
+    expires_at: float | None = None
+    """Seconds since the epoch; None: the authorization server gave no lifetime."""
+    scope: str | None = None
+    connected_at: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.principal, self.mount, self.issuer)
+
+    def __repr__(self) -> str:  # never show the tokens
+        return f"Connection(principal={self.principal!r}, mount={self.mount!r}, issuer={self.issuer!r})"
+
+
+class ConnectionStore:
+    """The records of one token file (see the module docstring). Safe to use from several threads."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path = path
+        try:
+            self._fernet = Fernet(key.encode())
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{path}: the token key is not a Fernet key ({exc})") from None
+        self._lock = threading.Lock()
+        self._records: dict[tuple[str, str, str], Connection] = {}
+        self._seen: tuple[int, int] | None = None
+        """(size, mtime_ns) of the file when last read or written; None: never read."""
+
+    def get(self, principal: str, mount: str, issuer: str) -> Connection | None:
+        with self._lock:
+            self._reload()
+            return self._records.get((principal, mount, issuer))
+
+    def list(self, principal: str | None = None) -> list[Connection]:
+        with self._lock:
+            self._reload()
+            found = [r for r in self._records.values() if principal is None or r.principal == principal]
+        return sorted(found, key=lambda r: r.key)
+
+    def put(self, record: Connection) -> None:
+        with self._lock, self._changing():
+            self._reload()
+            self._records[record.key] = record
+            self._write()
+
+    def remove(self, principal: str, mount: str | None = None, issuer: str | None = None) -> list[Connection]:
+        """Forget the principal's connections (to `mount`, and at `issuer`, when given); those forgotten."""
+        with self._lock, self._changing():
+            self._reload()
+            gone = [
+                r
+                for r in self._records.values()
+                if r.principal == principal and mount in (None, r.mount) and issuer in (None, r.issuer)
+            ]
+            for record in gone:
+                del self._records[record.key]
+            if gone:
+                self._write()
+        return gone
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the file's lock (`NAME.lock` beside it) while its records are read and written back, so that a
+        change by another process (the CLI's revoke, another hub) is never written over."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle = os.open(self.path.with_name(self.path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot lock {self.path}: {exc}") from exc
+        try:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(handle)  # releases the lock
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return (stat.st_size, stat.st_mtime_ns)
+
+    def _reload(self) -> None:
+        stat = self._stat()
+        if stat is not None and stat == self._seen:
+            return
+        if stat is None:
+            self._records, self._seen = {}, None
+            return
+        try:
+            data = self._fernet.decrypt(self.path.read_bytes())
+        except InvalidToken:
+            raise StoreError(f"{self.path} cannot be decrypted with this token_key (another key, or damaged)") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc}") from exc
+        try:
+            rows: Any = json.loads(data)
+            records = [Connection(**row) for row in rows]
+        except (ValueError, TypeError) as exc:
+            raise StoreError(f"{self.path} holds no token records: {exc}") from None
+        self._records = {record.key: record for record in records}
+        self._seen = stat
+
+    def _write(self) -> None:
+        data = self._fernet.encrypt(json.dumps([asdict(r) for r in self._records.values()]).encode())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+            try:
+                with os.fdopen(handle, "wb") as file:  # mkstemp makes it 0600
+                    file.write(data)
+                os.replace(temporary, self.path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.path}: {exc}") from exc
+        self._seen = self._stat()
+
+
+_STORES: dict[Path, ConnectionStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store_at(path: str | Path | None, key: str) -> ConnectionStore:
+    """The one `ConnectionStore` of this process for the file at `path` (None: `default_path()`), so that the
+    mounts sharing a file share its records and its lock."""
+    resolved = Path(path).expanduser().resolve() if path is not None else default_path()
+    with _STORES_LOCK:
+        store = _STORES.get(resolved)
+        if store is None:
+            store = _STORES[resolved] = ConnectionStore(resolved, key)
+        return store

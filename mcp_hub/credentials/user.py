@@ -1,0 +1,345 @@
+"""Each person's own login toward a server (`mode = "user"`): their calls carry their own token.
+
+The hub is an OAuth client of the server's authorization server, registered there beforehand
+(`client_id`, `client_secret`). A person (a principal of the hub) with no token for the mount
+is sent to sign in: `login_required` answers their call with a URL-mode elicitation (MCP
+2025-11-25: the error -32042, `URLElicitationRequiredError`; a client that takes URL elicitation is
+asked `elicitation/create` instead, and its call waits for the sign-in) whose URL is the authorization
+server's authorization endpoint, with PKCE (S256), the resource indicator (RFC 8707) and a
+`state` bound to that principal and this mount, good once and for `LOGIN_SECONDS`. The
+authorization server sends the browser back to the hub's `/oauth/callback` (`callback`), where
+the hub trades the code for the person's tokens and keeps them, encrypted, in the mount's
+token file (connections.py), keyed by principal, mount and issuer. The client hears that the
+login is complete (`notifications/elicitation/complete`, handshake-era clients) and calls again.
+
+A token about to expire, or one the server refused (a 401), is refreshed with the refresh token,
+once for all the calls that need it at the time (single-flight, one lock per principal); a
+refresh the authorization server refuses forgets the connection, and the next call asks the
+person to sign in again. `mcp-hub connections revoke` forgets one from outside the hub.
+
+Which principal a request is sent for reaches `headers` through `CALLER_PRINCIPAL`, as the
+caller's token does for token exchange (token_exchange.py): the supervisor sets it around a
+client's request, which goes only to that client's own session.
+
+What this does not do: the browser that completes a login is not checked to be the person's
+(the hub has no browser session of its own): a person who forwards their sign-in link lets
+someone else connect their own account in their name.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import secrets
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from authlib.common.errors import AuthlibBaseError
+from authlib.integrations.httpx_client import AsyncOAuth2Client
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.client_credentials import fetch_issued
+from mcp_hub.credentials.connections import Connection, StoreError, store_at
+from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.token import EARLY_SECONDS
+
+logger = logging.getLogger("mcp_hub.credentials")
+
+LOGIN_SECONDS = 600.0
+"""How long a sign-in link stays good."""
+PENDING_MAX = 4096
+"""Sign-ins under way at once (the oldest is dropped beyond that)."""
+
+CALLER_PRINCIPAL: ContextVar[str | None] = ContextVar("mcp_hub_caller_principal", default=None)
+"""The principal a request to a "user" mount is sent for (None: none; the credential then has no token)."""
+
+
+class LoginRequired(CredentialError):
+    """The principal has no token for the server (never signed in, revoked, or refused on refresh)."""
+
+    def __init__(self, server: str, principal: str) -> None:
+        self.principal = principal
+        super().__init__(server, f"{principal} has not signed in to it")
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A sign-in under way: who it is for, and what the code is to be traded with."""
+
+    login: UserLogin
+    principal: str
+    verifier: str
+    elicitation_id: str
+    expires_at: float
+    """On `time.monotonic()`'s clock."""
+    notify: Any = None
+    """The client to tell when the sign-in is complete (`HearsElicitationComplete`), if it can be told."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the sign-in is complete (for a call that waits for it)."""
+
+
+_PENDING: OrderedDict[str, _Pending] = OrderedDict()
+"""state -> the sign-in it belongs to (every mount's, for the one callback)."""
+
+
+class UserLogin:
+    """A `Credential`: the token of the principal a request is sent for (see the module docstring)."""
+
+    channel_ok = True
+
+    def __init__(self, server: str, url: str, auth: ServerAuth) -> None:
+        assert auth.client_id is not None and auth.token_key is not None
+        self.server = server
+        self._auth = auth
+        self._resource = auth.resource or url
+        self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
+        self.store = store_at(auth.token_store, auth.token_key)
+        self._stale: set[tuple[str, str]] = set()
+        """(principal, access token) the server refused: refreshed before it is sent again."""
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def http_auth(self) -> httpx2.Auth:
+        return CredentialAuth(self)
+
+    async def headers(self) -> Mapping[str, str]:
+        principal = CALLER_PRINCIPAL.get()
+        if principal is None:
+            raise CredentialError(self.server, "each person signs in to it, and this request is for no one")
+        connection = await self.connection(principal)
+        if connection is None:
+            raise LoginRequired(self.server, principal)
+        return {"authorization": _header(connection)}
+
+    async def rejected(self, headers: Mapping[str, str]) -> bool:
+        principal = CALLER_PRINCIPAL.get()
+        sent = headers.get("authorization", "")
+        if principal is None or not sent:
+            return False
+        self._stale.add((principal, sent.partition(" ")[2]))
+        return True
+
+    async def issuer(self) -> str:
+        """The authorization server's issuer (found in the server's metadata when not configured)."""
+        await self._authority.metadata()
+        assert self._authority.issuer is not None
+        return self._authority.issuer
+
+    async def connection(self, principal: str) -> Connection | None:
+        """The principal's tokens, refreshed first if about to expire or refused; None: they must sign in.
+
+        Raises:
+            CredentialError: the authorization server cannot be reached, or the token file cannot be read.
+        """
+        issuer = await self.issuer()
+        found = self._stored(principal, issuer)
+        if found is None or self._usable(found):
+            return found
+        async with self._locks.setdefault(principal, anyio.Lock()):
+            current = self._stored(principal, issuer)  # refreshed by the call this one waited for?
+            if current is None or self._usable(current):
+                return current
+            return await self._refresh(current)
+
+    def _stored(self, principal: str, issuer: str) -> Connection | None:
+        try:
+            return self.store.get(principal, self.server, issuer)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
+
+    def _usable(self, connection: Connection) -> bool:
+        if (connection.principal, connection.access_token) in self._stale:
+            return False
+        if connection.expires_at is None:
+            return True
+        life = connection.expires_at - connection.connected_at
+        return time.time() < connection.expires_at - min(EARLY_SECONDS, max(life, 0) * 0.1)
+
+    async def _refresh(self, connection: Connection) -> Connection | None:
+        self._stale.discard((connection.principal, connection.access_token))
+        if connection.refresh_token is None:
+            self._forget(connection)
+            return None
+        try:
+            issued = await self._token_request(grant_type="refresh_token", refresh_token=connection.refresh_token)
+        except CredentialError as exc:
+            if not isinstance(exc.__cause__, AuthlibBaseError):
+                raise  # the authorization server is unreachable: the person's tokens may still be good
+            logger.info("server %r: the refresh of %s's token was refused: %s", self.server, connection.principal, exc)
+            self._forget(connection)
+            return None
+        refreshed = _record(connection.principal, self.server, connection.issuer, issued, connection)
+        self._keep(refreshed)
+        return refreshed
+
+    def _keep(self, connection: Connection) -> None:
+        try:
+            self.store.put(connection)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
+
+    def _forget(self, connection: Connection) -> None:
+        try:
+            self.store.remove(connection.principal, self.server, connection.issuer)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
+
+    async def login_required(self, principal: str, notify: Any = None) -> UrlElicitationRequiredError:
+        """A sign-in for `principal` begun: the error that sends them to it (their client opens its URL)."""
+        return (await self.begin_sign_in(principal, notify))[0]
+
+    async def begin_sign_in(
+        self, principal: str, notify: Any = None
+    ) -> tuple[UrlElicitationRequiredError, anyio.Event]:
+        """A sign-in for `principal` begun: the error that sends them to it, and an event set once it is complete."""
+        endpoint = await self._authority.endpoint("authorization_endpoint")
+        state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+        async with self._client() as oauth:
+            url, _ = oauth.create_authorization_url(
+                endpoint, state=state, code_verifier=verifier, resource=self._resource
+            )
+        elicitation_id = str(uuid.uuid4())
+        _forget_expired()
+        while len(_PENDING) >= PENDING_MAX:
+            _PENDING.popitem(last=False)
+        pending = _Pending(self, principal, verifier, elicitation_id, time.monotonic() + LOGIN_SECONDS, notify)
+        _PENDING[state] = pending
+        params = types.ElicitRequestURLParams(
+            message=f"Sign in to {self.server} so that the hub can act there as you, then try again.",
+            url=url,
+            elicitation_id=elicitation_id,
+        )
+        required = UrlElicitationRequiredError(
+            [params], f"{self.server} needs you to sign in: open the link, then retry"
+        )
+        return required, pending.done
+
+    async def _complete(self, pending: _Pending, code: str) -> Connection:
+        issuer = await self.issuer()
+        issued = await self._token_request(
+            grant_type="authorization_code",
+            code=code,
+            redirect_uri=self._auth.redirect_uri,
+            code_verifier=pending.verifier,
+            resource=self._resource,
+        )
+        connection = _record(pending.principal, self.server, issuer, issued, None)
+        self._keep(connection)
+        self._stale = {entry for entry in self._stale if entry[0] != pending.principal}
+        pending.done.set()
+        return connection
+
+    def _client(self) -> AsyncOAuth2Client:
+        auth = self._auth
+        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
+        return AsyncOAuth2Client(
+            client_id=auth.client_id,
+            client_secret=auth.client_secret,
+            token_endpoint_auth_method=method,
+            scope=auth.scope,
+            redirect_uri=auth.redirect_uri,
+            code_challenge_method="S256",
+            timeout=TIMEOUT_SECONDS,
+        )
+
+    async def _token_request(self, **params: str) -> dict[str, Any]:
+        endpoint = await self._authority.token_endpoint()
+        async with self._client() as oauth:
+            return await fetch_issued(self.server, oauth, endpoint, **params)
+
+
+def _header(connection: Connection) -> str:
+    kind = "Bearer" if connection.token_type.lower() == "bearer" else connection.token_type
+    return f"{kind} {connection.access_token}"
+
+
+def _record(
+    principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
+) -> Connection:
+    """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
+    sent a new one for)."""
+    now = time.time()
+    expires_in = issued.get("expires_in")
+    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
+    refresh = issued.get("refresh_token")
+    fresh = Connection(
+        principal=principal,
+        mount=server,
+        issuer=issuer,
+        access_token=str(issued["access_token"]),
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        token_type=str(issued.get("token_type") or "Bearer"),
+        expires_at=None if lifetime is None else now + lifetime,
+        scope=issued.get("scope") if isinstance(issued.get("scope"), str) else None,
+        connected_at=now,
+    )
+    if before is not None:
+        fresh = replace(
+            fresh,
+            refresh_token=fresh.refresh_token or before.refresh_token,
+            scope=fresh.scope or before.scope,
+        )
+    return fresh
+
+
+def _forget_expired() -> None:
+    now = time.monotonic()
+    for state in [state for state, pending in _PENDING.items() if pending.expires_at <= now]:
+        del _PENDING[state]
+
+
+async def callback(request: Request) -> Response:
+    """The hub's `/oauth/callback`: where a person's browser brings the authorization code of a sign-in."""
+    state = request.query_params.get("state", "")
+    _forget_expired()
+    pending = _PENDING.pop(state, None)  # good once: a replayed state finds nothing
+    if pending is None:
+        return _page(400, "This sign-in link is not known, was already used, or has expired. Start again.")
+    login = pending.login
+    error = request.query_params.get("error")
+    if error is not None:
+        detail = request.query_params.get("error_description", "")
+        return _page(400, f"{login.server}: the authorization server refused the sign-in: {error} {detail}".strip())
+    code = request.query_params.get("code")
+    if not code:
+        return _page(400, "The authorization server sent no code.")
+    try:
+        issuer = await login.issuer()
+        returned = request.query_params.get("iss")
+        if returned is not None and returned.rstrip("/") != issuer.rstrip("/"):  # RFC 9207: a mix-up
+            return _page(400, f"The code comes from {returned}, not from {issuer}; nothing was kept.")
+        await login._complete(pending, code)
+    except CredentialError as exc:
+        logger.warning("server %r: the sign-in of %s failed: %s", login.server, pending.principal, exc.reason)
+        return _page(502, f"{login.server}: the sign-in could not be completed ({exc.reason}). Start again.")
+    logger.info("server %r: %s signed in", login.server, pending.principal)
+    if pending.notify is not None:
+        try:
+            await pending.notify.elicitation_complete(pending.elicitation_id)
+        except Exception:  # boundary: a client gone since loses its notice, nothing else
+            logger.debug("could not tell a client its sign-in is complete", exc_info=True)
+    return _page(200, f"You are signed in to {login.server}. Go back to your client and try again.")
+
+
+def sign_in_routes() -> list[BaseRoute]:
+    """The hub's HTTP routes for people's sign-ins: `/oauth/callback`."""
+    return [Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]
+
+
+def _page(status: int, text: str) -> Response:
+    body = f"<!doctype html><title>mcp-hub</title><p>{html.escape(text)}</p>"
+    return HTMLResponse(
+        body, status_code=status, headers={"cache-control": "no-store", "referrer-policy": "no-referrer"}
+    )

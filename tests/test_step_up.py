@@ -1,0 +1,100 @@
+"""Step-up: an OAuth caller whose token lacks a scope a policy rule asks for the item it calls is answered
+HTTP 403 `insufficient_scope`, with the scopes to ask for in the challenge (RFC 6750 §3.1, MCP authorization's
+scope challenge), so that its client gets a token that has them; without that rule's scope, the item stays
+hidden as before. A real hub over HTTP, a real issuer (tests/servers/authorization.py), the fixture server."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_hub.config import load_config
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, free_port, running_hub, serve_app, write_config
+from tests.servers.authorization import AuthorizationServer
+from tests.test_oauth import ACCEPT, POLICY, _challenge
+
+pytestmark = pytest.mark.anyio
+
+CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "srv_delete_note", "arguments": {}}}
+KEY = "k" * 32
+
+
+@asynccontextmanager
+async def step_up_hub(tmp_path: Path) -> AsyncIterator[tuple[AuthorizationServer, str, str]]:
+    issuer_port, hub_port = free_port(), free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{issuer_port}")
+    resource = f"http://127.0.0.1:{hub_port}/mcp"
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[policy]\ndir = "policies"\n')
+        file.write(f'\n[auth]\napi_keys = {{ carol = "{KEY}" }}\n')
+        file.write(f'[auth.oauth]\nissuer = "{issuer.issuer}"\nresource = "{resource}"\nscopes_required = ["mcp"]\n')
+    loaded = load_config(config)
+    async with serve_app(issuer.app(), issuer_port), running_hub(loaded) as hub:
+        app = build_app(
+            hub.endpoint.server,
+            host="127.0.0.1",
+            path="/mcp",
+            health=hub.health,
+            api_keys=loaded.auth.api_keys,
+            oauth=loaded.auth.oauth,
+            step_up=hub.scopes_wanted,
+        )
+        async with serve_app(app, hub_port) as base:
+            yield issuer, resource, base
+
+
+async def _post(base: str, credential: str, body: Any, **headers: str) -> httpx2.Response:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        sent = {**ACCEPT, "Authorization": f"Bearer {credential}", **headers}
+        return await http.post(f"{base}/mcp", json=body, headers=sent)
+
+
+async def test_a_token_without_a_rules_scope_is_asked_for_it(tmp_path: Path) -> None:
+    async with step_up_hub(tmp_path) as (issuer, resource, base):
+        operator = issuer.mint(resource, sub="dave", scope="mcp hub:admin")
+        refused = await _post(base, operator, CALL)  # a handshake-era request: the body names the tool
+        modern = await _post(
+            base,
+            operator,
+            CALL,
+            **{"Mcp-Method": "tools/call", "Mcp-Name": "srv_delete_note", "MCP-Protocol-Version": "2026-07-28"},
+        )
+        writer = await _post(base, issuer.mint(resource, sub="dave", scope="mcp hub:admin notes:write"), CALL)
+        other_tool = await _post(base, operator, {**CALL, "params": {"name": "srv_echo", "arguments": {"text": "x"}}})
+        reader = await _post(base, issuer.mint(resource, sub="dave", scope="mcp hub:read"), CALL)
+        by_key = await _post(base, KEY, CALL)
+    for response in (refused, modern):
+        assert response.status_code == 403, response.text
+        challenge = _challenge(response)
+        assert challenge["error"] == "insufficient_scope"
+        assert set(challenge["scope"].split()) == {"mcp", "hub:admin", "notes:write"}
+        assert "resource_metadata" in challenge
+    assert writer.status_code != 403
+    assert other_tool.status_code != 403
+    assert reader.status_code != 403  # the reader profile has no rule for it: more scopes would not help
+    assert by_key.status_code != 403  # an API key carries no scopes to ask for
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_requests_read_for_the_check_reach_the_hub_whole(tmp_path: Path, mode: str) -> None:
+    async with step_up_hub(tmp_path) as (issuer, resource, base):
+        token = issuer.mint(resource, sub="dave", scope="mcp hub:admin notes:write")
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=mode, cache=None) as client,
+        ):
+            result = await client.call_tool("srv_echo", {"text": "whole"})
+            assert not result.is_error and "whole" in str(result.content)
+            assert "srv_delete_note" in {tool.name for tool in (await client.list_tools()).tools}
