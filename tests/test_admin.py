@@ -368,3 +368,80 @@ async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) 
         cwd=ROOT,
     )
     assert listed.returncode == 0 and "srv/echo  (rejected by root at " in listed.stdout
+
+
+async def test_without_a_user_mount_the_connections_page_says_there_are_none(tmp_path: Path) -> None:
+    async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
+        await logged_in(web, base)
+        page = await web.get(f"{base}/admin/connections")
+        assert page.status_code == 200 and 'id="no-user-mounts"' in page.text and 'mode = "user"' in page.text
+        assert 'href="/admin/connections"' in page.text  # in the navigation
+
+
+async def test_connections_lists_sign_ins_without_tokens_and_revoke_makes_the_person_sign_in_again(
+    tmp_path: Path,
+) -> None:
+    """A real sign-in (tests/test_user_credentials.py) shows on the page with no token text; a revoke without the
+    CSRF token is refused; with it, the connection is gone, the audit log names the administrator, and the
+    person's next call is asked to sign in again while the other person's goes on."""
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    from tests.test_user_credentials import connected, sign_in_link, user_hub
+
+    async with user_hub(tmp_path, admin_key=ADMIN_KEY) as setup, httpx2.AsyncClient(timeout=30) as web:
+        with anyio.fail_after(60):
+            async with setup.client("alice") as a, setup.client("bob") as b:
+                await connected(setup, a, "alice")
+                await connected(setup, b, "bob")
+                csrf = await logged_in(web, setup.base)
+                page = await web.get(f"{setup.base}/admin/connections")
+                assert page.status_code == 200
+                rows = re.findall(r'<tr class="connection" data-principal="(\w+)" data-mount="(\w+)">', page.text)
+                assert rows == [("alice", "remote"), ("bob", "remote")]
+                alice_row = page.text.split('data-principal="alice"')[1].split("</tr>")[0]
+                assert setup.server.issuer in alice_row and " UTC" in alice_row and " min)" in alice_row  # expiry
+                for issued in setup.server.tokens.keys() | {
+                    r.refresh_token for r in _records(setup) if r.refresh_token
+                }:
+                    assert issued not in page.text and issued[:12] not in page.text
+                filtered = await web.get(f"{setup.base}/admin/connections", params={"principal": "bob"})
+                assert 'data-principal="alice"' not in filtered.text and 'data-principal="bob"' in filtered.text
+                other = await web.get(f"{setup.base}/admin/connections", params={"server": "elsewhere"})
+                assert 'id="no-connections"' in other.text
+
+                alice = {"principal": "alice", "mount": "remote", "issuer": setup.server.issuer}
+                for data in (alice, {**alice, "csrf": csrf[::-1]}):
+                    refused = await web.post(f"{setup.base}/admin/connections/revoke", data=data)
+                    assert refused.status_code == 403 and "CSRF" in refused.text
+                assert [r.principal for r in _records(setup)] == ["alice", "bob"]
+
+                revoked = await web.post(f"{setup.base}/admin/connections/revoke", data={**alice, "csrf": csrf})
+                assert revoked.status_code == 303
+                assert [r.principal for r in _records(setup)] == ["bob"]
+                after = await web.get(f"{setup.base}{revoked.headers['location']}")
+                assert "alice at remote: revoked by root" in after.text and 'data-principal="alice"' not in after.text
+
+                with pytest.raises(MCPError) as caught:
+                    await a.call_tool("remote_echo", {"text": "alice-after"})
+                sign_in_link(caught)
+                assert setup.hub.upstreams["remote"].client_sessions == 1  # alice's session is closed
+                assert (await b.call_tool("remote_echo", {"text": "bob-after"})).structured_content
+        assert not setup.bearers_of_calls("alice-after")
+
+        async def recorded() -> bool:
+            audit = tmp_path / "audit.jsonl"
+            return audit.exists() and "admin/connections/revoke" in audit.read_text(encoding="utf-8")
+
+        await wait_for(recorded)
+        lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+        (line,) = [line for line in lines if line["method"] == "admin/connections/revoke"]
+        assert line["principal"] == "admin:root" and line["mount"] == "remote" and line["outcome"] == "revoked"
+        assert line["arguments"]["principal"] == "alice" and "'alice'" in line["reason"]
+
+
+def _records(setup: Any) -> list[Any]:
+    from mcp_hub.credentials.connections import ConnectionStore
+    from tests.test_user_credentials import KEY
+
+    return ConnectionStore(setup.store, KEY).list()

@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import URL_ELICITATION_REQUIRED, ElicitCompleteNotification, ElicitResult
 
+from mcp_hub.admin import console
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
 from mcp_hub.credentials.connections import Connection, ConnectionStore, StoreError, new_key
@@ -95,9 +96,12 @@ SERVICE_TOKEN = "the-hubs-own-token-for-listing"
 
 
 @asynccontextmanager
-async def user_hub(tmp_path: Path, *, service_token: bool = False) -> AsyncIterator[Setup]:
+async def user_hub(
+    tmp_path: Path, *, service_token: bool = False, admin_key: str | None = None
+) -> AsyncIterator[Setup]:
     """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys. The upstream lists its
-    tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub."""
+    tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub. With
+    `admin_key`, the admin console is served too (administrator "root"), and the audit log is `audit.jsonl`."""
     hub_port, upstream_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     server = AuthorizationServer(clients={"the-hub": SECRET})
@@ -126,6 +130,10 @@ async def user_hub(tmp_path: Path, *, service_token: bool = False) -> AsyncItera
         path = write_config(tmp_path / "hub.toml", {"remote": mount})
         with path.open("a", encoding="utf-8") as file:
             file.write(f'\n[auth]\napi_keys = {{ alice = "{KEYS["alice"]}", bob = "{KEYS["bob"]}" }}\n')
+            if admin_key is not None:
+                file.write(
+                    f'\n[audit]\nfile = "audit.jsonl"\n\n[admin]\nenabled = true\nkeys = {{ root = "{admin_key}" }}\n'
+                )
         config = load_config(path, environ={"HUB_TOKEN_KEY": KEY})
         fixture = witnessed(build_server("remote").streamable_http_app(), calls)
         app = authorizations(guarded(fixture, server, upstream, seen, public=not service_token), raw)
@@ -137,6 +145,7 @@ async def user_hub(tmp_path: Path, *, service_token: bool = False) -> AsyncItera
                 health=hub.health,
                 api_keys=config.auth.api_keys,
                 routes=sign_in_routes(),
+                admin=console(hub, "127.0.0.1") if admin_key is not None else None,
             )
             async with serve_app(endpoint, hub_port) as base:
                 assert hub.health()["servers"]["remote"]["state"] == "up", hub.health()

@@ -33,7 +33,8 @@ from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.chain.guardrails import configured_secrets
-from mcp_hub.config import HubConfig
+from mcp_hub.config import HubConfig, ServerConfig
+from mcp_hub.credentials.connections import Connection, StoreError, store_at
 from mcp_hub.errors import ConfigError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import Target, explain
@@ -66,6 +67,7 @@ _OUTCOMES = (
     "tool_changed",
     "accepted",
     "rejected",
+    "revoked",
 )
 _MASK = "••••••"
 
@@ -114,6 +116,7 @@ class _Pages:
         config = hub.config
         values = [*configured_secrets(config), *admin.keys.values(), *config.auth.api_keys.values()]
         values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
+        values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
         if config.auth.oauth is not None and config.auth.oauth.client_secret:
             values.append(config.auth.oauth.client_secret)
         self._secrets = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
@@ -132,6 +135,8 @@ class _Pages:
                 Route("/pins", page(self._pins)),
                 Route("/pins/accept", action(self._pin_action("accept")), methods=["POST"]),
                 Route("/pins/reject", action(self._pin_action("reject")), methods=["POST"]),
+                Route("/connections", page(self._connections)),
+                Route("/connections/revoke", action(self._revoke), methods=["POST"]),
                 Route("/audit", page(self._audit)),
                 Route("/audit/events", self._stream(self._audit_events)),
                 Route("/audit/line/{decision}", page(self._audit_line)),
@@ -381,6 +386,89 @@ class _Pages:
                 outcome=f"{verb}ed",
                 rule=None,
                 reason=f"the change of the tool's definition was {verb}ed by the administrator {admin!r}",
+                latency_ms=None,
+                policy_revision=self.hub.policy().revision,
+            )
+        )
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    def _user_mounts(self) -> dict[str, ServerConfig]:
+        return {name: server for name, server in self.hub.config.servers.items() if server.auth.mode == "user"}
+
+    def _stored(self, mounts: Mapping[str, ServerConfig]) -> list[Connection]:
+        """The people's sign-ins toward `mounts`, from each mount's token file (the one the hub uses:
+        `store_at` gives this process's one store per file, so what is revoked here is gone for the hub)."""
+        found: list[Connection] = []
+        for name, server in mounts.items():
+            assert server.auth.token_key is not None
+            store = store_at(server.auth.token_store, server.auth.token_key)
+            found += [record for record in store.list() if record.mount == name]
+        return sorted(found, key=lambda record: record.key)
+
+    async def _connections(self, request: Request, session: Session) -> Response:
+        mounts = self._user_mounts()
+        principal = request.query_params.get("principal", "").strip()
+        server = request.query_params.get("server", "").strip()
+        records: list[Connection] = []
+        error: str | None = None
+        try:
+            records = await anyio.to_thread.run_sync(self._stored, mounts)
+        except StoreError as exc:
+            error = str(exc)
+        rows = [record for record in records if principal in ("", record.principal) and server in ("", record.mount)]
+        body = pages.connections(
+            _base(request),
+            sorted(mounts),
+            rows,
+            principal,
+            server,
+            session.csrf,
+            request.query_params.get("done", ""),
+            error,
+            time.time(),
+        )
+        return self._render(request, "Connections", "connections", body, session)
+
+    async def _revoke(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
+        """Forget one person's sign-in toward one mount, as `mcp-hub connections revoke` does: the hub (same
+        store) closes that person's session with the server at their next call and asks them to sign in again."""
+        principal, mount, issuer = form.get("principal", ""), form.get("mount", ""), form.get("issuer", "")
+        server = self._user_mounts().get(mount)
+        if not principal or server is None:
+            return PlainTextResponse(f'revoke needs a principal and a mode = "user" server (got {mount!r})', 400)
+        assert server.auth.token_key is not None
+        try:
+            store = store_at(server.auth.token_store, server.auth.token_key)
+            gone = await anyio.to_thread.run_sync(store.remove, principal, mount, issuer or None)
+        except StoreError as exc:
+            return PlainTextResponse(f"could not revoke: {exc}", status_code=500)
+        for record in gone:
+            self._record_revoke(session.admin, record)
+        notice = (
+            f"{principal} at {mount}: revoked by {session.admin}"
+            if gone
+            else f"{principal} at {mount}: nothing to revoke (no such connection)"
+        )
+        return RedirectResponse(f"{_base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
+
+    def _record_revoke(self, admin: str, record: Connection) -> None:
+        logger.info("admin console: %s revoked the sign-in of %s at %s", admin, record.principal, record.mount)
+        self.hub.audit.record(
+            AuditEvent(
+                time=AuditLog.now(),
+                decision_id=AuditLog.new_decision_id(),
+                principal=f"admin:{admin}",
+                session=None,
+                method="admin/connections/revoke",
+                mount=record.mount,
+                name=None,
+                via="admin-console",
+                arguments={"principal": record.principal, "issuer": record.issuer},
+                outcome="revoked",
+                rule=None,
+                reason=f"the sign-in of {record.principal!r} at {record.mount} ({record.issuer}) was revoked by "
+                f"the administrator {admin!r}",
                 latency_ms=None,
                 policy_revision=self.hub.policy().revision,
             )

@@ -5,13 +5,22 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
 from mcp_hub.admin.audit_view import Filters
+from mcp_hub.credentials.connections import Connection
 
-PAGES = (("status", "Status"), ("catalog", "Catalog"), ("pins", "Pins"), ("audit", "Audit"), ("explain", "Explain"))
+PAGES = (
+    ("status", "Status"),
+    ("catalog", "Catalog"),
+    ("pins", "Pins"),
+    ("connections", "Connections"),
+    ("audit", "Audit"),
+    ("explain", "Explain"),
+)
 
 
 def e(value: object) -> str:
@@ -197,6 +206,79 @@ def pins(
         )
     body = "".join(cards) or '<p class="muted" id="no-pending">No pending changes.</p>'
     return f"<h1>Pins</h1>{shown}<p class=muted>{len(pinned)} tool(s) pinned; {len(pending)} pending.</p>{body}"
+
+
+# -- connections -------------------------------------------------------------------------------------
+
+
+def _when(seconds: float | None) -> str:
+    if not seconds:
+        return ""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _expiry(expires_at: float | None, now: float) -> str:
+    if expires_at is None:
+        return "no expiry"
+    left = expires_at - now
+    state = f"in {left / 60:.0f} min" if left > 0 else "expired: refreshed at next use"
+    return f"{_when(expires_at)} ({state})"
+
+
+def connections(
+    base: str,
+    mounts: Sequence[str],
+    records: Sequence[Connection],
+    principal: str,
+    server: str,
+    csrf: str,
+    notice: str,
+    error: str | None,
+    now: float,
+) -> str:
+    """The people's sign-ins toward `mode = "user"` mounts: who, where, at which issuer, since and until when,
+    with which scopes; never a token."""
+    if not mounts:
+        return (
+            '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" in its auth'
+            " table: nobody signs in to a server through the hub, so there are no connections.</p>"
+        )
+    shown = f'<p class="notice" id="notice">{e(notice)}</p>' if notice else ""
+    shown += f'<p class="error" id="connections-error">{e(error)}</p>' if error else ""
+    options = '<option value="">(any)</option>' + "".join(
+        f"<option{' selected' if m == server else ''}>{e(m)}</option>" for m in mounts
+    )
+    lines = []
+    for record in records:
+        revoke = (
+            f'<form class="inline" method="post" action="{base}/connections/revoke">{csrf_field(csrf)}'
+            f'<input type="hidden" name="principal" value="{e(record.principal)}">'
+            f'<input type="hidden" name="mount" value="{e(record.mount)}">'
+            f'<input type="hidden" name="issuer" value="{e(record.issuer)}">'
+            '<button class="reject revoke">Revoke</button></form>'
+        )
+        lines.append(
+            f'<tr class="connection" data-principal="{e(record.principal)}" data-mount="{e(record.mount)}">'
+            f"<td>{e(record.principal)}</td><td>{e(record.mount)}</td><td>{e(record.issuer)}</td>"
+            f"<td>{e(_when(record.connected_at))}</td><td>{e(_expiry(record.expires_at, now))}</td>"
+            f"<td>{e(record.scope or '')}</td><td>{revoke}</td></tr>"
+        )
+    body = "".join(lines) or '<tr><td colspan="7" class="muted" id="no-connections">No connections.</td></tr>'
+    return (
+        "<h1>Connections</h1>"
+        '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"), as'
+        " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub: their next"
+        " call closes their session with the server and asks them to sign in again (the tokens are not revoked at"
+        " the authorization server).</p>"
+        f"{shown}"
+        f'<form class="filters" method="get" action="{base}/connections">'
+        f'<label>Principal<input name="principal" id="c-principal" value="{e(principal)}"></label>'
+        f'<label>Server<select name="server" id="c-server">{options}</select></label>'
+        '<button id="c-filter">Filter</button></form>'
+        f'<p class="muted">{len(records)} connection(s).</p>'
+        "<table><thead><tr><th>Principal</th><th>Server</th><th>Issuer</th><th>Signed in</th><th>Expires</th>"
+        f"<th>Scopes</th><th></th></tr></thead><tbody>{body}</tbody></table>"
+    )
 
 
 # -- audit -------------------------------------------------------------------------------------------
