@@ -85,14 +85,18 @@ class RunningHub:
 def hub(tmp_path: Path, browser: WebDriver) -> Iterator[RunningHub]:
     """`mcp-hub serve --transport http` with the console on (tests/test_admin.py's config), ready; the browser
     starts logged out."""
-    config = console_config(tmp_path)
-    port = free_port()
+    with serving(tmp_path, console_config(tmp_path), free_port(), browser) as running:
+        yield running
+
+
+@contextmanager
+def serving(tmp_path: Path, config: Path, port: int, browser: WebDriver, **env: str) -> Iterator[RunningHub]:
     command = [sys.executable, "-m", "mcp_hub", "serve", "--transport", "http", "--port", str(port)]
     with (tmp_path / "hub.log").open("wb") as log:
         process = subprocess.Popen(
             [*command, "--config", str(config)],
             cwd=tmp_path,
-            env=hub_environment(ADMIN_KEY=ADMIN_KEY),
+            env=hub_environment(ADMIN_KEY=ADMIN_KEY, **env),
             stdout=subprocess.DEVNULL,
             stderr=log,
         )
@@ -291,3 +295,46 @@ def test_the_catalog_as_a_principal_and_the_explain_form(browser: WebDriver, hub
     wait(browser, lambda b: b.find_elements(By.ID, "explanation"), "the explanation")
     assert "Outcome: DENIED by the profile's default" in browser.find_element(By.ID, "explanation").text
     screenshot(browser, "explain")
+
+
+def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path: Path) -> None:
+    """A `mode = "user"` mount whose token file holds alice's and bob's sign-ins (written with the hub's token key,
+    as the hub writes it after a sign-in): the page lists them without their tokens; Revoke forgets bob's."""
+    import time
+
+    from mcp_hub.credentials.connections import Connection, ConnectionStore, new_key
+
+    key, port, issuer = new_key(), free_port(), "https://sso.example.com/realms/acme"
+    config = console_config(tmp_path)
+    with config.open("a", encoding="utf-8") as file:
+        file.write(
+            f'\n[servers.tracker]\nurl = "http://127.0.0.1:{free_port()}/mcp"\n'
+            '\n[servers.tracker.auth]\nmode = "user"\n'
+            f'issuer = "{issuer}"\nclient_id = "mcp-hub"\nclient_secret = "tracker-client-secret"\n'
+            f'scope = "openid tracker"\nredirect_uri = "http://127.0.0.1:{port}/oauth/callback"\n'
+            f'token_key = "${{TOKEN_KEY}}"\ntoken_store = "{tmp_path / "connections"}"\n'
+        )
+    store, now = ConnectionStore(tmp_path / "connections", key), time.time()
+    tokens = {"alice": "access-token-of-alice-0123456789", "bob": "access-token-of-bob-0123456789"}
+    for who, token in tokens.items():
+        store.put(
+            Connection(
+                who, "tracker", issuer, token, f"refresh-{token}", "Bearer", now + 240, "openid tracker", now - 3600
+            )
+        )
+    with serving(tmp_path, config, port, browser, TOKEN_KEY=key) as running:
+        log_in(browser, running)
+        browser.find_element(By.LINK_TEXT, "Connections").click()
+        row = '.connection[data-principal="bob"]'
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, row), "bob's connection")
+        assert len(browser.find_elements(By.CSS_SELECTOR, ".connection")) == 2
+        assert "openid tracker" in browser.find_element(By.CSS_SELECTOR, row).text
+        for token in tokens.values():
+            assert token not in browser.page_source and "access-token" not in browser.page_source
+        screenshot(browser, "connections")
+
+        browser.find_element(By.CSS_SELECTOR, f"{row} button.revoke").click()
+        wait(browser, lambda b: b.find_elements(By.ID, "notice"), "the notice")
+        assert browser.find_element(By.ID, "notice").text == "bob at tracker: revoked by root"
+        assert not browser.find_elements(By.CSS_SELECTOR, row)
+        assert [r.principal for r in ConnectionStore(tmp_path / "connections", key).list()] == ["alice"]
