@@ -58,29 +58,29 @@ ANSWER = {"action": "accept", "content": {"answer": "yes"}}
 class Replica:
     url: str
     process: subprocess.Popen[bytes]
+    folder: Path
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
 
 
-def start_replica(folder: Path, redis_url: str, work_ms: int = 0) -> Replica:
-    """`mcp-hub serve --transport http` with `[cluster] redis = redis_url`, up and registered."""
-    folder.mkdir(parents=True)
-    port = free_port()
-    (folder / "policies").mkdir()
-    (folder / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+def hub_toml(redis_url: str, work_ms: int = 0, servers: tuple[str, ...] = ("up",)) -> str:
+    """A replica's hub.toml: `servers`, each tests/servers/counting.py over stdio in the handshake era."""
     keys = ", ".join(f'{name} = "{key}"' for name, key in KEYS.items())
     args = ", ".join(f'"{a}"' for a in ["-m", "tests.servers.counting", "--work-ms", str(work_ms)])
-    (folder / "hub.toml").write_text(
+    mounts = "".join(
         f"""
-[servers.up]
+[servers.{name}]
 command = "{sys.executable}"
 args = [{args}]
 cwd = "{ROOT}"
 env = {{ PYTHONPATH = "{ROOT}" }}
 protocol = "legacy"
-
+"""
+        for name in servers
+    )
+    return f"""{mounts}
 [auth]
 api_keys = {{ {keys} }}
 
@@ -89,15 +89,22 @@ dir = "policies"
 
 [cluster]
 redis = "{redis_url}"
-""",
-        encoding="utf-8",
-    )
+"""
+
+
+def start_replica(folder: Path, redis_url: str, work_ms: int = 0, servers: tuple[str, ...] = ("up",)) -> Replica:
+    """`mcp-hub serve --transport http` with `[cluster] redis = redis_url`, up and registered."""
+    folder.mkdir(parents=True)
+    port = free_port()
+    (folder / "policies").mkdir()
+    (folder / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
+    (folder / "hub.toml").write_text(hub_toml(redis_url, work_ms, servers), encoding="utf-8")
     command = [sys.executable, "-m", "mcp_hub", "serve", "--transport", "http", "--port", str(port)]
     command += ["--config", str(folder / "hub.toml")]
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     with (folder / "hub.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=folder, env=environ, stdout=log, stderr=subprocess.STDOUT)
-    replica = Replica(f"http://127.0.0.1:{port}/mcp", process)
+    replica = Replica(f"http://127.0.0.1:{port}/mcp", process, folder)
     deadline = time.monotonic() + 90
     while True:  # ready: its mount up, and (before it serves HTTP) registered in Redis
         try:
@@ -329,3 +336,49 @@ async def _until_forwarded(replica: Replica, count: int) -> None:
         return sum(1 for f in fields if f[1].endswith(":" + port) and f[3] == "01") >= count
 
     await wait_for(connected, timeout=10, interval=0.01)
+
+
+async def test_an_edit_adds_and_removes_a_server_on_every_replica_under_traffic(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    """Two replicas, their hub.toml edited alike (as a deployment rolls a config out) while a client's calls
+    spread over both: `old` leaves and `new` joins every replica's catalog, and no call fails."""
+    replicas = [start_replica(tmp_path / name, shared_redis.url, servers=("up", "old")) for name in "ab"]
+    urls = [replica.url for replica in replicas]
+    served: list[str] = []
+    try:
+        with anyio.fail_after(60):
+            async with client("alice", urls, mode="legacy") as c:
+                names = {tool.name for tool in (await c.list_tools()).tools}
+                assert {"up_lookup", "old_lookup"} <= names
+                edited = anyio.Event()
+
+                async def traffic() -> None:  # through both replicas, all along the edit: none may fail
+                    while not edited.is_set():
+                        result = await c.call_tool("up_lookup", {"key": len(served)})
+                        assert not result.is_error, result
+                        served.append(text(result))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(traffic)
+                    for replica in replicas:  # written whole, then renamed over: never read half-written
+                        edit = replica.folder / "hub.toml.new"
+                        edit.write_text(hub_toml(shared_redis.url, servers=("up", "new")), encoding="utf-8")
+                        edit.replace(replica.folder / "hub.toml")
+
+                    async def everywhere() -> bool:  # each list goes to the next replica: two in a row see both
+                        seen = [{tool.name for tool in (await c.list_tools()).tools} for _ in replicas]
+                        return all("new_lookup" in s and "old_lookup" not in s for s in seen)
+
+                    await wait_for(everywhere, timeout=45)
+                    edited.set()
+                for _ in replicas:
+                    assert text(await c.call_tool("new_lookup", {"key": "joined"})).startswith('{"key": "joined"}')
+    finally:
+        for replica in replicas:
+            replica.process.terminate()
+            try:
+                replica.process.wait(10)
+            except subprocess.TimeoutExpired:
+                replica.kill()
+    assert len(served) > 1
