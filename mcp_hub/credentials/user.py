@@ -226,7 +226,7 @@ class UserLogin:
         )
         return required, pending.done
 
-    async def _complete(self, pending: _Pending, code: str) -> Connection:
+    async def complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
         issued = await self._token_request(
             grant_type="authorization_code",
@@ -320,7 +320,7 @@ async def callback(request: Request) -> Response:
         returned = request.query_params.get("iss")
         if returned is not None and returned.rstrip("/") != issuer.rstrip("/"):  # RFC 9207: a mix-up
             return _page(400, f"The code comes from {returned}, not from {issuer}; nothing was kept.")
-        await login._complete(pending, code)
+        await login.complete(pending, code)
     except CredentialError as exc:
         logger.warning("server %r: the sign-in of %s failed: %s", login.server, pending.principal, exc.reason)
         return _page(502, f"{login.server}: the sign-in could not be completed ({exc.reason}). Start again.")
