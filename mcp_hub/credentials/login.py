@@ -12,8 +12,8 @@ No person takes part: the hub opens the authorization URL itself and reads the
 code off the redirect to its `redirect_uri` (`Unattended`). That suits an
 authorization server that approves the hub's client without a login page (a
 machine client, a test server); one that shows a page to a person is refused
-with an error that says so. Each person's own login (URL elicitation, a token
-store per person) is a mode of its own, not built yet.
+with an error that says so. Each person's own login, where a person signs in
+through a page of the authorization server, is `mode = "user"` (user.py).
 
 Every request of such a mount takes the SDK client's path (`channel_ok` is
 False): the provider must see each response to refresh or log in again.
