@@ -49,7 +49,6 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_hub.config import USER_CALLBACK_PATH
-from mcp_hub.policy.principal import Principal
 
 LOGIN_SECONDS = 600.0
 """How long a sign-in link (and the browser's binding cookie) stays good."""
@@ -113,9 +112,12 @@ def ask(asked: Asked) -> str:
 
 def client_of(principal: str) -> str:
     """The MCP client a principal's request comes through, as consent names and remembers it: the client id
-    of its OAuth access token, `api-key:NAME` for an API key, "stdio" for the local user."""
-    if isinstance(principal, Principal):
-        return principal.client_id or f"an OAuth client of {principal.issuer or 'an unnamed issuer'} (no client id)"
+    of its OAuth access token (an OAuth caller's principal, a `policy.Principal`, is a `str` that carries its
+    token's `client_id`), `api-key:NAME` for an API key, "stdio" for the local user."""
+    if hasattr(principal, "client_id"):
+        client_id = getattr(principal, "client_id", None)
+        issuer = getattr(principal, "issuer", None) or "an unnamed issuer"
+        return str(client_id) if client_id else f"an OAuth client of {issuer} (no client id)"
     return "stdio" if principal == "stdio" else f"api-key:{principal}"
 
 

@@ -139,6 +139,11 @@ class UserLogin:
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
 
+    @property
+    def redirect_uri(self) -> str:
+        """The hub's `/oauth/callback`, as the person's browser reaches it."""
+        return self._auth.redirect_uri
+
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
 
@@ -269,7 +274,7 @@ class UserLogin:
                 server=self.server,
                 issuer=issuer,
                 scope=self._auth.scope,
-                redirect_uri=self._auth.redirect_uri,
+                redirect_uri=self.redirect_uri,
                 on_record=lambda: self._consented(principal, client),
                 allow=allow,
                 deny=deny,
@@ -379,7 +384,7 @@ async def callback(request: Request) -> Response:
     if pending is None:
         return page(400, "This sign-in link is not known, was already used, or has expired. Start again.")
     login = pending.login
-    if not consent.bound(request, login._auth.redirect_uri, pending.browser):
+    if not consent.bound(request, login.redirect_uri, pending.browser):
         # Not the browser that allowed it on the consent page: refused, and left for that browser to finish.
         logger.warning("server %r: a sign-in of %s came back in another browser", login.server, pending.principal)
         return page(400, "This browser did not allow this sign-in on the hub's consent page; nothing was kept.")

@@ -354,7 +354,8 @@ class Upstream:
     async def _sign_in(self, login: UserLogin, principal: str, origin: Origin, notify: Any) -> None:
         """`principal` has no token: a client that takes URL elicitation is asked to open the sign-in link
         (`elicitation/create`, mode "url"), and the call waits for the sign-in (up to the mount's `timeout`);
-        any other, or one that declines or does not finish in time, is answered with the link (-32042)."""
+        any other, or one that declines or does not finish in time, is answered with the link (-32042); a sign-in
+        the person denied on the hub's consent page fails as a declined one does."""
         required, signed_in = await login.begin_sign_in(principal, notify, client=client_of(principal))
         if not takes_url_elicitation(origin.capabilities):
             raise required
