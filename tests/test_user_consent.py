@@ -93,7 +93,7 @@ async def test_an_api_key_caller_is_named_by_its_key_and_everything_shown_is_esc
             issuer="https://as.example/<i>",
             scope=f"read {evil}",
             redirect_uri="https://hub.example/oauth/callback",
-            on_record=lambda: False,
+            on_record=lambda browser: False,
             allow=allow,
             deny=lambda: None,
         )
@@ -132,35 +132,43 @@ async def test_allow_leads_to_the_login_and_a_call_with_the_persons_token(tmp_pa
         assert setup.bearers_of_calls("alice-0") == setup.tokens_of("alice") != set()
 
 
-async def test_on_https_the_cookie_is_host_prefixed_and_secure() -> None:
-    """With an https `redirect_uri`, Allow sets `__Host-mcp-hub-sign-in`, `Secure`, `Path=/`."""
+async def test_on_https_the_cookie_is_host_prefixed_and_secure_and_names_the_browser_its_consent_was_given_in() -> None:
+    """With an https `redirect_uri`, Allow sets `__Host-mcp-hub-sign-in`, `Secure`, `Path=/`; the hub keeps only
+    its digest; at the next sign-in the same browser, with its consent on record, is sent on at once."""
     bindings: list[str] = []
 
     async def allow(browser: str) -> str:
         bindings.append(browser)
         return "https://as.example/authorize?state=s"
 
-    link = consent.ask(
-        consent.Asked(
+    def asked() -> consent.Asked:
+        return consent.Asked(
             principal="alice",
             client="cursor",
             server="remote",
             issuer="https://as.example",
             scope=None,
             redirect_uri="https://hub.example/oauth/callback",
-            on_record=lambda: True,
+            on_record=lambda browser: browser in bindings,
             allow=allow,
             deny=lambda: None,
         )
-    )
+
     app = Starlette(routes=consent.consent_routes())
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="https://hub.example") as browser:
-        sent_on = await browser.get(link)
-    assert sent_on.status_code == 302 and sent_on.headers["location"] == "https://as.example/authorize?state=s"
-    cookie = sent_on.headers["set-cookie"]
-    assert cookie.startswith("__Host-mcp-hub-sign-in=")
-    assert "Secure" in cookie and "HttpOnly" in cookie and "Path=/;" in cookie + ";" and "Domain" not in cookie
-    assert len(bindings) == 1 and cookie.split("=")[1].split(";")[0] not in bindings  # only its digest is kept
+        link = consent.ask(asked())
+        page = await browser.get(link)
+        assert page.status_code == 200
+        sent_on = await browser.post(link, data={"csrf": csrf_of(page), "decision": "allow"})
+        assert sent_on.status_code == 303 and sent_on.headers["location"] == "https://as.example/authorize?state=s"
+        cookie = sent_on.headers["set-cookie"]
+        assert cookie.startswith("__Host-mcp-hub-sign-in=")
+        assert "Secure" in cookie and "HttpOnly" in cookie and "Path=/;" in cookie + ";" and "Domain" not in cookie
+        assert len(bindings) == 1 and cookie.split("=")[1].split(";")[0] not in bindings  # only its digest is kept
+        again = await browser.get(consent.ask(asked()))
+        assert again.status_code == 302 and bindings[1] == bindings[0]
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app), base_url="https://hub.example") as other:
+        assert (await other.get(consent.ask(asked()))).status_code == 200  # another browser is asked
 
 
 async def test_deny_fails_the_waiting_call_and_keeps_nothing(tmp_path: Path) -> None:
@@ -203,8 +211,8 @@ async def test_a_second_client_of_the_person_is_asked_again_and_the_same_client_
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """alice allows "claude-desktop"; when her token is gone (the refresh refused), the same client's link
-    sends the browser on at once, another client of hers ("cursor") is asked. The consent outlives the process
-    (another store on the file sees it) and goes with a revoke."""
+    sends her browser on at once (another browser is asked), another client of hers ("cursor") is asked. The
+    consent outlives the process (another store on the file sees it) and goes with a revoke."""
     monkeypatch.setenv("HUB_TOKEN_KEY", KEY)
 
     def token_gone() -> None:
@@ -216,35 +224,40 @@ async def test_a_second_client_of_the_person_is_asked_again_and_the_same_client_
             async with (
                 setup.client("alice", client_id="claude-desktop") as claude,
                 setup.client("alice", client_id="cursor") as cursor,
+                setup.client("bob", client_id="claude-desktop") as bobs,
+                httpx2.AsyncClient(timeout=30) as browser,
+                httpx2.AsyncClient(timeout=30) as other,
             ):
-                assert (await sign_in(await link_for(claude), "alice")).status_code == 200
+                assert (await sign_in(await link_for(bobs), "bob", other)).status_code == 200  # bob's browser
+                assert other.cookies.get("mcp-hub-sign-in")
+                assert (await sign_in(await link_for(claude), "alice", browser)).status_code == 200
                 assert (await claude.call_tool("remote_echo", {"text": "a"})).structured_content
                 assert ConnectionStore(setup.store, KEY).consented("alice", "claude-desktop", "remote")
 
                 token_gone()
-                async with httpx2.AsyncClient(timeout=30) as browser:
-                    again = await browser.get(await link_for(claude, "b"))
-                    assert again.status_code == 302 and again.headers["location"].startswith(
-                        f"{setup.server.issuer}/authorize?"
-                    )
-                    assert again.headers["set-cookie"].startswith("mcp-hub-sign-in=")
-                    login = await browser.post(again.headers["location"], data={"user": "alice", "password": "pw"})
-                    assert (await browser.get(login.headers["location"])).status_code == 200
+                link = await link_for(claude, "b")
+                elsewhere = await other.get(link)  # bob's browser, not the one alice allowed it in: asked
+                assert elsewhere.status_code == 200 and "<dd id=client-id>claude-desktop</dd>" in elsewhere.text
+                again = await browser.get(link)
+                assert again.status_code == 302 and again.headers["location"].startswith(
+                    f"{setup.server.issuer}/authorize?"
+                )
+                assert again.headers["set-cookie"].startswith("mcp-hub-sign-in=")
+                login = await browser.post(again.headers["location"], data={"user": "alice", "password": "pw"})
+                assert (await browser.get(login.headers["location"])).status_code == 200
                 assert (await claude.call_tool("remote_echo", {"text": "b"})).structured_content
 
                 token_gone()
-                async with httpx2.AsyncClient(timeout=30) as browser:
-                    page = await browser.get(await link_for(cursor, "c"))
-                    assert page.status_code == 200 and "<dd id=client-id>cursor</dd>" in page.text
+                page = await browser.get(await link_for(cursor, "c"))
+                assert page.status_code == 200 and "<dd id=client-id>cursor</dd>" in page.text
                 assert not ConnectionStore(setup.store, KEY).consented("alice", "cursor", "remote")
 
                 with pytest.raises(SystemExit):
                     cli_main(["connections", "revoke", "--config", str(setup.config), "--principal", "alice"])
                 capsys.readouterr()
                 assert not ConnectionStore(setup.store, KEY).consented("alice", "claude-desktop", "remote")
-                async with httpx2.AsyncClient(timeout=30) as browser:
-                    asked = await browser.get(await link_for(claude, "d"))
-                    assert asked.status_code == 200 and "<dd id=client-id>claude-desktop</dd>" in asked.text
+                asked = await browser.get(await link_for(claude, "d"))
+                assert asked.status_code == 200 and "<dd id=client-id>claude-desktop</dd>" in asked.text
 
 
 async def test_a_callback_from_a_browser_without_the_cookie_is_refused_and_keeps_nothing(tmp_path: Path) -> None:

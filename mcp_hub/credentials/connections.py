@@ -1,11 +1,12 @@
 """The people's tokens toward `mode = "user"` mounts, kept encrypted at rest: one file, one record per
 connection, keyed by principal, mount and issuer; and, in the same file, the consents people gave, one
-per (principal, MCP client, mount), so that a person's client is not asked again at their next sign-in
-(credentials/consent.py). Revoking a person's connection forgets their consents toward that mount too.
+per (principal, MCP client, mount, browser), so that a person's client is not asked again at their next
+sign-in in the same browser (credentials/consent.py). Revoking a person's connection forgets their
+consents toward that mount too.
 
 The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
 HMAC-SHA256) of a JSON object: `connections`, a list of records, and `consents`, a list of
-[principal, client, mount] (a file written before consents were kept is a bare list of records),
+[principal, client, mount, browser] (a file written before consents were kept is a bare list of records),
 so nothing in it, not even who is connected to what, can be read or changed without the key. It is
 written whole, to a temporary file then renamed over the old one (a reader never sees half a file),
 with mode 0600, under a lock file beside it (`flock`), so that two processes changing it never lose
@@ -87,8 +88,8 @@ class ConnectionStore:
             raise StoreError(f"{path}: the token key is not a Fernet key ({exc})") from None
         self._lock = threading.Lock()
         self._records: dict[tuple[str, str, str], Connection] = {}
-        self._consents: set[tuple[str, str, str]] = set()
-        """(principal, client, mount) a person allowed."""
+        self._consents: set[tuple[str, str, str, str]] = set()
+        """(principal, client, mount, browser) a person allowed: the browser is the SHA-256 of its cookie."""
         self._seen: tuple[int, int] | None = None
         """(size, mtime_ns) of the file when last read or written; None: never read."""
 
@@ -129,18 +130,19 @@ class ConnectionStore:
                 self._write()
         return gone
 
-    def consented(self, principal: str, client: str, mount: str) -> bool:
-        """Whether `principal` allowed `client` to have the hub act as them at `mount`."""
+    def consented(self, principal: str, client: str, mount: str, browser: str | None = None) -> bool:
+        """Whether `principal` allowed `client` to have the hub act as them at `mount` (in `browser`, when
+        given; in any browser, when not)."""
         with self._lock:
             self._reload()
-            return (principal, client, mount) in self._consents
+            return any(c[:3] == (principal, client, mount) and browser in (None, c[3]) for c in self._consents)
 
-    def consent(self, principal: str, client: str, mount: str) -> None:
-        """Keep that `principal` allowed `client` to have the hub act as them at `mount`."""
+    def consent(self, principal: str, client: str, mount: str, browser: str) -> None:
+        """Keep that `principal` allowed `client` to have the hub act as them at `mount`, in `browser`."""
         with self._lock, self._changing():
             self._reload()
-            if (principal, client, mount) not in self._consents:
-                self._consents.add((principal, client, mount))
+            if (principal, client, mount, browser) not in self._consents:
+                self._consents.add((principal, client, mount, browser))
                 self._write()
 
     @contextmanager
@@ -184,7 +186,7 @@ class ConnectionStore:
             if isinstance(content, list):  # written before consents were kept
                 content = {"connections": content, "consents": []}
             records = [Connection(**row) for row in content["connections"]]
-            consents = {(str(p), str(c), str(m)) for p, c, m in content["consents"]}
+            consents = {(str(p), str(c), str(m), str(b)) for p, c, m, b in content["consents"]}
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreError(f"{self.path} holds no token records: {exc}") from None
         self._records = {record.key: record for record in records}

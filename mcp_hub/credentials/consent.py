@@ -16,16 +16,20 @@ the hub begin the authorization (its `state` and PKCE are made then, `Asked.allo
 there, setting a cookie (`COOKIE`) that binds this browser to that `state`: the callback takes the code
 only from a browser that brings it (`bound`). Deny forgets the sign-in (`Asked.deny`); nothing is kept.
 
-A consent given is remembered per (principal, client, mount) in the mount's token file
-(connections.py), once the sign-in it allowed completes; when one is on record, the page sends the
-browser on at once, still setting the cookie. Revoking the connection forgets it.
+A consent given is remembered per (principal, client, mount, browser) in the mount's token file
+(connections.py), once the sign-in it allowed completes; when the browser that opens the page brings
+the cookie of a browser in which that person allowed that client at that mount before, the page sends
+it on at once. Remembering the consent without the browser would not do: a person whose consent for
+their own client is on record could hand someone else their own link, and that browser, sent on at
+once to an authorization server that approves again without asking, would connect its account in
+their name. Revoking the connection forgets the consents.
 
 The cookie is HttpOnly and SameSite=Lax (it comes back on the authorization server's redirect, a
-top-level navigation) and lives as long as a sign-in link. When the hub's `redirect_uri` is https it
-is `__Host-mcp-hub-sign-in`, with `Secure` and `Path=/` (the prefix requires both, and keeps a
-sibling host from setting it); on plain http (a loopback hub, as in tests) it is `mcp-hub-sign-in`,
-its path limited to the hub's `/oauth` paths. Its value is random; the hub keeps only its SHA-256.
-One browser keeps one value for all its sign-ins under way.
+top-level navigation), random (the hub keeps only its SHA-256), one value for all of a browser's
+sign-ins, and lives `BROWSER_SECONDS` from the last. When the hub's `redirect_uri` is https it is
+`__Host-mcp-hub-sign-in`, with `Secure` and `Path=/` (the prefix requires both, and keeps a sibling
+host from setting it); on plain http (a loopback hub, as in tests) it is `mcp-hub-sign-in`, its path
+limited to the hub's `/oauth` paths.
 
 Every page here is served with `X-Frame-Options: DENY` and CSP `frame-ancestors 'none'` (it cannot be
 framed, so it cannot be clicked through), `Cache-Control: no-store` and no referrer, and escapes all
@@ -51,7 +55,9 @@ from starlette.routing import BaseRoute, Route
 from mcp_hub.config import USER_CALLBACK_PATH
 
 LOGIN_SECONDS = 600.0
-"""How long a sign-in link (and the browser's binding cookie) stays good."""
+"""How long a sign-in link stays good."""
+BROWSER_SECONDS = 90 * 24 * 3600
+"""How long a browser keeps its binding cookie (and so the consents given in it), from its last sign-in."""
 ASKED_MAX = 4096
 """Consent pages open at once (the oldest is dropped beyond that)."""
 CONSENT_PATH = "/oauth/consent"
@@ -84,8 +90,9 @@ class Asked:
     scope: str | None
     redirect_uri: str
     """The hub's `/oauth/callback`, where the authorization server sends the browser back."""
-    on_record: Callable[[], bool]
-    """Whether the person's consent for this client and mount is on record (asked when the page is opened)."""
+    on_record: Callable[[str], bool]
+    """Whether the person's consent for this client and mount, given in the browser whose binding (its cookie
+    value's SHA-256) is given, is on record (asked when the page is opened)."""
     allow: Callable[[str], Awaitable[str]]
     """Begin the authorization for the browser whose binding (the cookie value's SHA-256) is given: the
     authorization server's URL to send it to."""
@@ -138,7 +145,8 @@ async def show(request: Request) -> Response:
     asked = _find(request)
     if asked is None:
         return _unknown()
-    if asked.on_record():
+    value = request.cookies.get(_cookie_name(asked.redirect_uri), "")
+    if _VALUE.fullmatch(value) and asked.on_record(_digest(value)):
         _ASKED.pop(request.path_params["consent_id"], None)
         return await _allow(request, asked, status=302)
     return _consent_page(asked)
@@ -187,7 +195,7 @@ async def _allow(request: Request, asked: Asked, *, status: int) -> Response:
     response.set_cookie(
         name,
         value,
-        max_age=int(LOGIN_SECONDS),
+        max_age=BROWSER_SECONDS,
         path="/" if secure else _oauth_path(asked.redirect_uri),
         secure=secure,
         httponly=True,

@@ -275,7 +275,7 @@ class UserLogin:
                 issuer=issuer,
                 scope=self._auth.scope,
                 redirect_uri=self.redirect_uri,
-                on_record=lambda: self._consented(principal, client),
+                on_record=lambda browser: self._consented(principal, client, browser),
                 allow=allow,
                 deny=deny,
             )
@@ -290,10 +290,11 @@ class UserLogin:
         )
         return required, signed_in
 
-    def _consented(self, principal: str, client: str) -> bool:
-        """Whether `principal` allowed `client` here before (a token file that cannot be read: not known, ask)."""
+    def _consented(self, principal: str, client: str, browser: str) -> bool:
+        """Whether `principal` allowed `client` here before, in `browser` (a token file that cannot be read: not
+        known, ask)."""
         try:
-            return self.store.consented(principal, client, self.server)
+            return self.store.consented(principal, client, self.server, browser)
         except StoreError as exc:
             logger.warning("server %r: cannot read the consents: %s", self.server, exc)
             return False
@@ -310,7 +311,7 @@ class UserLogin:
         connection = _record(pending.principal, self.server, issuer, issued, None)
         self._keep(connection)
         try:
-            self.store.consent(pending.principal, pending.client, self.server)
+            self.store.consent(pending.principal, pending.client, self.server, pending.browser)
         except StoreError as exc:  # the sign-in stands; the person is asked again next time
             logger.warning("server %r: the consent of %s was not kept: %s", self.server, pending.principal, exc)
         self._stale = {entry for entry in self._stale if entry[0] != pending.principal}
