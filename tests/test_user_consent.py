@@ -302,6 +302,8 @@ async def test_a_consent_post_without_the_pages_token_or_from_another_site_is_re
                         refused = await browser.post(link, data=data, headers=headers)
                         assert refused.status_code == 403 and "location" not in refused.headers
                         assert "set-cookie" not in refused.headers
+                    too_large = await browser.post(link, data={"decision": "allow", "csrf": csrf, "pad": "x" * 20000})
+                    assert too_large.status_code == 413
                     assert not setup.server.requests and not browser.cookies
                     allow = await browser.post(
                         link, data={"decision": "allow", "csrf": csrf}, headers={"origin": setup.base}

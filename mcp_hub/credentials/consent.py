@@ -158,10 +158,14 @@ async def decide(request: Request) -> Response:
     if asked is None:
         return _unknown()
     origin = request.headers.get("origin")
-    if origin is not None and origin != _origin(asked.redirect_uri):
+    if origin is not None and _origin(origin) != _origin(asked.redirect_uri):
         return page(403, "This form was sent from another site; nothing was done.")
-    body = await request.body()
-    form = parse_qs(body[:FORM_MAX].decode("utf-8", "replace"), keep_blank_values=True)
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_MAX:
+            return page(413, "This form is too large; nothing was done.")
+    form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     token = (form.get("csrf") or [""])[0]
     if not secrets.compare_digest(token.encode(), asked.csrf.encode()):
         return page(403, "This form lacks the page's CSRF token; nothing was done. Open the sign-in link again.")
@@ -264,6 +268,14 @@ def _oauth_path(redirect_uri: str) -> str:
     return urlsplit(_oauth_base(redirect_uri)).path or "/"
 
 
-def _origin(redirect_uri: str) -> str:
-    parts = urlsplit(redirect_uri)
-    return f"{parts.scheme}://{parts.netloc}"
+def _origin(url: str) -> str:
+    """The origin of `url` as a browser's `Origin` header names it (no default port)."""
+    parts = urlsplit(url.lower())
+    try:
+        port = parts.port
+    except ValueError:
+        return url
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
