@@ -321,3 +321,24 @@ async def test_a_consent_link_expires(tmp_path: Path, monkeypatch: pytest.Monkey
                 async with httpx2.AsyncClient(timeout=30) as browser:
                     assert (await browser.get(link)).status_code == 400
         nothing_kept(setup)
+
+
+def test_a_token_file_from_before_consents_were_kept_is_read(tmp_path: Path) -> None:
+    """A file of the earlier format (a bare list of records) keeps its connections, and takes consents from then
+    on; revoking a connection forgets the consents toward that mount only."""
+    import json
+
+    from cryptography.fernet import Fernet
+
+    path = tmp_path / "connections"
+    row = {"principal": "alice", "mount": "remote", "issuer": "https://as", "access_token": "token-a"}
+    path.write_bytes(Fernet(KEY.encode()).encrypt(json.dumps([row]).encode()))
+    store = ConnectionStore(path, KEY)
+    assert [r.principal for r in store.list()] == ["alice"] and not store.consented("alice", "cursor", "remote")
+    store.consent("alice", "cursor", "remote", "browser-1")
+    store.consent("alice", "cursor", "wiki", "browser-1")
+    again = ConnectionStore(path, KEY)  # as after a restart
+    assert again.consented("alice", "cursor", "remote", "browser-1")
+    assert not again.consented("alice", "cursor", "remote", "browser-2")
+    assert [r.principal for r in again.remove("alice", "remote")] == ["alice"]
+    assert not again.consented("alice", "cursor", "remote") and again.consented("alice", "cursor", "wiki")
