@@ -1,7 +1,8 @@
 """Each person's own login toward a mounted server (`mode = "user"`), end to end.
 
-All real parts: the mount's authorization server (tests/servers/authorization_server.py) shows a login page,
-which the test fills in as a browser would (an HTTP client following the sign-in link and the redirects);
+All real parts: the sign-in link opens the hub's consent page, where the person allows the client; the mount's
+authorization server (tests/servers/authorization_server.py) then shows a login page, which the test fills in
+as a browser would (an HTTP client with its own cookies, following the sign-in link and the redirects);
 the upstream is the fixture SDK server over streamable HTTP behind a bearer check that records every
 request (its listing is open to anyone, as some servers' are); the clients are the SDK's, over the hub's
 real HTTP endpoint, signed in to the hub with API keys.
@@ -10,9 +11,10 @@ real HTTP endpoint, signed in to the hub with API keys.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, running_hub, serve_app, wait_for, write_config
+from tests.servers.authorization import AuthorizationServer as SignInIssuer
 from tests.servers.authorization_server import AuthorizationServer, Issued, guarded
 from tests.servers.fixture import build_server
 from tests.test_token_exchange import witnessed
@@ -59,12 +62,25 @@ class Setup:
     """The bearer and body of every request the upstream let through."""
     raw: list[list[bytes]]
     """The `Authorization` fields of every request the upstream received."""
+    signin: SignInIssuer | None = None
+    """The hub's own sign-in issuer ([auth.oauth]), when the hub takes OAuth access tokens too."""
 
     @asynccontextmanager
-    async def client(self, principal: str, mode: str = "legacy") -> AsyncIterator[Client]:
+    async def client(
+        self, principal: str, mode: str = "legacy", *, client_id: str | None = None, **options: Any
+    ) -> AsyncIterator[Client]:
+        """An MCP client of `principal`: with their API key, or (`client_id`) with an access token the hub's
+        sign-in issuer minted for them, for that OAuth client."""
+        if client_id is None:
+            credential = KEYS[principal]
+        else:
+            assert self.signin is not None
+            credential = self.signin.mint(f"{self.base}/mcp", sub=principal, client_id=client_id)
         async with (
-            httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS[principal]}"}, timeout=30) as http,
-            Client(streamable_http_client(f"{self.base}/mcp", http_client=http), mode=mode, cache=None) as client,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"}, timeout=30) as http,
+            Client(
+                streamable_http_client(f"{self.base}/mcp", http_client=http), mode=mode, cache=None, **options
+            ) as client,
         ):
             yield client
 
@@ -97,12 +113,14 @@ SERVICE_TOKEN = "the-hubs-own-token-for-listing"
 
 @asynccontextmanager
 async def user_hub(
-    tmp_path: Path, *, service_token: bool = False, admin_key: str | None = None
+    tmp_path: Path, *, service_token: bool = False, admin_key: str | None = None, oauth: bool = False
 ) -> AsyncIterator[Setup]:
     """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys. The upstream lists its
     tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub. With
-    `admin_key`, the admin console is served too (administrator "root"), and the audit log is `audit.jsonl`."""
-    hub_port, upstream_port = free_port(), free_port()
+    `admin_key`, the admin console is served too (administrator "root"), and the audit log is `audit.jsonl`.
+    With `oauth`, the hub also takes access tokens of its own sign-in issuer ([auth.oauth]; `Setup.signin`)."""
+    hub_port, upstream_port, signin_port = free_port(), free_port(), free_port()
+    signin = SignInIssuer(f"http://127.0.0.1:{signin_port}") if oauth else None
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     server = AuthorizationServer(clients={"the-hub": SECRET})
     seen: list[dict[str, str]] = []
@@ -130,6 +148,8 @@ async def user_hub(
         path = write_config(tmp_path / "hub.toml", {"remote": mount})
         with path.open("a", encoding="utf-8") as file:
             file.write(f'\n[auth]\napi_keys = {{ alice = "{KEYS["alice"]}", bob = "{KEYS["bob"]}" }}\n')
+            if signin is not None:
+                file.write(f'[auth.oauth]\nissuer = "{signin.issuer}"\nresource = "http://127.0.0.1:{hub_port}/mcp"\n')
             if admin_key is not None:
                 file.write(
                     f'\n[audit]\nfile = "audit.jsonl"\n\n[admin]\nenabled = true\nkeys = {{ root = "{admin_key}" }}\n'
@@ -137,19 +157,24 @@ async def user_hub(
         config = load_config(path, environ={"HUB_TOKEN_KEY": KEY})
         fixture = witnessed(build_server("remote").streamable_http_app(), calls)
         app = authorizations(guarded(fixture, server, upstream, seen, public=not service_token), raw)
-        async with serve_app(app, port=upstream_port), running_hub(config) as hub:
+        async with AsyncExitStack() as stack:
+            if signin is not None:
+                await stack.enter_async_context(serve_app(signin.app(), signin_port))
+            await stack.enter_async_context(serve_app(app, port=upstream_port))
+            hub = await stack.enter_async_context(running_hub(config))
             endpoint = build_app(
                 hub.endpoint.server,
                 host="127.0.0.1",
                 path="/mcp",
                 health=hub.health,
                 api_keys=config.auth.api_keys,
+                oauth=config.auth.oauth,
                 routes=sign_in_routes(),
                 admin=console(hub, "127.0.0.1") if admin_key is not None else None,
             )
             async with serve_app(endpoint, hub_port) as base:
                 assert hub.health()["servers"]["remote"]["state"] == "up", hub.health()
-                yield Setup(hub, server, upstream, base, store, path, seen, calls, raw)
+                yield Setup(hub, server, upstream, base, store, path, seen, calls, raw, signin)
 
 
 def sign_in_link(caught: pytest.ExceptionInfo[MCPError]) -> str:
@@ -162,13 +187,36 @@ def sign_in_link(caught: pytest.ExceptionInfo[MCPError]) -> str:
     return str(elicitation["url"])
 
 
-async def sign_in(link: str, user: str) -> httpx2.Response:
-    """What a person's browser does with the sign-in link: open the login page, post it, follow the redirect
-    back to the hub. The hub's last answer."""
-    async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
-        page = await browser.get(link)
+def csrf_of(page: httpx2.Response) -> str:
+    """The CSRF token the hub's consent page carries in its form."""
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None, page.text
+    return found.group(1)
+
+
+async def allowed(browser: httpx2.AsyncClient, link: str) -> str:
+    """What the person's browser does on the hub's consent page the link opens: Allow (unless the hub already
+    has their consent for this client and sends the browser on at once). The authorization server's URL."""
+    page = await browser.get(link)
+    if page.status_code == 302:
+        return page.headers["location"]
+    assert page.status_code == 200 and 'value="allow"' in page.text, page.text
+    allow = await browser.post(link, data={"csrf": csrf_of(page), "decision": "allow"})
+    assert allow.status_code == 303, allow.text
+    return allow.headers["location"]
+
+
+async def sign_in(link: str, user: str, browser: httpx2.AsyncClient | None = None) -> httpx2.Response:
+    """What a person's browser does with the sign-in link: allow the client on the hub's consent page, open the
+    authorization server's login page, post it, follow the redirect back to the hub. The hub's last answer."""
+    async with AsyncExitStack() as stack:
+        if browser is None:
+            browser = await stack.enter_async_context(httpx2.AsyncClient(timeout=30, follow_redirects=False))
+        authorize = await allowed(browser, link)
+        assert "/authorize?" in authorize and "code_challenge=" in authorize, authorize
+        page = await browser.get(authorize)
         assert page.status_code == 200 and "<form" in page.text
-        back = await browser.post(link, data={"user": user, "password": "pw"})
+        back = await browser.post(authorize, data={"user": user, "password": "pw"})
         assert back.status_code == 302, back.text
         return await browser.get(back.headers["location"])
 
@@ -178,7 +226,7 @@ async def connected(setup: Setup, client: Client, principal: str) -> None:
     with pytest.raises(MCPError) as caught:
         await client.call_tool("remote_echo", {"text": f"{principal}-first"})
     link = sign_in_link(caught)
-    assert link.startswith(f"{setup.server.issuer}/authorize?")
+    assert link.startswith(f"{setup.base}/oauth/consent/")
     done = await sign_in(link, principal)
     assert done.status_code == 200 and "signed in" in done.text
     result = await client.call_tool("remote_echo", {"text": f"{principal}-0"})
@@ -253,7 +301,7 @@ async def test_a_client_that_takes_url_elicitation_is_asked_and_its_call_waits_f
                 result = await a.call_tool("remote_echo", {"text": "alice-0"})
                 assert result.structured_content == {"text": "alice-0", "server": "remote"}
         (params,) = asked
-        assert params.mode == "url" and params.url.startswith(f"{setup.server.issuer}/authorize?")
+        assert params.mode == "url" and params.url.startswith(f"{setup.base}/oauth/consent/")
         assert setup.bearers_of_calls("alice-0") == setup.tokens_of("alice")
 
 
@@ -355,7 +403,10 @@ async def test_a_sign_in_link_is_good_once(tmp_path: Path) -> None:
                     await a.call_tool("remote_echo", {"text": "x"})
                 link = sign_in_link(caught)
                 async with httpx2.AsyncClient(timeout=30) as browser:
-                    back = await browser.post(link, data={"user": "alice"})
+                    authorize = await allowed(browser, link)
+                    assert authorize.startswith(f"{setup.server.issuer}/authorize?")
+                    assert (await browser.get(link)).status_code == 400  # the consent page is good once too
+                    back = await browser.post(authorize, data={"user": "alice"})
                     callback = back.headers["location"]
                     assert (await browser.get(callback)).status_code == 200
                     stored = setup.store.read_bytes()

@@ -1,14 +1,19 @@
 """The people's tokens toward `mode = "user"` mounts, kept encrypted at rest: one file, one record per
-connection, keyed by principal, mount and issuer.
+connection, keyed by principal, mount and issuer; and, in the same file, the consents people gave, one
+per (principal, MCP client, mount, browser), so that a person's client is not asked again at their next
+sign-in in the same browser (credentials/consent.py). Revoking a person's connection forgets their
+consents toward that mount too.
 
 The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
-HMAC-SHA256) of a JSON list of records, so nothing in it, not even who is connected to what, can be
-read or changed without the key. It is written whole, to a temporary file then renamed over the old
-one (a reader never sees half a file), with mode 0600, under a lock file beside it (`flock`),
-so that two processes changing it never lose each other's change. The hub and the CLI (`mcp-hub connections`)
-share it: each reads it again when it changed on disk (its size or modification time), so a
-connection the CLI revoked is gone for the hub at its next look. The key comes from the mount's
-`token_key` (write it as ${VAR}); `new_key` makes one.
+HMAC-SHA256) of a JSON object: `connections`, a list of records, and `consents`, a list of
+[principal, client, mount, browser] (a file written before consents were kept is a bare list of records),
+so nothing in it, not even who is connected to what, can be read or changed without the key. It is
+written whole, to a temporary file then renamed over the old one (a reader never sees half a file),
+with mode 0600, under a lock file beside it (`flock`), so that two processes changing it never lose
+each other's change. The hub and the CLI (`mcp-hub connections`) share it: each reads it again when
+it changed on disk (its size or modification time), so a connection the CLI revoked is gone for the
+hub at its next look. The key comes from the mount's `token_key` (write it as ${VAR}); `new_key`
+makes one.
 
 Expiry times here are seconds since the epoch (a record outlives the process).
 """
@@ -83,6 +88,8 @@ class ConnectionStore:
             raise StoreError(f"{path}: the token key is not a Fernet key ({exc})") from None
         self._lock = threading.Lock()
         self._records: dict[tuple[str, str, str], Connection] = {}
+        self._consents: set[tuple[str, str, str, str]] = set()
+        """(principal, client, mount, browser) a person allowed: the browser is the SHA-256 of its cookie."""
         self._seen: tuple[int, int] | None = None
         """(size, mtime_ns) of the file when last read or written; None: never read."""
 
@@ -103,8 +110,11 @@ class ConnectionStore:
             self._records[record.key] = record
             self._write()
 
-    def remove(self, principal: str, mount: str | None = None, issuer: str | None = None) -> list[Connection]:
-        """Forget the principal's connections (to `mount`, and at `issuer`, when given); those forgotten."""
+    def remove(
+        self, principal: str, mount: str | None = None, issuer: str | None = None, *, consents: bool = True
+    ) -> list[Connection]:
+        """Forget the principal's connections (to `mount`, and at `issuer`, when given); those forgotten. With
+        `consents` (a revoke), their consents toward `mount` (every mount, when none) go too."""
         with self._lock, self._changing():
             self._reload()
             gone = [
@@ -114,9 +124,26 @@ class ConnectionStore:
             ]
             for record in gone:
                 del self._records[record.key]
-            if gone:
+            given = {c for c in self._consents if consents and c[0] == principal and mount in (None, c[2])}
+            self._consents -= given
+            if gone or given:
                 self._write()
         return gone
+
+    def consented(self, principal: str, client: str, mount: str, browser: str | None = None) -> bool:
+        """Whether `principal` allowed `client` to have the hub act as them at `mount` (in `browser`, when
+        given; in any browser, when not)."""
+        with self._lock:
+            self._reload()
+            return any(c[:3] == (principal, client, mount) and browser in (None, c[3]) for c in self._consents)
+
+    def consent(self, principal: str, client: str, mount: str, browser: str) -> None:
+        """Keep that `principal` allowed `client` to have the hub act as them at `mount`, in `browser`."""
+        with self._lock, self._changing():
+            self._reload()
+            if (principal, client, mount, browser) not in self._consents:
+                self._consents.add((principal, client, mount, browser))
+                self._write()
 
     @contextmanager
     def _changing(self) -> Iterator[None]:
@@ -146,7 +173,7 @@ class ConnectionStore:
         if stat is not None and stat == self._seen:
             return
         if stat is None:
-            self._records, self._seen = {}, None
+            self._records, self._consents, self._seen = {}, set(), None
             return
         try:
             data = self._fernet.decrypt(self.path.read_bytes())
@@ -155,15 +182,23 @@ class ConnectionStore:
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc}") from exc
         try:
-            rows: Any = json.loads(data)
-            records = [Connection(**row) for row in rows]
-        except (ValueError, TypeError) as exc:
+            content: Any = json.loads(data)
+            if isinstance(content, list):  # written before consents were kept
+                content = {"connections": content, "consents": []}
+            records = [Connection(**row) for row in content["connections"]]
+            consents = {(str(p), str(c), str(m), str(b)) for p, c, m, b in content["consents"]}
+        except (ValueError, TypeError, KeyError) as exc:
             raise StoreError(f"{self.path} holds no token records: {exc}") from None
         self._records = {record.key: record for record in records}
+        self._consents = consents
         self._seen = stat
 
     def _write(self) -> None:
-        data = self._fernet.encrypt(json.dumps([asdict(r) for r in self._records.values()]).encode())
+        content = {
+            "connections": [asdict(r) for r in self._records.values()],
+            "consents": sorted(list(c) for c in self._consents),
+        }
+        data = self._fernet.encrypt(json.dumps(content).encode())
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             handle, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")

@@ -1,34 +1,42 @@
 """Each person's own login toward a server (`mode = "user"`): their calls carry their own token.
 
 The hub is an OAuth client of the server's authorization server, registered there beforehand
-(`client_id`, `client_secret`). A person (a principal of the hub) with no token for the mount
-is sent to sign in: `login_required` answers their call with a URL-mode elicitation (MCP
-2025-11-25: the error -32042, `URLElicitationRequiredError`; a client that takes URL elicitation is
-asked `elicitation/create` instead, and its call waits for the sign-in) whose URL is the authorization
-server's authorization endpoint, with PKCE (S256), the resource indicator (RFC 8707) and a
-`state` bound to that principal and this mount, good once and for `LOGIN_SECONDS`. The
-authorization server sends the browser back to the hub's `/oauth/callback` (`callback`), where
-the hub trades the code for the person's tokens and keeps them, encrypted, in the mount's
-token file (connections.py), keyed by principal, mount and issuer. The client hears that the
-login is complete (`notifications/elicitation/complete`, handshake-era clients) and calls again.
+(`client_id`, `client_secret`): one static client for every MCP client that calls through the hub. A
+person (a principal of the hub) with no token for the mount is sent to sign in: `login_required`
+answers their call with a URL-mode elicitation (MCP 2025-11-25: the error -32042,
+`URLElicitationRequiredError`; a client that takes URL elicitation is asked `elicitation/create`
+instead, and its call waits for the sign-in) whose URL is the hub's own consent page (consent.py),
+which names the MCP client asking (`client_of`), the person, the server, its authorization server
+and the scopes. Only when the person allows it there (or allowed this client at this mount before)
+does the hub begin the authorization, good once and for `LOGIN_SECONDS`: a `state` bound to that
+principal, this mount and the browser that allowed it (a cookie), PKCE (S256) and the resource
+indicator (RFC 8707), and the browser goes on to the authorization server's authorization endpoint.
+The authorization server sends the browser back to the hub's `/oauth/callback` (`callback`), which
+takes the code only from the browser that brings the cookie; the hub trades it for the person's
+tokens and keeps them, encrypted, in the mount's token file (connections.py), keyed by principal,
+mount and issuer, with the person's consent for that client beside them. The client hears that the
+login is complete (`notifications/elicitation/complete`, handshake-era clients) and calls again. A
+person who denies on the consent page gets nothing kept: a call waiting for the sign-in fails as a
+declined one does, and a client that waits for no call hears nothing.
 
 A token about to expire, or one the server refused (a 401), is refreshed with the refresh token,
 once for all the calls that need it at the time (single-flight, one lock per principal); a
-refresh the authorization server refuses forgets the connection, and the next call asks the
-person to sign in again. `mcp-hub connections revoke` forgets one from outside the hub.
+refresh the authorization server refuses forgets the connection (not the consent), and the next call
+asks the person to sign in again. `mcp-hub connections revoke` forgets one from outside the hub,
+consents included.
 
 Which principal a request is sent for reaches `headers` through `CALLER_PRINCIPAL`, as the
 caller's token does for token exchange (token_exchange.py): the supervisor sets it around a
 client's request, which goes only to that client's own session.
 
-What this does not do: the browser that completes a login is not checked to be the person's
-(the hub has no browser session of its own): a person who forwards their sign-in link lets
-someone else connect their own account in their name.
+What this does not do: the hub has no login of its own in the browser, so the consent page cannot
+tell who opens it; it names the person the link was made for, and whoever allows it there is the
+browser the sign-in completes in. A person who forwards their link and sees it allowed has let the
+recipient connect their account in the sender's name.
 """
 
 from __future__ import annotations
 
-import html
 import logging
 import secrets
 import time
@@ -46,20 +54,20 @@ from authlib.common.errors import AuthlibBaseError
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
+from mcp_hub.credentials import consent
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, store_at
+from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import EARLY_SECONDS
 
 logger = logging.getLogger("mcp_hub.credentials")
 
-LOGIN_SECONDS = 600.0
-"""How long a sign-in link stays good."""
 PENDING_MAX = 4096
 """Sign-ins under way at once (the oldest is dropped beyond that)."""
 
@@ -75,19 +83,39 @@ class LoginRequired(CredentialError):
         super().__init__(server, f"{principal} has not signed in to it")
 
 
+@dataclass(eq=False)
+class SignIn:
+    """A sign-in begun, as a call that waits for it sees it: set once it is complete, or denied."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    denied: bool = False
+    """The person denied the client on the consent page."""
+
+    def is_set(self) -> bool:
+        return self.done.is_set()
+
+    async def wait(self) -> None:
+        await self.done.wait()
+
+
 @dataclass(frozen=True)
 class _Pending:
-    """A sign-in under way: who it is for, and what the code is to be traded with."""
+    """A sign-in under way (allowed on the consent page): who it is for, and what the code is to be traded
+    with."""
 
     login: UserLogin
     principal: str
+    client: str
+    """The MCP client the person allowed (`client_of`), whose consent is kept once the sign-in completes."""
     verifier: str
     elicitation_id: str
+    browser: str
+    """The SHA-256 of the binding cookie of the browser that allowed it (consent.py)."""
     expires_at: float
     """On `time.monotonic()`'s clock."""
     notify: Any = None
     """The client to tell when the sign-in is complete (`HearsElicitationComplete`), if it can be told."""
-    done: anyio.Event = field(default_factory=anyio.Event)
+    signed_in: SignIn = field(default_factory=SignIn)
     """Set when the sign-in is complete (for a call that waits for it)."""
 
 
@@ -110,6 +138,11 @@ class UserLogin:
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
+
+    @property
+    def redirect_uri(self) -> str:
+        """The hub's `/oauth/callback`, as the person's browser reaches it."""
+        return self._auth.redirect_uri
 
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
@@ -192,39 +225,79 @@ class UserLogin:
 
     def _forget(self, connection: Connection) -> None:
         try:
-            self.store.remove(connection.principal, self.server, connection.issuer)
+            self.store.remove(connection.principal, self.server, connection.issuer, consents=False)
         except StoreError as exc:
             raise CredentialError(self.server, str(exc)) from exc
 
-    async def login_required(self, principal: str, notify: Any = None) -> UrlElicitationRequiredError:
+    async def login_required(
+        self, principal: str, notify: Any = None, *, client: str | None = None
+    ) -> UrlElicitationRequiredError:
         """A sign-in for `principal` begun: the error that sends them to it (their client opens its URL)."""
-        return (await self.begin_sign_in(principal, notify))[0]
+        return (await self.begin_sign_in(principal, notify, client=client))[0]
 
     async def begin_sign_in(
-        self, principal: str, notify: Any = None
-    ) -> tuple[UrlElicitationRequiredError, anyio.Event]:
-        """A sign-in for `principal` begun: the error that sends them to it, and an event set once it is complete."""
+        self, principal: str, notify: Any = None, *, client: str | None = None
+    ) -> tuple[UrlElicitationRequiredError, SignIn]:
+        """A sign-in for `principal` begun: the error that sends them to it (the hub's consent page), and what
+        is set once it is complete or denied. `client`: the MCP client asking, as the consent page names it
+        and keeps it (default: `client_of(principal)`)."""
+        client = client if client is not None else client_of(principal)
         endpoint = await self._authority.endpoint("authorization_endpoint")
-        state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
-        async with self._client() as oauth:
-            url, _ = oauth.create_authorization_url(
-                endpoint, state=state, code_verifier=verifier, resource=self._resource
-            )
+        issuer = await self.issuer()
         elicitation_id = str(uuid.uuid4())
-        _forget_expired()
-        while len(_PENDING) >= PENDING_MAX:
-            _PENDING.popitem(last=False)
-        pending = _Pending(self, principal, verifier, elicitation_id, time.monotonic() + LOGIN_SECONDS, notify)
-        _PENDING[state] = pending
+        signed_in = SignIn()
+
+        async def allow(browser: str) -> str:
+            state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+            async with self._client() as oauth:
+                url, _ = oauth.create_authorization_url(
+                    endpoint, state=state, code_verifier=verifier, resource=self._resource
+                )
+            _forget_expired()
+            while len(_PENDING) >= PENDING_MAX:
+                _PENDING.popitem(last=False)
+            expires_at = time.monotonic() + LOGIN_SECONDS
+            _PENDING[state] = _Pending(
+                self, principal, client, verifier, elicitation_id, browser, expires_at, notify, signed_in
+            )
+            return str(url)
+
+        def deny() -> None:
+            logger.info("server %r: %s denied %s on the consent page", self.server, principal, client)
+            signed_in.denied = True
+            signed_in.done.set()
+
+        link = consent.ask(
+            consent.Asked(
+                principal=str(principal),
+                client=client,
+                server=self.server,
+                issuer=issuer,
+                scope=self._auth.scope,
+                redirect_uri=self.redirect_uri,
+                on_record=lambda browser: self._consented(principal, client, browser),
+                allow=allow,
+                deny=deny,
+            )
+        )
         params = types.ElicitRequestURLParams(
             message=f"Sign in to {self.server} so that the hub can act there as you, then try again.",
-            url=url,
+            url=link,
             elicitation_id=elicitation_id,
         )
         required = UrlElicitationRequiredError(
             [params], f"{self.server} needs you to sign in: open the link, then retry"
         )
-        return required, pending.done
+        return required, signed_in
+
+    def _consented(self, principal: str, client: str, browser: str) -> bool:
+        """Whether `principal` allowed `client` here before, in `browser` (a token file that cannot be read: not
+        known, ask)."""
+        try:
+            return self.store.consented(principal, client, self.server, browser)
+        except StoreError as exc:
+            logger.warning("server %r: cannot read the consents: %s", self.server, exc)
+            return False
 
     async def complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
@@ -237,8 +310,12 @@ class UserLogin:
         )
         connection = _record(pending.principal, self.server, issuer, issued, None)
         self._keep(connection)
+        try:
+            self.store.consent(pending.principal, pending.client, self.server, pending.browser)
+        except StoreError as exc:  # the sign-in stands; the person is asked again next time
+            logger.warning("server %r: the consent of %s was not kept: %s", self.server, pending.principal, exc)
         self._stale = {entry for entry in self._stale if entry[0] != pending.principal}
-        pending.done.set()
+        pending.signed_in.done.set()
         return connection
 
     def _client(self) -> AsyncOAuth2Client:
@@ -304,42 +381,40 @@ async def callback(request: Request) -> Response:
     """The hub's `/oauth/callback`: where a person's browser brings the authorization code of a sign-in."""
     state = request.query_params.get("state", "")
     _forget_expired()
-    pending = _PENDING.pop(state, None)  # good once: a replayed state finds nothing
+    pending = _PENDING.get(state)
     if pending is None:
-        return _page(400, "This sign-in link is not known, was already used, or has expired. Start again.")
+        return page(400, "This sign-in link is not known, was already used, or has expired. Start again.")
     login = pending.login
+    if not consent.bound(request, login.redirect_uri, pending.browser):
+        # Not the browser that allowed it on the consent page: refused, and left for that browser to finish.
+        logger.warning("server %r: a sign-in of %s came back in another browser", login.server, pending.principal)
+        return page(400, "This browser did not allow this sign-in on the hub's consent page; nothing was kept.")
+    del _PENDING[state]  # good once: a replayed state finds nothing
     error = request.query_params.get("error")
     if error is not None:
         detail = request.query_params.get("error_description", "")
-        return _page(400, f"{login.server}: the authorization server refused the sign-in: {error} {detail}".strip())
+        return page(400, f"{login.server}: the authorization server refused the sign-in: {error} {detail}".strip())
     code = request.query_params.get("code")
     if not code:
-        return _page(400, "The authorization server sent no code.")
+        return page(400, "The authorization server sent no code.")
     try:
         issuer = await login.issuer()
         returned = request.query_params.get("iss")
         if returned is not None and returned.rstrip("/") != issuer.rstrip("/"):  # RFC 9207: a mix-up
-            return _page(400, f"The code comes from {returned}, not from {issuer}; nothing was kept.")
+            return page(400, f"The code comes from {returned}, not from {issuer}; nothing was kept.")
         await login.complete(pending, code)
     except CredentialError as exc:
         logger.warning("server %r: the sign-in of %s failed: %s", login.server, pending.principal, exc.reason)
-        return _page(502, f"{login.server}: the sign-in could not be completed ({exc.reason}). Start again.")
+        return page(502, f"{login.server}: the sign-in could not be completed ({exc.reason}). Start again.")
     logger.info("server %r: %s signed in", login.server, pending.principal)
     if pending.notify is not None:
         try:
             await pending.notify.elicitation_complete(pending.elicitation_id)
         except Exception:  # boundary: a client gone since loses its notice, nothing else
             logger.debug("could not tell a client its sign-in is complete", exc_info=True)
-    return _page(200, f"You are signed in to {login.server}. Go back to your client and try again.")
+    return page(200, f"You are signed in to {login.server}. Go back to your client and try again.")
 
 
 def sign_in_routes() -> list[BaseRoute]:
-    """The hub's HTTP routes for people's sign-ins: `/oauth/callback`."""
-    return [Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]
-
-
-def _page(status: int, text: str) -> Response:
-    body = f"<!doctype html><title>mcp-hub</title><p>{html.escape(text)}</p>"
-    return HTMLResponse(
-        body, status_code=status, headers={"cache-control": "no-store", "referrer-policy": "no-referrer"}
-    )
+    """The hub's HTTP routes for people's sign-ins: the consent page (`/oauth/consent/ID`) and `/oauth/callback`."""
+    return [*consent.consent_routes(), Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]

@@ -57,7 +57,7 @@ from pydantic import ValidationError
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN
-from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, UserLogin
+from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, UserLogin, client_of
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
@@ -354,8 +354,9 @@ class Upstream:
     async def _sign_in(self, login: UserLogin, principal: str, origin: Origin, notify: Any) -> None:
         """`principal` has no token: a client that takes URL elicitation is asked to open the sign-in link
         (`elicitation/create`, mode "url"), and the call waits for the sign-in (up to the mount's `timeout`);
-        any other, or one that declines or does not finish in time, is answered with the link (-32042)."""
-        required, signed_in = await login.begin_sign_in(principal, notify)
+        any other, or one that declines or does not finish in time, is answered with the link (-32042); a sign-in
+        the person denied on the hub's consent page fails as a declined one does."""
+        required, signed_in = await login.begin_sign_in(principal, notify, client=client_of(principal))
         if not takes_url_elicitation(origin.capabilities):
             raise required
         (asked,) = required.elicitations
@@ -367,6 +368,8 @@ class Upstream:
             raise CredentialError(self.name, f"{principal} did not agree to sign in to it ({answer.get('action')})")
         with anyio.move_on_after(min(self.config.timeout, LOGIN_SECONDS)):
             await signed_in.wait()
+        if signed_in.denied:
+            raise CredentialError(self.name, f"{principal} did not agree to sign in to it (denied on the consent page)")
         if not signed_in.is_set() or await login.connection(principal) is None:
             raise required
 
