@@ -498,7 +498,7 @@ class Hub:
         mounts come back to a loopback listener (server/loopback.py), whose port is taken first."""
         if transport == "stdio":
             self.endpoint.serve_one_client()
-            async with sign_in_listeners(self.config), self.running(live=True):
+            async with sign_in_listeners(self.config, sign_in_routes), self.running(live=True):
                 await self._serve_stdio()
             return
         async with self.running(live=True):

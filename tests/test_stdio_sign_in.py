@@ -64,13 +64,13 @@ class Setup:
 
 
 @asynccontextmanager
-async def stdio_user_hub(tmp_path: Path, callback_host: str = "127.0.0.1") -> AsyncIterator[Setup]:
+async def stdio_user_hub(tmp_path: Path, callback_host: str = "127.0.0.1", below: str = "") -> AsyncIterator[Setup]:
     """A hub.toml whose mount "remote" is `mode = "user"`, its redirect_uri on loopback, and the servers it names."""
     callback_port, upstream_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     server = AuthorizationServer(clients={"the-hub": SECRET})
     calls: list[tuple[str, bytes]] = []
-    callback = f"http://{callback_host}:{callback_port}/oauth/callback"
+    callback = f"http://{callback_host}:{callback_port}{below}/oauth/callback"
     async with serve_app(server.app()) as issuer:
         server.issuer = issuer
         mount = {
@@ -123,8 +123,9 @@ async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_cal
 
 async def test_a_client_answered_with_the_link_over_stdio_signs_in_and_calls_again(tmp_path: Path) -> None:
     """A client that does not take URL elicitation hears -32042 with the link; the person signs in (the browser
-    comes back to the hub's loopback listener, served on localhost), and the client's next call goes through."""
-    async with stdio_user_hub(tmp_path, callback_host="localhost") as setup:
+    comes back to the hub's loopback listener, on localhost and below a path), and the client's next call goes
+    through."""
+    async with stdio_user_hub(tmp_path, callback_host="localhost", below="/desktop") as setup:
         with anyio.fail_after(60):
             async with setup.client() as client:
                 assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}

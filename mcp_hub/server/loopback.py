@@ -5,8 +5,8 @@ serves no HTTP at all, so a person's browser, sent to sign in to a `mode = "user
 (credentials/user.py), would come back to a `/oauth/callback` that nothing answers. When such a
 mount's `redirect_uri` is a loopback http address with a port (`http://127.0.0.1:8765/oauth/callback`,
 `localhost`, `[::1]`: the native-app redirect of RFC 8252 §7.3), `sign_in_listeners` serves the
-hub's sign-in routes (`sign_in_routes()`) there, on loopback only; mounts that share a port share
-one listener.
+hub's sign-in routes (credentials/user.py's `sign_in_routes()`, handed in by the hub) there, on
+loopback only; mounts that share a port share one listener.
 
 The listeners live as long as the hub, not only while a sign-in is pending:
 
@@ -31,7 +31,7 @@ import errno
 import ipaddress
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -42,7 +42,6 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
 
 from mcp_hub.config import USER_CALLBACK_PATH, HubConfig
-from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 
 logger = logging.getLogger("mcp_hub.server")
@@ -101,8 +100,8 @@ def _loopback(hostname: str | None) -> str | None:
 
 
 @asynccontextmanager
-async def sign_in_listeners(config: HubConfig) -> AsyncIterator[list[str]]:
-    """Serve the sign-in routes on every loopback `redirect_uri`'s port (see the module docstring) while in
+async def sign_in_listeners(config: HubConfig, routes: Callable[[], Sequence[BaseRoute]]) -> AsyncIterator[list[str]]:
+    """Serve the sign-in `routes` on every loopback `redirect_uri`'s port (see the module docstring) while in
     the block; their base URLs.
 
     Raises:
@@ -113,7 +112,7 @@ async def sign_in_listeners(config: HubConfig) -> AsyncIterator[list[str]]:
         yield []
         return
     with _bound(config, listeners) as sockets:
-        servers = [_server(listener) for listener in listeners]
+        servers = [_server(listener, routes) for listener in listeners]
         async with anyio.create_task_group() as tg:
             for server, sock in zip(servers, sockets, strict=True):
                 tg.start_soon(server.serve, [sock])
@@ -156,12 +155,12 @@ def _bound(config: HubConfig, listeners: list[_Listener]) -> Iterator[list[socke
             sock.close()
 
 
-def _server(listener: _Listener) -> uvicorn.Server:
-    routes: list[BaseRoute] = []
+def _server(listener: _Listener, routes: Callable[[], Sequence[BaseRoute]]) -> uvicorn.Server:
+    served: list[BaseRoute] = []
     for prefix in listener.prefixes:
-        routes.extend(sign_in_routes() if not prefix else [Mount(prefix, routes=sign_in_routes())])
+        served.extend(routes() if not prefix else [Mount(prefix, routes=list(routes()))])
     config = uvicorn.Config(
-        Starlette(routes=routes),
+        Starlette(routes=served),
         lifespan="off",
         log_config=None,  # the hub's logging, on standard error: standard output is the client's wire
         access_log=False,
