@@ -58,6 +58,7 @@ from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.http import build_app
+from mcp_hub.server.loopback import sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
@@ -493,16 +494,15 @@ class Hub:
     async def serve(
         self, transport: Literal["stdio", "http"], host: str | None = None, port: int | None = None
     ) -> None:
-        """Serve until the client goes away (stdio) or a signal arrives."""
+        """Serve until the client goes away (stdio) or a signal arrives. Over stdio, the sign-ins of `user`
+        mounts come back to a loopback listener (server/loopback.py), whose port is taken first."""
         if transport == "stdio":
             self.endpoint.serve_one_client()
-        async with self.running(live=True):
-            if transport == "stdio":
+            async with sign_in_listeners(self.config, sign_in_routes), self.running(live=True):
                 await self._serve_stdio()
-            else:
-                await self._serve_http(
-                    host or self.config.http.host, port if port is not None else self.config.http.port
-                )
+            return
+        async with self.running(live=True):
+            await self._serve_http(host or self.config.http.host, port if port is not None else self.config.http.port)
 
     async def _serve_stdio(self) -> None:
         server = self.endpoint.server

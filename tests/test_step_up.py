@@ -17,6 +17,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.config import load_config
+from mcp_hub.policy import parse_policies
+from mcp_hub.policy.principal import Principal, groups_of, scopes_of
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, free_port, running_hub, serve_app, write_config
 from tests.servers.authorization import AuthorizationServer
@@ -83,7 +85,8 @@ async def test_a_token_without_a_rules_scope_is_asked_for_it(tmp_path: Path) -> 
         assert "resource_metadata" in challenge
     assert writer.status_code != 403
     assert other_tool.status_code != 403
-    assert reader.status_code != 403  # the reader profile has no rule for it: more scopes would not help
+    assert reader.status_code == 403  # hub:admin selects the operator profile, whose rule then needs notes:write
+    assert set(_challenge(reader)["scope"].split()) == {"mcp", "hub:read", "hub:admin", "notes:write"}
     assert by_key.status_code != 403  # an API key carries no scopes to ask for
 
 
@@ -98,3 +101,119 @@ async def test_requests_read_for_the_check_reach_the_hub_whole(tmp_path: Path, m
             result = await client.call_tool("srv_echo", {"text": "whole"})
             assert not result.is_error and "whole" in str(result.content)
             assert "srv_delete_note" in {tool.name for tool in (await client.list_tools()).tools}
+
+
+def _call(tool: str) -> dict[str, Any]:
+    return {**CALL, "params": {"name": tool, "arguments": {}}}
+
+
+async def test_a_token_whose_scopes_select_a_profile_without_the_tool_is_asked_for_the_one_that_has_it(
+    tmp_path: Path,
+) -> None:
+    """dave's token carries hub:read, which selects the reader profile: srv_pid is hidden from it. A token with
+    hub:admin would select the operator profile, which allows it: the call is answered 403 insufficient_scope,
+    naming hub:admin (with the scopes the token has, as a step-up asks), not as a tool that does not exist."""
+    async with step_up_hub(tmp_path) as (issuer, resource, base):
+        reader = issuer.mint(resource, sub="dave", scope="mcp hub:read")
+        handshake = await _post(base, reader, _call("srv_pid"))
+        modern = await _post(
+            base,
+            reader,
+            _call("srv_pid"),
+            **{"Mcp-Method": "tools/call", "Mcp-Name": "srv_pid", "MCP-Protocol-Version": "2026-07-28"},
+        )
+        operator = issuer.mint(resource, sub="dave", scope="mcp hub:read hub:admin")
+        stepped_up = await _post(base, operator, _call("srv_pid"))
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {operator}"}, timeout=30) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), cache=None) as client,
+        ):
+            assert not (await client.call_tool("srv_pid", {})).is_error  # the scope named does let dave call it
+        nobody_has_it = await _post(base, reader, _call("srv_touch"))
+        named = await _post(base, issuer.mint(resource, sub="hub-client", scope="mcp hub:read"), _call("srv_pid"))
+    for response in (handshake, modern):
+        assert response.status_code == 403, response.text
+        challenge = _challenge(response)
+        assert challenge["error"] == "insufficient_scope"
+        assert set(challenge["scope"].split()) == {"mcp", "hub:read", "hub:admin"}
+    assert stepped_up.status_code != 403
+    assert nobody_has_it.status_code != 403  # no profile allows srv_touch: no scope would help
+    assert named.status_code != 403  # hub-client's own [principals] entry picks its profile, whatever its scopes
+
+
+STEP_UP_POLICY = """
+[principals]
+carol = "reader"
+
+[scopes]
+"tier:gold" = "gold"
+"tier:silver" = "silver"
+"tier:bronze" = "bronze"
+"tier:lead" = "nobody"
+
+[groups]
+ops = "silver"
+
+[profiles.nobody]
+
+[profiles.bronze]
+[[profiles.bronze.rules]]
+id = "no-reports"
+effect = "deny"
+tools = ["srv/report"]
+
+[profiles.silver]
+[[profiles.silver.rules]]
+id = "report"
+effect = "allow"
+tools = ["srv/report"]
+[[profiles.silver.rules]]
+id = "wipe-by-ops"
+effect = "allow"
+tools = ["srv/wipe"]
+scopes = ["wipe"]
+
+[profiles.gold]
+[[profiles.gold.rules]]
+id = "all"
+effect = "allow"
+tools = ["srv/report", "srv/export"]
+
+[profiles.reader]
+"""
+
+
+@pytest.mark.parametrize(
+    ("principal", "tool", "wanted"),
+    [
+        # bronze denies report (a deny rule); silver and gold allow it: asked for silver's, the nearer one
+        (Principal("eve", scopes={"tier:bronze"}), "report", ("tier:silver",)),
+        # no [scopes] entry held, no "*": no profile at all; of the entries that allow it, the last written
+        # (entries are written strongest first: the first a token carries wins): the smallest step
+        (Principal("eve", scopes={"other"}), "report", ("tier:silver",)),
+        # silver by group; gold (a scope) would come first and allow export
+        (Principal("eve", groups={"ops"}), "export", ("tier:gold",)),
+        # silver by scope; wipe needs silver's rule's scope: asked for that, in the same profile
+        (Principal("eve", scopes={"tier:silver"}), "wipe", ("wipe",)),
+        # bronze; wipe: silver with its rule's scope would allow it
+        (Principal("eve", scopes={"tier:bronze"}), "wipe", ("tier:silver", "wipe")),
+        # gold already: silver is written after gold, so adding it changes nothing
+        (Principal("eve", scopes={"tier:gold"}), "wipe", ()),
+        # allowed already: nothing to ask
+        (Principal("eve", scopes={"tier:silver"}), "report", ()),
+        # no profile allows it
+        (Principal("eve", scopes={"tier:bronze"}), "nothing", ()),
+        # its own [principals] entry: scopes never change its profile
+        (Principal("carol", scopes={"tier:bronze"}), "report", ()),
+        # an API key's principal carries no scopes to add to
+        ("eve", "report", ()),
+    ],
+)
+def test_the_scopes_asked_for_are_those_that_would_let_the_caller_use_the_item(
+    principal: str, tool: str, wanted: tuple[str, ...]
+) -> None:
+    policy = parse_policies({"p.toml": STEP_UP_POLICY})
+    assert policy.scopes_wanted(principal, "tool", "srv", tool) == wanted
+    if wanted:  # and a token with them may use it
+        held = Principal("eve", scopes={*scopes_of(principal), *wanted}, groups=groups_of(principal))
+        assert policy.visible(held, "tool", "srv", tool)

@@ -518,3 +518,48 @@ def test_the_token_file_is_read_again_when_changed_elsewhere_and_needs_its_key(t
     assert "token-b" not in repr(hub.list())
     with pytest.raises(StoreError, match="cannot be decrypted with this token_key"):
         ConnectionStore(path, new_key()).list()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_token_refused_mid_session_asks_a_url_capable_client_and_the_call_goes_through(
+    tmp_path: Path, mode: str
+) -> None:
+    """alice's access and refresh tokens are revoked at the authorization server while her session is open: the
+    server answers her next call 401 and no refresh helps. Her client, which takes URL elicitation, is asked to
+    sign in again (as it was the first time); she does; the call is then sent once more, with her new token, and
+    answered. The call the server refused was never run (a 401 is the HTTP layer refusing), so it runs once."""
+    asked: list[Any] = []
+
+    async def open_link(context: Any, params: Any) -> ElicitResult:
+        asked.append(params)
+        assert (await sign_in(params.url, "alice")).status_code == 200
+        return ElicitResult(action="accept")
+
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEYS['alice']}"}, timeout=30) as http,
+                Client(
+                    streamable_http_client(f"{setup.base}/mcp", http_client=http),
+                    mode=mode,
+                    cache=None,
+                    elicitation_callback=open_link,
+                ) as a,
+            ):
+                assert (await a.call_tool("remote_echo", {"text": "alice-0"})).structured_content
+                assert len(asked) == 1
+                (first,) = setup.tokens_of("alice")
+                setup.server.revoked.add(first)
+                for refresh, issued in list(setup.server.refresh_tokens.items()):
+                    if issued.subject == "alice":
+                        del setup.server.refresh_tokens[refresh]
+                result = await a.call_tool("remote_echo", {"text": "alice-later"})
+                assert result.structured_content == {"text": "alice-later", "server": "remote"}
+                assert len(asked) == 2 and asked[1].mode == "url"
+                (second,) = setup.tokens_of("alice") - {first}
+                assert setup.bearers_of_calls("alice-later") == {second}
+                refused = [
+                    fields for fields in setup.raw if fields == [f"Bearer {first}".encode()]
+                ]  # the call met the 401 with the revoked token before the sign-in
+                assert refused
+                assert len([b for b, body in setup.calls if b'"alice-later"' in body.replace(b" ", b"")]) == 1

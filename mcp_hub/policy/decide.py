@@ -42,7 +42,7 @@ DENIED (REFUSED included, so an enforcer may count refused attempts); `decide` c
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -216,19 +216,49 @@ class PolicySet:
         return not isinstance(self._grants(principal, KIND_ALIASES[kind], mount, name), Decision)
 
     def scopes_wanted(self, principal: str, kind: str, mount: str, name: str) -> tuple[str, ...]:
-        """The scopes the caller's token lacks for a rule of its profile that would let it use the item, when
-        without them it may not (and no `deny` rule or a missing profile is why): what to ask the caller to
-        get a token with (403 insufficient_scope). Empty: more scopes would not help, or none are needed."""
+        """The scopes to add to the caller's token so that it may use an item it may not use now: what to ask the
+        caller to get a token with (403 insufficient_scope, the step-up). Empty: it may use it already, it is no
+        OAuth caller (a plain name carries no scopes), or no scope would help.
+
+        Two ways scopes help (the first that does is asked for): a rule of the caller's profile that would allow
+        the item needs scopes the token lacks; or a [scopes] entry written before the one that picks the
+        caller's profile (any, when its profile comes from [groups] or "*", or it has none) would pick one that
+        allows it (with that profile's rule's scopes, if its rule needs some). Of those entries, the one written
+        nearest before it is asked for first: since the first entry a token carries wins, entries are written
+        strongest first, so that is the smallest step up. Never for a principal with its own [principals]
+        entry: scopes do not change its profile. Every answer is checked: with the scopes asked for, the
+        decision is not DENIED; so a scope that would change nothing is never asked for."""
         kind_ = KIND_ALIASES[kind]
-        granted = self._grants(principal, kind_, mount, name)
-        if not isinstance(granted, Decision) or granted.rule != DEFAULT:
-            return ()
-        profile = self.profiles[self.profile_for(principal) or ""]
-        held = scopes_of(principal)
-        for rule in profile.by_kind[kind_]:
-            if rule.effect != "deny" and rule.scopes - held and rule.match(kind_, mount, name) is not None:
-                return tuple(sorted(rule.scopes - held))
+        if not isinstance(principal, Principal):
+            return ()  # an API key's or the stdio user's: no token to add scopes to
+        if not isinstance(self._grants(principal, kind_, mount, name), Decision):
+            return ()  # it may use it already
+        for extra in self._step_ups(principal, kind_, mount, name):
+            stepped = Principal(str(principal), scopes=principal.scopes | extra, groups=principal.groups)
+            if not isinstance(self._grants(stepped, kind_, mount, name), Decision):
+                return tuple(sorted(extra))
         return ()
+
+    def _step_ups(self, principal: Principal, kind: Kind, mount: str, name: str) -> Iterator[frozenset[str]]:
+        """Sets of scopes that might let `principal` use the item (see `scopes_wanted`), the first to try first."""
+        held = principal.scopes
+
+        def by_rules(profile: str, added: frozenset[str]) -> Iterator[frozenset[str]]:
+            for rule in self.profiles[profile].by_kind[kind]:
+                lacking = rule.scopes - held - added
+                if rule.effect != "deny" and lacking and rule.match(kind, mount, name) is not None:
+                    yield added | lacking
+
+        current = self.profile_for(principal)
+        if current is not None:
+            yield from by_rules(current, frozenset())
+        if str(principal) in self.principals:
+            return
+        entries = list(self.scopes.items())
+        picking = next((n for n, (scope, _) in enumerate(entries) if scope in held), len(entries))
+        for scope, profile in reversed(entries[:picking]):  # those written after the one that picks it change nothing
+            yield frozenset({scope})
+            yield from by_rules(profile, frozenset({scope}))
 
     def _grants(
         self, principal: str, kind: Kind, mount: str, name: str

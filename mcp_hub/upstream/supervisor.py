@@ -57,7 +57,7 @@ from pydantic import ValidationError
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN
-from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, UserLogin, client_of
+from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, LoginRequired, UserLogin, client_of
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
@@ -325,7 +325,15 @@ class Upstream:
         """A client's request to a "user" mount: only on the client's own session, with its person's own token
         (`CALLER_PRINCIPAL`, read by the credential). A person with no token (never signed in, revoked, or
         refused on refresh) is answered with the URL-mode elicitation that sends them to sign in, and the
-        sessions that carried their old token are closed."""
+        sessions that carried their old token are closed (`_sign_in`).
+
+        The same holds when the server refuses the token during the call (a 401) and no refresh helps: a client
+        that takes URL elicitation is asked, and once the person has signed in the request is sent again, once
+        (not in a loop), with their new token; any other client is answered with the link (-32042). Sending it
+        again is safe even for a `tools/call`: a 401 is the server's HTTP layer refusing the request, which was
+        never run. It is sent again only when the failure came of the token (`LoginRequired` in its causes);
+        another failure met while the person's token went away (say, revoked by the admin during a call that
+        ran) is answered with the link and not repeated."""
         login = self.transport.client_credential
         assert isinstance(login, UserLogin)
         principal = origin.principal
@@ -339,15 +347,20 @@ class Upstream:
         if await login.connection(principal) is None:
             self._close_user_sessions(principal)
             await self._sign_in(login, principal, origin, notify)
-        self._user_sessions.setdefault(principal, set()).add(origin.client_key)
         reset = CALLER_PRINCIPAL.set(principal)
         try:
-            return await self._client_request(method, params, on_progress=on_progress, origin=origin)
-        except (MCPError, UpstreamError) as exc:
-            if await login.connection(principal) is not None:
-                raise
-            self._close_user_sessions(principal)  # the server refused the token and no refresh helped
-            raise await login.login_required(principal, notify) from exc
+            try:
+                self._user_sessions.setdefault(principal, set()).add(origin.client_key)
+                return await self._client_request(method, params, on_progress=on_progress, origin=origin)
+            except (MCPError, UpstreamError) as exc:
+                if await login.connection(principal) is not None:
+                    raise
+                self._close_user_sessions(principal)  # the server refused the token and no refresh helped
+                if not _token_refused(exc):
+                    raise await login.login_required(principal, notify) from exc
+                await self._sign_in(login, principal, origin, notify)
+            self._user_sessions.setdefault(principal, set()).add(origin.client_key)
+            return await self._client_request(method, params, on_progress=on_progress, origin=origin)  # once
         finally:
             CALLER_PRINCIPAL.reset(reset)
 
@@ -735,6 +748,19 @@ class Upstream:
         if kinds:
             self._dirty |= kinds
             self._wake.set()
+
+
+def _token_refused(exc: BaseException) -> bool:
+    """True if `exc` came of the person's token being refused (`LoginRequired`: no token to send, the server's
+    401 included, which no refresh helped): the request was not run by the server."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, LoginRequired):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _describe(exc: BaseException) -> str:
