@@ -17,6 +17,7 @@ import re
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
@@ -36,12 +37,13 @@ from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 
 from mcp_hub.config import load_config
-from mcp_hub.credentials.connections import new_key
+from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, free_port, running_hub, serve_app, write_config
 from tests.servers.fixture import build_server
 from tests.test_oauth import NODE, _Tokens
+from tests.test_revocation import cli
 from tests.test_token_exchange import witnessed
 from tests.test_user_credentials import sign_in_link
 
@@ -174,9 +176,46 @@ def jwt_guarded(app: Any, issuer: str, keys: KeySet, resource: str, passed: list
     return guard
 
 
-async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_their_own_tokens(
-    tmp_path: Path,
-) -> None:
+@dataclass
+class Setup:
+    issuer: str
+    metadata: dict[str, Any]
+    keys: KeySet
+    hub: str
+    upstream: str
+    callback: str
+    config: Path
+    calls: list[tuple[str, bytes]]
+    """The bearer and body of every request the upstream let through."""
+    passed: list[dict[str, Any]]
+    """The claims of every token the upstream took."""
+
+    async def sign_in_to_remote(self, client: Client, login: str) -> None:
+        """`login`'s first call to the user mount is answered with a sign-in link; they sign in at oidc-provider
+        (its pages, through the hub's callback); their next call goes through."""
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("remote_echo", {"text": f"{login}-first"})
+        link = sign_in_link(caught)
+        assert link.startswith(f"{self.issuer}/")
+        back = await browse(link, login, self.callback)
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            done = await browser.get(back)
+        assert done.status_code == 200 and "signed in" in done.text, done.text
+
+    def bearers_of(self, login: str) -> set[str]:
+        """The bearer tokens of the `remote_echo` calls of `login` that the upstream let through."""
+        return {
+            bearer.partition(" ")[2]
+            for bearer, body in self.calls
+            if b'"tools/call"' in body and f'"text":"{login}-'.encode() in body.replace(b" ", b"")
+        }
+
+
+@asynccontextmanager
+async def oidc_hub(tmp_path: Path) -> AsyncIterator[Setup]:
+    """oidc-provider issuing tokens for two resources, the hub (its clients' tokens) and the upstream (the people's
+    tokens through the hub's client "the-hub"); the hub taking its tokens, with the `mode = "user"` mount
+    "remote" toward the upstream, which takes only oidc-provider's JWTs for itself."""
     provider_port, hub_port, upstream_port = free_port(), free_port(), free_port()
     hub = f"http://127.0.0.1:{hub_port}/mcp"
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
@@ -218,10 +257,9 @@ async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_t
                 """)
             )
         config = load_config(path)
-        passed: list[dict[str, Any]] = []
-        calls: list[tuple[str, bytes]] = []
+        setup = Setup(issuer, metadata, keys, hub, upstream, callback, path, [], [])
         upstream_app = jwt_guarded(
-            witnessed(build_server("remote").streamable_http_app(), calls), issuer, keys, upstream, passed
+            witnessed(build_server("remote").streamable_http_app(), setup.calls), issuer, keys, upstream, setup.passed
         )
         async with serve_app(upstream_app, upstream_port), running_hub(config) as running:
             endpoint = build_app(
@@ -233,23 +271,27 @@ async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_t
                 routes=sign_in_routes(),
             )
             async with serve_app(endpoint, hub_port):
-                people = {login: Person(login, hub) for login in ("alice", "bob")}
-                with anyio.fail_after(90):
-                    async with people["alice"].client(hub) as alice, people["bob"].client(hub) as bob:
-                        for login, client in (("alice", alice), ("bob", bob)):
-                            assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}
-                            with pytest.raises(MCPError) as caught:
-                                await client.call_tool("remote_echo", {"text": f"{login}-first"})
-                            link = sign_in_link(caught)
-                            assert link.startswith(f"{issuer}/")
-                            back = await browse(link, login, callback)
-                            async with httpx2.AsyncClient(timeout=30) as browser:
-                                done = await browser.get(back)
-                            assert done.status_code == 200 and "signed in" in done.text, done.text
-                        for round_ in range(2):
-                            for login, client in (("alice", alice), ("bob", bob)):
-                                result = await client.call_tool("remote_echo", {"text": f"{login}-{round_}"})
-                                assert result.structured_content == {"text": f"{login}-{round_}", "server": "remote"}
+                yield setup
+
+
+async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_their_own_tokens(
+    tmp_path: Path,
+) -> None:
+    """Done when (issue 24): a client that knows only the MCP authorization spec connects with a token from the
+    test authorization server and nothing hand-configured; two principals calling one `user`-mode mount reach it
+    with their own tokens; no upstream receives a client's token."""
+    async with oidc_hub(tmp_path) as setup:
+        issuer, keys, hub, upstream = setup.issuer, setup.keys, setup.hub, setup.upstream
+        people = {login: Person(login, hub) for login in ("alice", "bob")}
+        with anyio.fail_after(90):
+            async with people["alice"].client(hub) as alice, people["bob"].client(hub) as bob:
+                for login, client in (("alice", alice), ("bob", bob)):
+                    assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}
+                    await setup.sign_in_to_remote(client, login)
+                for round_ in range(2):
+                    for login, client in (("alice", alice), ("bob", bob)):
+                        result = await client.call_tool("remote_echo", {"text": f"{login}-{round_}"})
+                        assert result.structured_content == {"text": f"{login}-{round_}", "server": "remote"}
 
     # The hub's tokens: JWTs oidc-provider issued for the hub (aud), to each person (sub), by their own client.
     hub_tokens = {login: person.storage.tokens for login, person in people.items()}
@@ -262,19 +304,15 @@ async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_t
     assert hub_tokens["alice"].access_token != hub_tokens["bob"].access_token  # type: ignore[union-attr]
     # Each person reached the upstream with a token for the upstream, issued to them, through the hub's client.
     for login in ("alice", "bob"):
-        bearers = {
-            bearer.partition(" ")[2]
-            for bearer, body in calls
-            if b'"tools/call"' in body and f'"text":"{login}-'.encode() in body.replace(b" ", b"")
-        }
+        bearers = setup.bearers_of(login)
         assert len(bearers) == 1, bearers
         (bearer,) = bearers
         claims = jwt.decode(bearer, keys, algorithms=["RS256"]).claims
         assert (claims["sub"], claims["aud"], claims["client_id"]) == (login, upstream, HUB_CLIENT[0])
         assert bearer != hub_tokens[login].access_token  # type: ignore[union-attr]  # never the client's token
-    everything = repr(calls)
+    everything = repr(setup.calls)
     assert all(token.access_token not in everything for token in hub_tokens.values() if token is not None)
-    assert {claims["sub"] for claims in passed} == {"alice", "bob"}
+    assert {claims["sub"] for claims in setup.passed} == {"alice", "bob"}
     # The audit line names the person: the token's subject, its issuer and the client it was issued to.
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
     for login in ("alice", "bob"):
@@ -285,3 +323,42 @@ async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_t
         ]
         assert (line["subject"], line["issuer"]) == (login, issuer)
         assert line["client_id"] == people[login].storage.client.client_id  # type: ignore[union-attr]
+
+
+async def test_a_revoked_sign_in_is_revoked_at_oidc_provider(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mcp-hub connections revoke` revokes alice's refresh token at oidc-provider (and its grant with it), which
+    then refuses it; oidc-provider does not revoke JWT access tokens (unsupported_token_type), and the CLI says
+    that the last one stays valid until it expires. Her next call is asked to sign in again."""
+    async with oidc_hub(tmp_path) as setup:
+        with anyio.fail_after(90):
+            async with Person("alice", setup.hub).client(setup.hub) as alice:
+                await setup.sign_in_to_remote(alice, "alice")
+                (record,) = ConnectionStore(tmp_path / "connections", KEY).list()
+                assert record.refresh_token is not None
+                assert await introspected(setup, record.refresh_token) is True
+                revoke = ("connections", "revoke", "--config", str(setup.config), "--principal", "alice")
+                code, out, _ = await cli(capsys, *revoke)
+                assert code == 0, out
+                assert f"revoked: alice at remote ({setup.issuer}): its refresh token was revoked" in out
+                assert "does not revoke access tokens (unsupported_token_type)" in out
+                assert await introspected(setup, record.refresh_token) is False
+                async with httpx2.AsyncClient(timeout=30, auth=httpx2.BasicAuth(*HUB_CLIENT)) as http:
+                    refreshed = await http.post(
+                        setup.metadata["token_endpoint"],
+                        data={"grant_type": "refresh_token", "refresh_token": record.refresh_token},
+                    )
+                assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
+                with pytest.raises(MCPError) as caught:
+                    await alice.call_tool("remote_echo", {"text": "alice-after"})
+                assert sign_in_link(caught).startswith(f"{setup.issuer}/")
+        assert not any(b"alice-after" in body for _, body in setup.calls)
+
+
+async def introspected(setup: Setup, token: str) -> bool:
+    """Whether oidc-provider's introspection endpoint (RFC 7662) says `token` is active, asked as the hub's client."""
+    async with httpx2.AsyncClient(timeout=30, auth=httpx2.BasicAuth(*HUB_CLIENT)) as http:
+        answer = await http.post(setup.metadata["introspection_endpoint"], data={"token": token})
+    assert answer.status_code == 200, answer.text
+    return bool(answer.json()["active"])

@@ -6,8 +6,11 @@ answers later: a revoke never leaves them in the hub. Then, when the issuer's me
 `Authority`) names a `revocation_endpoint`, the refresh token (hint `refresh_token`) and the access token
 (hint `access_token`) are revoked there, the hub authenticating as the mount's client, as at the token
 endpoint (`token_endpoint_auth_method`: client_secret_basic, client_secret_post or none). An authorization
-server that refuses, cannot be reached, or names no revocation endpoint does not stop the revoke: the
-outcome says so (`Revoked.message`), for the CLI's output, the admin console's notice and the log.
+server that does not revoke access tokens (`unsupported_token_type`, as oidc-provider for its JWTs) has
+revoked the refresh token, and the grant with it: the last access token stays good until it expires, and the
+outcome says so. An authorization server that refuses, cannot be reached, or names no revocation endpoint
+does not stop the revoke: the outcome says so (`Revoked.message`), for the CLI's output, the admin console's
+notice and the log.
 
 Used by `mcp-hub connections revoke` (cli.py) and the admin console's Revoke (admin/app.py).
 """
@@ -43,10 +46,18 @@ class Revoked:
     outcome: Outcome
     detail: str = ""
     """Why it failed (outcome "failed")."""
+    access_token_kept: bool = False
+    """Outcome "revoked": the refresh token was revoked, but the authorization server does not revoke access
+    tokens (RFC 7009 `unsupported_token_type`, as for self-contained JWTs): it stays good until it expires."""
 
     @property
     def message(self) -> str:
         """One line for a person: what happened to the tokens (never the tokens themselves)."""
+        if self.outcome == "revoked" and self.access_token_kept:
+            return (
+                "its refresh token was revoked at the authorization server, which does not revoke access tokens "
+                "(unsupported_token_type): the last one stays valid until it expires"
+            )
         if self.outcome == "revoked":
             return "its tokens were revoked at the authorization server"
         if self.outcome == "forgotten":
@@ -95,6 +106,8 @@ async def revoke_at_server(server: ServerConfig, connection: Connection) -> Revo
         return Revoked(connection, "forgotten")
     method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
     tokens = [(connection.refresh_token, "refresh_token"), (connection.access_token, "access_token")]
+    problems: list[str] = []
+    access_token_kept = False
     async with AsyncOAuth2Client(
         client_id=auth.client_id,
         client_secret=auth.client_secret,
@@ -105,32 +118,38 @@ async def revoke_at_server(server: ServerConfig, connection: Connection) -> Revo
         for token, hint in tokens:
             if not token:
                 continue
-            problem = await _revoke_one(oauth, endpoint, token, hint)
-            if problem is not None:
-                return _failed(connection, f"{endpoint}, {hint.replace('_', ' ')}: {problem}")
+            error, problem = await _revoke_one(oauth, endpoint, token, hint)
+            if error == "unsupported_token_type" and hint == "access_token" and connection.refresh_token:
+                access_token_kept = True  # a JWT, say: the refresh token it was refreshed with is revoked
+            elif problem is not None:
+                problems.append(f"{hint.replace('_', ' ')}: {problem}")
+    if problems:
+        return _failed(connection, f"{endpoint}: {'; '.join(problems)}")
     logger.info("server %r: %s's tokens were revoked at %s", server.name, connection.principal, connection.issuer)
-    return Revoked(connection, "revoked")
+    return Revoked(connection, "revoked", access_token_kept=access_token_kept)
 
 
-async def _revoke_one(oauth: AsyncOAuth2Client, endpoint: str, token: str, hint: str) -> str | None:
-    """Revoke one token; None when the authorization server took it, else what went wrong."""
+async def _revoke_one(oauth: AsyncOAuth2Client, endpoint: str, token: str, hint: str) -> tuple[str | None, str | None]:
+    """Revoke one token: (None, None) when the authorization server took it, else its error code (RFC 7009
+    section 2.2.1, when it gave one) and what went wrong."""
     try:
         with anyio.fail_after(TIMEOUT_SECONDS):
             response = await oauth.revoke_token(endpoint, token=token, token_type_hint=hint)
     except TimeoutError:
-        return f"no answer within {TIMEOUT_SECONDS:.0f} s"
+        return None, f"no answer within {TIMEOUT_SECONDS:.0f} s"
     except (httpx2.HTTPError, AuthlibBaseError) as exc:
-        return f"unreachable ({exc or type(exc).__name__})"
+        return None, f"unreachable ({exc or type(exc).__name__})"
     if response.status_code == 200:
-        return None
+        return None, None
     try:
         body = response.json()
     except ValueError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         description = body.get("error_description")
-        return f"refused: {body['error']}" + (f" ({description})" if isinstance(description, str) else "")
-    return f"refused: HTTP {response.status_code}"
+        detail = f" ({description})" if isinstance(description, str) and description else ""
+        return body["error"], f"refused: {body['error']}{detail}"
+    return None, f"refused: HTTP {response.status_code}"
 
 
 def _failed(connection: Connection, detail: str) -> Revoked:
