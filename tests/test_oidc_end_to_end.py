@@ -41,6 +41,7 @@ from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, free_port, running_hub, serve_app, write_config
+from tests.servers.authorization_server import recording
 from tests.servers.fixture import build_server
 from tests.test_oauth import NODE, _Tokens
 from tests.test_revocation import cli
@@ -189,6 +190,8 @@ class Setup:
     """The bearer and body of every request the upstream let through."""
     passed: list[dict[str, Any]]
     """The claims of every token the upstream took."""
+    seen: list[dict[str, str]]
+    """The headers of every request the upstream received, let through or not."""
 
     async def sign_in_to_remote(self, client: Client, login: str) -> None:
         """`login`'s first call to the user mount is answered with a sign-in link; they sign in at oidc-provider
@@ -257,10 +260,11 @@ async def oidc_hub(tmp_path: Path) -> AsyncIterator[Setup]:
                 """)
             )
         config = load_config(path)
-        setup = Setup(issuer, metadata, keys, hub, upstream, callback, path, [], [])
+        setup = Setup(issuer, metadata, keys, hub, upstream, callback, path, [], [], [])
         upstream_app = jwt_guarded(
             witnessed(build_server("remote").streamable_http_app(), setup.calls), issuer, keys, upstream, setup.passed
         )
+        upstream_app = recording(upstream_app, setup.seen)
         async with serve_app(upstream_app, upstream_port), running_hub(config) as running:
             endpoint = build_app(
                 running.endpoint.server,
@@ -310,8 +314,8 @@ async def test_two_people_sign_in_at_oidc_provider_and_reach_a_user_mount_with_t
         claims = jwt.decode(bearer, keys, algorithms=["RS256"]).claims
         assert (claims["sub"], claims["aud"], claims["client_id"]) == (login, upstream, HUB_CLIENT[0])
         assert bearer != hub_tokens[login].access_token  # type: ignore[union-attr]  # never the client's token
-    everything = repr(setup.calls)
-    assert all(token.access_token not in everything for token in hub_tokens.values() if token is not None)
+    everything = repr(setup.seen)  # every header the upstream received: never a client's token
+    assert setup.seen and all(t.access_token not in everything for t in hub_tokens.values() if t is not None)
     assert {claims["sub"] for claims in setup.passed} == {"alice", "bob"}
     # The audit line names the person: the token's subject, its issuer and the client it was issued to.
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]

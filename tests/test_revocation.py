@@ -88,21 +88,34 @@ async def test_cli_revoke_revokes_both_tokens_at_the_authorization_server(
             assert bob.access_token not in setup.server.revoked
 
 
-async def test_the_admin_consoles_revoke_revokes_at_the_authorization_server_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize("endpoint", [True, False], ids=["revocation-endpoint", "none"])
+async def test_the_admin_consoles_revoke_revokes_at_the_authorization_server_and_says_so(
+    tmp_path: Path, endpoint: bool
+) -> None:
     async with user_hub(tmp_path, admin_key=ADMIN_KEY) as setup, httpx2.AsyncClient(timeout=30) as web:
         with anyio.fail_after(60):
             async with setup.client("alice") as a:
                 await connected(setup, a, "alice")
             (alice,) = stored(setup)
+            setup.server.revocation = endpoint  # in its metadata or not, from now on
             csrf = await logged_in(web, setup.base)
             form = {"principal": "alice", "mount": "remote", "issuer": setup.server.issuer, "csrf": csrf}
             revoked = await web.post(f"{setup.base}/admin/connections/revoke", data=form)
             assert revoked.status_code == 303
             after = await web.get(f"{setup.base}{revoked.headers['location']}")
-            assert "alice at remote: revoked by root; its tokens were revoked at the authorization server" in after.text
             assert not stored(setup)
-            assert [r["token_type_hint"] for r in setup.server.revocations] == ["refresh_token", "access_token"]
-            assert await upstream_status(setup, alice.access_token) == 401
+            if endpoint:
+                assert "alice at remote: revoked by root; its tokens were revoked at the authorization" in after.text
+                assert [r["token_type_hint"] for r in setup.server.revocations] == ["refresh_token", "access_token"]
+                assert await upstream_status(setup, alice.access_token) == 401
+            else:
+                assert (
+                    "alice at remote: revoked by root; the hub forgot its tokens; the authorization server"
+                    in (after.text)
+                    and "publishes no revocation endpoint" in after.text
+                )
+                assert not setup.server.revocations
+                assert await upstream_status(setup, alice.access_token) == 200  # still good at the server
 
 
 def _stored_by_hand(tmp_path: Path, issuer: str, **auth: str) -> tuple[Path, ConnectionStore]:
