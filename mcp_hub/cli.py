@@ -10,7 +10,8 @@
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
                     [--config PATH]
 
-Exit codes: 0 fine, 1 a mount failed to connect, 2 unusable configuration or input.
+Exit codes: 0 fine, 1 a mount failed to connect (connections revoke: an authorization server did not revoke the
+tokens the hub forgot), 2 unusable configuration or input.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.cluster import ERRORS as CLUSTER_ERRORS
-from mcp_hub.config import HubConfig, load_config
+from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config, merge_into, secret_env_names
@@ -292,7 +293,8 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
 def _connections(args: argparse.Namespace) -> int:
     """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), or print a new
     `token_key`. A revoked sign-in is gone for a running hub at its next call for that person, which closes the
-    session that carried it and asks them to sign in again."""
+    session that carried it and asks them to sign in again; its tokens are revoked at the authorization server
+    too when it can (credentials/revocation.py)."""
     from mcp_hub.credentials.connections import StoreError, new_key, store_at
 
     if args.action == "key":
@@ -310,14 +312,12 @@ def _connections(args: argparse.Namespace) -> int:
     if args.server is not None and not mounts:
         print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
+    if args.action == "revoke":
+        return _revoke_connections(mounts, args.principal)
     try:
         for name, server in mounts.items():
             assert server.auth.token_key is not None
             store = store_at(server.auth.token_store, server.auth.token_key)
-            if args.action == "revoke":
-                for gone in store.remove(args.principal, name):
-                    print(f"revoked: {gone.principal} at {name} ({gone.issuer})")
-                continue
             for record in store.list(args.principal):
                 if record.mount == name:
                     fields = (record.principal, name, record.issuer, _expiry(record.expires_at), record.scope or "")
@@ -326,6 +326,26 @@ def _connections(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _revoke_connections(mounts: dict[str, ServerConfig], principal: str) -> int:
+    """Forget `principal`'s sign-ins toward `mounts` and revoke their tokens at the authorization server
+    (credentials/revocation.py). 1 when some could only be forgotten because the authorization server refused
+    or could not be reached (a warning says which); they are forgotten all the same."""
+    from mcp_hub.credentials.connections import StoreError
+    from mcp_hub.credentials.revocation import revoke
+
+    failed = False
+    for name, server in mounts.items():
+        try:
+            revoked = anyio.run(revoke, name, server, principal)
+        except StoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for gone in revoked:
+            print(f"revoked: {principal} at {name} ({gone.connection.issuer}): {gone.message}")
+            failed = failed or gone.outcome == "failed"
+    return 1 if failed else 0
 
 
 def _expiry(expires_at: float | None) -> str:

@@ -472,8 +472,9 @@ async def test_revoked_from_the_cli_the_session_closes_and_the_person_signs_in_a
                 with pytest.raises(SystemExit):
                     cli_main(["connections", "--config", str(setup.config), "--principal", "bob"])
                 assert "alice" not in capsys.readouterr().out
-                with pytest.raises(SystemExit) as exited:
-                    cli_main(["connections", "revoke", "--config", str(setup.config), "--principal", "alice"])
+                with pytest.raises(SystemExit) as exited:  # in a thread: it asks the AS, on this event loop
+                    revoke = ["connections", "revoke", "--config", str(setup.config), "--principal", "alice"]
+                    await anyio.to_thread.run_sync(cli_main, revoke)
                 assert exited.value.code == 0 and "revoked: alice at remote" in capsys.readouterr().out
                 assert setup.hub.upstreams["remote"].client_sessions == 2
                 with pytest.raises(MCPError) as caught:

@@ -35,6 +35,7 @@ from mcp_hub.catalog.pins import PinStore
 from mcp_hub.chain.guardrails import configured_secrets
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.credentials.connections import Connection, StoreError, store_at
+from mcp_hub.credentials.revocation import Revoked, revoke
 from mcp_hub.errors import ConfigError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy import Target, explain
@@ -431,29 +432,35 @@ class _Pages:
         return self._render(request, "Connections", "connections", body, session)
 
     async def _revoke(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
-        """Forget one person's sign-in toward one mount, as `mcp-hub connections revoke` does: the hub (same
-        store) closes that person's session with the server at their next call and asks them to sign in again."""
+        """Forget one person's sign-in toward one mount and revoke its tokens at the authorization server, as
+        `mcp-hub connections revoke` does: the hub (same store) closes that person's session with the server at
+        their next call and asks them to sign in again."""
         principal, mount, issuer = form.get("principal", ""), form.get("mount", ""), form.get("issuer", "")
         server = self._user_mounts().get(mount)
         if not principal or server is None:
             return PlainTextResponse(f'revoke needs a principal and a mode = "user" server (got {mount!r})', 400)
-        assert server.auth.token_key is not None
         try:
-            store = store_at(server.auth.token_store, server.auth.token_key)
-            gone = await anyio.to_thread.run_sync(store.remove, principal, mount, issuer or None)
+            gone = await revoke(mount, server, principal, issuer or None)
         except StoreError as exc:
             return PlainTextResponse(f"could not revoke: {exc}", status_code=500)
-        for record in gone:
-            self._record_revoke(session.admin, record)
+        for revoked in gone:
+            self._record_revoke(session.admin, revoked)
         notice = (
-            f"{principal} at {mount}: revoked by {session.admin}"
+            f"{principal} at {mount}: revoked by {session.admin}; " + "; ".join(r.message for r in gone)
             if gone
             else f"{principal} at {mount}: nothing to revoke (no such connection)"
         )
         return RedirectResponse(f"{_base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
 
-    def _record_revoke(self, admin: str, record: Connection) -> None:
-        logger.info("admin console: %s revoked the sign-in of %s at %s", admin, record.principal, record.mount)
+    def _record_revoke(self, admin: str, revoked: Revoked) -> None:
+        record = revoked.connection
+        logger.info(
+            "admin console: %s revoked the sign-in of %s at %s: %s",
+            admin,
+            record.principal,
+            record.mount,
+            revoked.message,
+        )
         self.hub.audit.record(
             AuditEvent(
                 time=AuditLog.now(),
@@ -468,7 +475,7 @@ class _Pages:
                 outcome="revoked",
                 rule=None,
                 reason=f"the sign-in of {record.principal!r} at {record.mount} ({record.issuer}) was revoked by "
-                f"the administrator {admin!r}",
+                f"the administrator {admin!r}; {revoked.message}",
                 latency_ms=None,
                 policy_revision=self.hub.policy().revision,
             )

@@ -268,8 +268,8 @@ def connections(
         "<h1>Connections</h1>"
         '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"), as'
         " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub: their next"
-        " call closes their session with the server and asks them to sign in again (the tokens are not revoked at"
-        " the authorization server).</p>"
+        " call closes their session with the server and asks them to sign in again; the tokens are revoked at the"
+        " authorization server too when it publishes a revocation endpoint (RFC 7009).</p>"
         f"{shown}"
         f'<form class="filters" method="get" action="{base}/connections">'
         f'<label>Principal<input name="principal" id="c-principal" value="{e(principal)}"></label>'

@@ -9,7 +9,9 @@ at its authorization endpoint, which it never approves by itself: a person (a te
 as a browser would) posts the form with their user name, and is sent back to the client's
 redirect URI with a code, which the client trades, with its PKCE verifier, for an access token
 and a refresh token (authorization code grant, RFC 6749 4.1, RFC 7636); refresh tokens are
-rotated on use. It keeps every token it issued and every token
+rotated on use. It revokes tokens (RFC 7009) at `/revoke`, for the client they were issued to, and
+answers 200 for a token it does not know (`revocation = False`: no such endpoint, none in its metadata).
+It keeps every token it issued and every token and revocation
 request it was sent, so a test can check what a client asked for, and it can revoke a
 token or refuse every request.
 
@@ -62,6 +64,10 @@ class AuthorizationServer:
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     """Authorization code -> what it was issued for (client, redirect URI, PKCE challenge, user, resource)."""
     refresh_tokens: dict[str, Issued] = field(default_factory=dict)
+    revocation: bool = True
+    """Serve `/revoke` and publish it in the metadata."""
+    revocations: list[dict[str, Any]] = field(default_factory=list)
+    """Every revocation request: its form fields, the client it authenticated as, and the status answered."""
 
     def app(self) -> Starlette:
         return Starlette(
@@ -70,6 +76,7 @@ class AuthorizationServer:
                 Route("/token", self._token, methods=["POST"]),
                 Route("/register", self._register, methods=["POST"]),
                 Route("/authorize", self._authorize, methods=["GET", "POST"]),
+                *([Route("/revoke", self._revoke, methods=["POST"])] if self.revocation else []),
             ]
         )
 
@@ -103,6 +110,7 @@ class AuthorizationServer:
                     "refresh_token",
                 ],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                **({"revocation_endpoint": f"{self.issuer}/revoke"} if self.revocation else {}),
             }
         )
 
@@ -194,6 +202,31 @@ class AuthorizationServer:
             {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in},
             headers={"cache-control": "no-store"},
         )
+
+    async def _revoke(self, request: Request) -> Response:
+        """RFC 7009: the client authenticates; a token issued to it is revoked (an access token is refused from
+        then on, a refresh token is good for nothing); a token it does not know is answered 200 all the same; a
+        token issued to another client is refused."""
+        form = dict(await request.form())
+        client_id = self._authenticated(request, form)
+        token = str(form.get("token", ""))
+        record = {**form, "authenticated_as": client_id}
+        self.revocations.append(record)
+        if client_id is None or self.refuse_all:
+            record["status"] = 401
+            return JSONResponse({"error": "invalid_client", "error_description": "bad client secret"}, status_code=401)
+        if not token:
+            record["status"] = 400
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
+        issued = self.tokens.get(token) or self.refresh_tokens.get(token)
+        if issued is not None and issued.client_id != client_id:
+            record["status"] = 400
+            return JSONResponse({"error": "unauthorized_client"}, status_code=400)
+        if issued is not None:
+            self.revoked.add(token)
+            self.refresh_tokens.pop(token, None)
+        record["status"] = 200
+        return Response(status_code=200)
 
     def _authenticated(self, request: Request, form: dict[str, Any]) -> str | None:
         header = request.headers.get("authorization", "")

@@ -1,0 +1,56 @@
+// npm's oidc-provider as the authorization server people sign in to, for the hub's end-to-end tests:
+// authorization code + PKCE with its own login and consent pages (devInteractions: any login name, any
+// password; the login name is the person's `sub`), dynamic client registration (RFC 7591), RFC 8707
+// resource indicators with JWT access tokens (`aud` = the resource), refresh tokens, revocation (RFC 7009)
+// and introspection (RFC 7662).
+//
+//   node oidc_login_provider.mjs CONFIG_JSON
+//
+// CONFIG_JSON: {"port": N, "resources": {"URL": "SCOPES", ...}, "clients": [CLIENT_METADATA, ...]}: the
+// resources tokens may be issued for, each with the scopes it takes (space-separated); the clients
+// registered beforehand (the hub, toward a mode = "user" server). The issuer is http://127.0.0.1:PORT.
+// Prints "ready" once it listens.
+import { generateKeyPairSync } from "node:crypto";
+import Provider, { errors } from "oidc-provider";
+
+const { port, resources, clients = [] } = JSON.parse(process.argv[2]);
+const issuer = `http://127.0.0.1:${port}`;
+const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+const key = { ...privateKey.export({ format: "jwk" }), kid: "oidc-login-1", use: "sig", alg: "RS256" };
+const scopes = new Set(Object.values(resources).flatMap((s) => s.split(" ")));
+
+const provider = new Provider(issuer, {
+  clients,
+  jwks: { keys: [key] },
+  scopes: ["openid", "offline_access", ...scopes],
+  pkce: { required: () => true },
+  // Every client with the refresh_token grant gets a refresh token (not only with offline_access).
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed("refresh_token"),
+  features: {
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    introspection: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => undefined,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (ctx, indicator) => {
+        if (!(indicator in resources)) {
+          throw new errors.InvalidTarget(`no such resource: ${indicator}`);
+        }
+        return {
+          scope: resources[indicator],
+          audience: indicator,
+          accessTokenTTL: 300,
+          accessTokenFormat: "jwt",
+          jwt: { sign: { alg: "RS256" } },
+        };
+      },
+    },
+  },
+});
+
+provider.listen(Number(port), "127.0.0.1", () => {
+  console.log("ready");
+});
