@@ -16,7 +16,7 @@ import json
 import re
 import textwrap
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from tests.servers.fixture import build_server
 from tests.test_oauth import NODE, _Tokens
 from tests.test_revocation import cli
 from tests.test_token_exchange import witnessed
-from tests.test_user_credentials import sign_in_link
+from tests.test_user_credentials import allowed, sign_in_link
 
 pytestmark = [
     pytest.mark.anyio,
@@ -79,11 +79,14 @@ async def oidc_login_provider(
                 await process.wait()
 
 
-async def browse(url: str, login: str, until: str) -> str:
-    """What a person's browser does at oidc-provider with an authorization URL: follow its redirects, fill its
-    login page with `login` (any password), press Continue on its consent page, until it sends the browser to a
-    URL beginning with `until` (the client's redirect URI), which is returned, not opened."""
-    async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
+async def browse(url: str, login: str, until: str, browser: httpx2.AsyncClient | None = None) -> str:
+    """What a person's browser (a new one, unless given) does at oidc-provider with an authorization URL: follow
+    its redirects, fill its login page with `login` (any password), press Continue on its consent page, until
+    it sends the browser to a URL beginning with `until` (the client's redirect URI), which is returned, not
+    opened."""
+    async with AsyncExitStack() as stack:
+        if browser is None:
+            browser = await stack.enter_async_context(httpx2.AsyncClient(timeout=30, follow_redirects=False))
         response = await browser.get(url)
         for _ in range(20):
             if response.is_redirect:
@@ -199,9 +202,11 @@ class Setup:
         with pytest.raises(MCPError) as caught:
             await client.call_tool("remote_echo", {"text": f"{login}-first"})
         link = sign_in_link(caught)
-        assert link.startswith(f"{self.issuer}/")
-        back = await browse(link, login, self.callback)
-        async with httpx2.AsyncClient(timeout=30) as browser:
+        assert "/oauth/consent/" in link  # the hub's consent page first, then oidc-provider's pages
+        async with httpx2.AsyncClient(timeout=30, follow_redirects=False) as browser:
+            authorize = await allowed(browser, link)
+            assert authorize.startswith(f"{self.issuer}/")
+            back = await browse(authorize, login, self.callback, browser)
             done = await browser.get(back)
         assert done.status_code == 200 and "signed in" in done.text, done.text
 
@@ -357,7 +362,7 @@ async def test_a_revoked_sign_in_is_revoked_at_oidc_provider(
                 assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
                 with pytest.raises(MCPError) as caught:
                     await alice.call_tool("remote_echo", {"text": "alice-after"})
-                assert sign_in_link(caught).startswith(f"{setup.issuer}/")
+                assert "/oauth/consent/" in sign_in_link(caught)  # asked again: the consent went with the revoke
         assert not any(b"alice-after" in body for _, body in setup.calls)
 
 

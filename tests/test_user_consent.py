@@ -252,8 +252,9 @@ async def test_a_second_client_of_the_person_is_asked_again_and_the_same_client_
                 assert page.status_code == 200 and "<dd id=client-id>cursor</dd>" in page.text
                 assert not ConnectionStore(setup.store, KEY).consented("alice", "cursor", "remote")
 
-                with pytest.raises(SystemExit):
-                    cli_main(["connections", "revoke", "--config", str(setup.config), "--principal", "alice"])
+                with pytest.raises(SystemExit):  # in a thread: it asks the AS, on this event loop
+                    revoke = ["connections", "revoke", "--config", str(setup.config), "--principal", "alice"]
+                    await anyio.to_thread.run_sync(cli_main, revoke)
                 capsys.readouterr()
                 assert not ConnectionStore(setup.store, KEY).consented("alice", "claude-desktop", "remote")
                 asked = await browser.get(await link_for(claude, "d"))
