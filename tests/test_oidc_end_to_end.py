@@ -362,7 +362,7 @@ async def test_a_revoked_sign_in_is_revoked_at_oidc_provider(
                 assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
                 with pytest.raises(MCPError) as caught:
                     await alice.call_tool("remote_echo", {"text": "alice-after"})
-                assert "/oauth/consent/" in sign_in_link(caught)  # asked again: the consent went with the revoke
+                assert "/oauth/consent/" in sign_in_link(caught)  # sent to sign in again, through the consent page
         assert not any(b"alice-after" in body for _, body in setup.calls)
 
 
