@@ -157,26 +157,27 @@ async def keyed_hub(tmp_path: Path, **mount: Any) -> AsyncIterator[tuple[Hub, Co
 
 async def test_each_principals_2026_clients_get_a_session_of_their_own(tmp_path: Path) -> None:
     """2026-07-28 requests have no connection: a per-client mount serves them by principal (API key), so
-    alice's clients share a session that bob's do not; anonymous callers share the mount's shared one."""
+    alice's clients share a session that bob's do not; clients in process (as over stdio) are the local user,
+    "stdio", and share one of their own."""
     async with (
         keyed_hub(tmp_path, isolation="per-client") as (hub, connect),
         connect("alice") as alice,
         connect("alice") as alice_again,
         connect("bob") as bob,
-        hub_client(hub, "2026-07-28") as anonymous,  # in-process: no HTTP layer, so no principal
-        hub_client(hub, "2026-07-28") as anonymous_again,
+        hub_client(hub, "2026-07-28") as local,  # in-process: no HTTP layer, the local user
+        hub_client(hub, "2026-07-28") as local_again,
     ):
         pids = {
             "alice": await _pid(alice, "srv_pid"),
             "alice again": await _pid(alice_again, "srv_pid"),
             "bob": await _pid(bob, "srv_pid"),
-            "anonymous": await _pid(anonymous, "srv_pid"),
-            "anonymous again": await _pid(anonymous_again, "srv_pid"),
+            "local": await _pid(local, "srv_pid"),
+            "local again": await _pid(local_again, "srv_pid"),
         }
-        assert hub.upstreams["srv"].client_sessions == 2
+        assert hub.upstreams["srv"].client_sessions == 3
     assert pids["alice"] == pids["alice again"]
-    assert pids["anonymous"] == pids["anonymous again"]
-    assert len({pids["alice"], pids["bob"], pids["anonymous"]}) == 3
+    assert pids["local"] == pids["local again"]
+    assert len({pids["alice"], pids["bob"], pids["local"]}) == 3
 
 
 @pytest.mark.parametrize("what", ["elicitation", "sampling", "roots"])

@@ -42,14 +42,14 @@ class Setup:
     callback: str
     calls: list[tuple[str, bytes]]
 
-    def client(self, **options: Any) -> Client:
+    def client(self, mode: str = "legacy", **options: Any) -> Client:
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "mcp_hub", "serve", "--config", str(self.config)],
             cwd=str(self.config.parent),
             env=hub_environment(HUB_TOKEN_KEY=KEY),
         )
-        return Client(params, mode="legacy", cache=None, **options)
+        return Client(params, mode=mode, cache=None, **options)
 
     def bearers_of(self, text: str) -> set[str]:
         """The bearer tokens of the `remote_echo` calls with `text` that the upstream let through."""
@@ -91,7 +91,10 @@ async def stdio_user_hub(tmp_path: Path, callback_host: str = "127.0.0.1", below
             yield Setup(config, server, upstream, callback, calls)
 
 
-async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_callback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_callback(
+    tmp_path: Path, mode: str
+) -> None:
     """The stdio hub's client is asked to open the sign-in link; the browser comes back to the loopback
     redirect_uri, where the hub takes the code; the call that waited goes through with the person's token."""
     asked: list[Any] = []
@@ -106,7 +109,7 @@ async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_cal
 
     async with stdio_user_hub(tmp_path) as setup:
         with anyio.fail_after(60):
-            async with setup.client(elicitation_callback=open_link) as client:
+            async with setup.client(mode, elicitation_callback=open_link) as client:
                 assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}
                 result = await client.call_tool("remote_echo", {"text": "over-stdio"})
                 assert result.structured_content == {"text": "over-stdio", "server": "remote"}
@@ -119,13 +122,14 @@ async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_cal
         assert setup.bearers_of("over-stdio") == {token} == setup.bearers_of("over-stdio-again")
 
 
-async def test_a_client_answered_with_the_link_over_stdio_signs_in_and_calls_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_client_answered_with_the_link_over_stdio_signs_in_and_calls_again(tmp_path: Path, mode: str) -> None:
     """A client that does not take URL elicitation hears -32042 with the link; the person signs in (the browser
     comes back to the hub's loopback listener, on localhost and below a path), and the client's next call goes
     through."""
     async with stdio_user_hub(tmp_path, callback_host="localhost", below="/desktop") as setup:
         with anyio.fail_after(60):
-            async with setup.client() as client:
+            async with setup.client(mode) as client:
                 assert "remote_echo" in {tool.name for tool in (await client.list_tools()).tools}
                 with pytest.raises(MCPError) as caught:
                     await client.call_tool("remote_echo", {"text": "first"})

@@ -85,9 +85,10 @@ class ClientOrigin:
     `isolation = "per-client"` mount: a handshake-era client's connection, which
     lasts across its requests; for a 2026-07-28 request, which stands alone, the
     principal the HTTP layer authenticated (an API key's name), so that each
-    principal's requests share a session of their own. An anonymous 2026-07-28
-    request has none, and is served by the shared session: nothing tells two
-    anonymous callers apart.
+    principal's requests share a session of their own; over stdio (and in
+    process), the local user, "stdio", the one client there is. An anonymous
+    2026-07-28 request over HTTP has none, and is served by the shared session:
+    nothing tells two anonymous callers apart.
     """
 
     def __init__(self, ctx: ServerRequestContext[Any, Any], client: Client | None, *, scoped: bool = True) -> None:
@@ -102,8 +103,11 @@ class ClientOrigin:
 
     @staticmethod
     def _authenticated(ctx: ServerRequestContext[Any, Any]) -> Hashable | None:
-        """The principal the HTTP layer authenticated the request as; None when it authenticated none."""
-        principal = ctx.request.scope.get("state", {}).get(PRINCIPAL_KEY) if ctx.request is not None else None
+        """The principal the HTTP layer authenticated the request as ("stdio" with no HTTP layer: the local user);
+        None when it authenticated none."""
+        if ctx.request is None:
+            return ("principal", "stdio")
+        principal = ctx.request.scope.get("state", {}).get(PRINCIPAL_KEY)
         return ("principal", str(principal)) if principal is not None else None
 
     @property
