@@ -564,3 +564,30 @@ async def test_a_token_refused_mid_session_asks_a_url_capable_client_and_the_cal
                 ]  # the call met the 401 with the revoked token before the sign-in
                 assert refused
                 assert len([b for b, body in setup.calls if b'"alice-later"' in body.replace(b" ", b"")]) == 1
+
+
+async def test_a_server_that_refuses_even_a_refreshed_token_is_reported_in_words(tmp_path: Path) -> None:
+    """The server refuses every token of alice's, the refreshed one too: her call fails with an error that says
+    what the server answered, not which task group it came through."""
+
+    class EveryTokenOf(set[str]):
+        def __init__(self, server: Any, who: str) -> None:
+            super().__init__()
+            self._server, self._who = server, who
+
+        def __contains__(self, token: object) -> bool:
+            issued = self._server.tokens.get(token)
+            return issued is not None and issued.subject == self._who
+
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with setup.client("alice") as alice:
+                await connected(setup, alice, "alice")
+                setup.server.revoked = EveryTokenOf(setup.server, "alice")
+            async with setup.client("alice") as again:  # a new session, opened with a token the server refuses
+                with pytest.raises(MCPError) as caught:
+                    await again.call_tool("remote_echo", {"text": "refused"})
+    message = caught.value.error.message
+    assert "ExceptionGroup" not in message and "TaskGroup" not in message, message
+    assert message.endswith("could not open a session for this client: Server returned an error response"), message
+    assert not setup.bearers_of_calls("refused")

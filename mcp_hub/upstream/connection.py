@@ -307,8 +307,8 @@ async def connect(
             except Exception as sse_exc:
                 raise UpstreamUnavailable(
                     config.name,
-                    f"refused streamable HTTP (HTTP {refused}: {_described(exc)}), "
-                    f"and the legacy SSE transport failed too: {_described(sse_exc)}",
+                    f"refused streamable HTTP (HTTP {refused}: {described(exc)}), "
+                    f"and the legacy SSE transport failed too: {described(sse_exc)}",
                 ) from sse_exc
             logger.warning(
                 "server %r: refused streamable HTTP (HTTP %d); connected over the legacy SSE transport, "
@@ -320,9 +320,11 @@ async def connect(
         yield Connection(config, session, inflight, transport, on_broken, kind)
 
 
-def _described(exc: BaseException) -> str:
+def described(exc: BaseException) -> str:
+    """What went wrong, in words: an exception group's exceptions, each named with its type unless it is the
+    server's own error."""
     if isinstance(exc, ExceptionGroup):
-        return "; ".join(_described(e) for e in exc.exceptions)
+        return "; ".join(described(e) for e in exc.exceptions)
     text = str(exc) or type(exc).__name__
     return text if isinstance(exc, MCPError) else f"{type(exc).__name__}: {text}"
 

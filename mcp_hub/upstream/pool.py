@@ -26,7 +26,7 @@ from mcp.client.session import IncomingMessage
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.errors import UpstreamError, UpstreamUnavailable
-from mcp_hub.upstream.connection import Connection, TransportChoice, connect
+from mcp_hub.upstream.connection import Connection, TransportChoice, connect, described
 from mcp_hub.upstream.relay import InFlight, Origin
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -130,7 +130,7 @@ class SessionPool:
                     await self._until_idle(seat, connection)
                     self._forget(key, seat)  # before the (slower) close, so the next request opens anew
         except Exception as exc:  # boundary: a session that fails to open or breaks is reported to its client
-            seat.error = f"{type(exc).__name__}: {exc}"
+            seat.error = described(exc)
             logger.warning("server %r: a client session failed: %s", self._config.name, seat.error)
         finally:
             self._forget(key, seat)
