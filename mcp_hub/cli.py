@@ -6,7 +6,7 @@
                    [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
-    mcp-hub connections [--config PATH] [list | revoke | key] [--principal P] [--server S]
+    mcp-hub connections [--config PATH] [list | revoke | withdraw | key] [--principal P] [--client C] [--server S]
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
                     [--config PATH]
 
@@ -119,11 +119,17 @@ def _parser() -> argparse.ArgumentParser:
     pins.add_argument("--all", action="store_true", help="accept every pending change")
 
     connections = command(
-        "connections", 'List the sign-ins of people to mode = "user" servers; revoke them; make a key.', _connections
+        "connections",
+        'List the sign-ins of people to mode = "user" servers and the clients they allowed; revoke a sign-in; '
+        "withdraw a consent; make a key.",
+        _connections,
     )
     connections.add_argument("--config", default="hub.toml")
-    connections.add_argument("action", nargs="?", choices=["list", "revoke", "key"], default="list")
-    connections.add_argument("--principal", help="only this principal's (revoke: required)")
+    connections.add_argument("action", nargs="?", choices=["list", "revoke", "withdraw", "key"], default="list")
+    connections.add_argument("--principal", help="only this principal's (revoke, withdraw: required)")
+    connections.add_argument(
+        "--client", help="the MCP client whose consent to forget (withdraw: required); list: only its consents"
+    )
     connections.add_argument("--server", help="only this server's")
 
     imp = command("import", "Convert an MCP client's config (JSON, or Goose/Continue YAML) to hub.toml.", _import)
@@ -291,17 +297,24 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
 
 
 def _connections(args: argparse.Namespace) -> int:
-    """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), or print a new
-    `token_key`. A revoked sign-in is gone for a running hub at its next call for that person, which closes the
-    session that carried it and asks them to sign in again; its tokens are revoked at the authorization server
-    too when it can (credentials/revocation.py)."""
+    """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), list or
+    withdraw the consents they gave their MCP clients on the hub's consent page, or print a new `token_key`. A
+    revoked sign-in is gone for a running hub at its next call for that person, which closes the session that
+    carried it and asks them to sign in again; its tokens are revoked at the authorization server too when it
+    can (credentials/revocation.py). A withdrawn consent makes that client's next sign-in ask again; the
+    tokens are kept."""
     from mcp_hub.credentials.connections import StoreError, new_key, store_at
 
     if args.action == "key":
         print(new_key())
         return 0
-    if args.action == "revoke" and args.principal is None:
-        print("error: connections revoke needs --principal", file=sys.stderr)
+    if args.action in ("revoke", "withdraw") and args.principal is None:
+        print(f"error: connections {args.action} needs --principal", file=sys.stderr)
+        return 2
+    if args.action == "withdraw" and args.client is None:
+        print(
+            "error: connections withdraw needs --client (the client ID that `connections list` shows)", file=sys.stderr
+        )
         return 2
     config = load_config(args.config)
     mounts = {
@@ -314,6 +327,9 @@ def _connections(args: argparse.Namespace) -> int:
         return 2
     if args.action == "revoke":
         return _revoke_connections(mounts, args.principal)
+    if args.action == "withdraw":
+        return _withdraw_consents(mounts, args.principal, args.client)
+    consents: list[str] = []
     try:
         for name, server in mounts.items():
             assert server.auth.token_key is not None
@@ -322,9 +338,46 @@ def _connections(args: argparse.Namespace) -> int:
                 if record.mount == name:
                     fields = (record.principal, name, record.issuer, _expiry(record.expires_at), record.scope or "")
                     print("\t".join(fields))
+            for given in store.list_consents(args.principal):
+                if given.mount == name and args.client in (None, given.client):
+                    fields = (
+                        given.principal,
+                        name,
+                        given.client,
+                        _allowed(given.given_at),
+                        f"{given.browsers} browser(s)",
+                    )
+                    consents.append("\t".join(fields))
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if consents:
+        print("\nclients allowed (principal, server, client, when, browsers):")
+        print("\n".join(consents))
+    return 0
+
+
+def _withdraw_consents(mounts: dict[str, ServerConfig], principal: str, client: str) -> int:
+    """Forget that `principal` allowed `client` at `mounts`, in every browser: its next sign-in asks them again
+    on the consent page. Their tokens are kept (a revoke forgets them)."""
+    from mcp_hub.credentials.connections import StoreError, store_at
+
+    withdrawn = False
+    for name, server in mounts.items():
+        assert server.auth.token_key is not None
+        try:
+            gone = store_at(server.auth.token_store, server.auth.token_key).withdraw(principal, client, name)
+        except StoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for consent in gone:
+            print(
+                f"withdrawn: {principal}'s consent for {client} at {name} ({consent.browsers} browser(s)): "
+                "the client's next sign-in asks again; the tokens are kept"
+            )
+            withdrawn = True
+    if not withdrawn:
+        print(f"nothing to withdraw: no consent of {principal} for {client} on record")
     return 0
 
 
@@ -346,6 +399,12 @@ def _revoke_connections(mounts: dict[str, ServerConfig], principal: str) -> int:
             print(f"revoked: {principal} at {name} ({gone.connection.issuer}): {gone.message}")
             failed = failed or gone.outcome == "failed"
     return 1 if failed else 0
+
+
+def _allowed(seconds: float) -> str:
+    if not seconds:
+        return "allowed (time not recorded)"
+    return time.strftime("allowed %Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
 
 def _expiry(expires_at: float | None) -> str:

@@ -445,3 +445,90 @@ def _records(setup: Any) -> list[Any]:
     from tests.test_user_credentials import KEY
 
     return ConnectionStore(setup.store, KEY).list()
+
+
+async def test_connections_lists_the_clients_people_allowed_and_withdraw_makes_the_next_sign_in_ask_again(
+    tmp_path: Path,
+) -> None:
+    """alice and bob sign in through the hub's consent page, each in their own browser: the page lists the
+    client each allowed (never the browser's binding); a withdraw without the CSRF token is refused; with it,
+    alice's consent is gone (bob's is not), her tokens are kept and her calls go on, the audit log names the
+    administrator, and when she must sign in again, her browser is asked again while bob's is sent on."""
+    import anyio
+    from cryptography.fernet import Fernet
+    from mcp.shared.exceptions import MCPError
+
+    from mcp_hub.credentials.connections import ConnectionStore
+    from tests.test_user_credentials import KEY, sign_in, sign_in_link, user_hub
+
+    async def link_for(client: Any, text: str) -> str:
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("remote_echo", {"text": text})
+        return sign_in_link(caught)
+
+    async with (
+        user_hub(tmp_path, admin_key=ADMIN_KEY) as setup,
+        httpx2.AsyncClient(timeout=30) as web,
+        httpx2.AsyncClient(timeout=30) as alices,
+        httpx2.AsyncClient(timeout=30) as bobs,
+    ):
+        with anyio.fail_after(60):
+            async with setup.client("alice") as a, setup.client("bob") as b:
+                for client, who, browser in ((a, "alice", alices), (b, "bob", bobs)):
+                    assert (await sign_in(await link_for(client, f"{who}-first"), who, browser)).status_code == 200
+                    assert (await client.call_tool("remote_echo", {"text": f"{who}-0"})).structured_content
+                store = ConnectionStore(setup.store, KEY)
+                csrf = await logged_in(web, setup.base)
+                page = await web.get(f"{setup.base}/admin/connections")
+                assert page.status_code == 200
+                consents = r'<tr class="consent" data-principal="(\w+)" data-mount="(\w+)" data-client="([\w:-]+)">'
+                assert re.findall(consents, page.text) == [
+                    ("alice", "remote", "api-key:alice"),
+                    ("bob", "remote", "api-key:bob"),
+                ]
+                alice_row = page.text.split('<tr class="consent" data-principal="alice"')[1].split("</tr>")[0]
+                assert " UTC</td><td>1</td>" in alice_row and "Withdraw" in alice_row  # when, in one browser
+                assert "it does not revoke their tokens" in page.text
+                kept = json.loads(Fernet(KEY.encode()).decrypt(setup.store.read_bytes()))["consents"]
+                assert len(kept) == 2
+                for _, _, _, binding, *_ in kept:  # the SHA-256 of each browser's cookie: never shown
+                    assert binding not in page.text and binding[:12] not in page.text
+                filtered = await web.get(f"{setup.base}/admin/connections", params={"principal": "bob"})
+                assert re.findall(consents, filtered.text) == [("bob", "remote", "api-key:bob")]
+
+                alice = {"principal": "alice", "mount": "remote", "client": "api-key:alice"}
+                for data in (alice, {**alice, "csrf": csrf[::-1]}):
+                    refused = await web.post(f"{setup.base}/admin/connections/withdraw", data=data)
+                    assert refused.status_code == 403 and "CSRF" in refused.text
+                assert store.consented("alice", "api-key:alice", "remote")
+
+                withdrawn = await web.post(f"{setup.base}/admin/connections/withdraw", data={**alice, "csrf": csrf})
+                assert withdrawn.status_code == 303
+                assert not store.consented("alice", "api-key:alice", "remote")
+                assert store.consented("bob", "api-key:bob", "remote")
+                assert [r.principal for r in store.list()] == ["alice", "bob"]  # the tokens are kept
+                after = await web.get(f"{setup.base}{withdrawn.headers['location']}")
+                assert "alice at remote: the consent for api-key:alice was withdrawn by root" in after.text
+                assert re.findall(consents, after.text) == [("bob", "remote", "api-key:bob")]
+                assert 'data-principal="alice" data-mount="remote">' in after.text  # her sign-in is still listed
+                assert (await a.call_tool("remote_echo", {"text": "alice-1"})).structured_content
+                again = await web.post(f"{setup.base}/admin/connections/withdraw", data={**alice, "csrf": csrf})
+                notice = (await web.get(f"{setup.base}{again.headers['location']}")).text
+                assert "nothing to withdraw (no consent for api-key:alice on record)" in notice
+
+                setup.server.revoked.update(setup.tokens_of("alice") | setup.tokens_of("bob"))
+                setup.server.refresh_tokens.clear()  # both must sign in again
+                asked = await alices.get(await link_for(a, "alice-2"))
+                assert asked.status_code == 200 and "<dd id=client-id>api-key:alice</dd>" in asked.text
+                sent_on = await bobs.get(await link_for(b, "bob-2"))
+                assert sent_on.status_code == 302 and sent_on.headers["location"].startswith(setup.server.issuer)
+
+        async def recorded() -> bool:
+            audit = tmp_path / "audit.jsonl"
+            return audit.exists() and "admin/connections/withdraw" in audit.read_text(encoding="utf-8")
+
+        await wait_for(recorded)
+        lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+        (line,) = [line for line in lines if line["method"] == "admin/connections/withdraw"]
+        assert line["principal"] == "admin:root" and line["mount"] == "remote" and line["outcome"] == "withdrawn"
+        assert line["arguments"] == {"principal": "alice", "client": "api-key:alice"}

@@ -1,7 +1,8 @@
 """The admin console: the hub seen and governed from a browser, at `/admin` of the HTTP endpoint.
 
 Off unless `[admin] enabled = true` (with `keys`, the administrators' login keys). Pages: Status (live),
-Catalog (with "view as principal"), Pins (accept or reject a changed tool), Audit (filtered, paged, live)
+Catalog (with "view as principal"), Pins (accept or reject a changed tool), Connections (people's sign-ins
+to `mode = "user"` servers and the clients they allowed: revoke, withdraw), Audit (filtered, paged, live)
 and Explain. Rendered on the server; one small script follows the live parts (server-sent events).
 """
 

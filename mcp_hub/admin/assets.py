@@ -41,6 +41,7 @@ button.reject, button.quiet { background: #6b7280; }
 .card { background: #fff; border: 1px solid var(--line); padding: 1rem; margin-bottom: 1rem; }
 .login { max-width: 360px; margin: 10vh auto; }
 details summary { cursor: pointer; }
+h2.section { margin-top: 1.6rem; }
 """
 
 JS = """

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from mcp_hub.admin.audit_view import Filters
-from mcp_hub.credentials.connections import Connection
+from mcp_hub.credentials.connections import Connection, Consent
 
 PAGES = (
     ("status", "Status"),
@@ -235,9 +235,10 @@ def connections(
     notice: str,
     error: str | None,
     now: float,
+    consents: Sequence[Consent] = (),
 ) -> str:
     """The people's sign-ins toward `mode = "user"` mounts: who, where, at which issuer, since and until when,
-    with which scopes; never a token."""
+    with which scopes; never a token. Then the clients each person allowed on the consent page, per mount."""
     if not mounts:
         return (
             '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" in its auth'
@@ -267,7 +268,8 @@ def connections(
     return (
         "<h1>Connections</h1>"
         '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"), as'
-        " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub: their next"
+        " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub, and the clients"
+        " they allowed there: their next"
         " call closes their session with the server and asks them to sign in again; the tokens are revoked at the"
         " authorization server too when it publishes a revocation endpoint (RFC 7009).</p>"
         f"{shown}"
@@ -278,6 +280,37 @@ def connections(
         f'<p class="muted">{len(records)} connection(s).</p>'
         "<table><thead><tr><th>Principal</th><th>Server</th><th>Issuer</th><th>Signed in</th><th>Expires</th>"
         f"<th>Scopes</th><th></th></tr></thead><tbody>{body}</tbody></table>"
+        f"{allowed_clients(base, consents, csrf)}"
+    )
+
+
+def allowed_clients(base: str, consents: Sequence[Consent], csrf: str) -> str:
+    """The clients each person allowed on the hub's consent page, per server, each with a Withdraw button."""
+    lines = []
+    for given in consents:
+        withdraw = (
+            f'<form class="inline" method="post" action="{base}/connections/withdraw">{csrf_field(csrf)}'
+            f'<input type="hidden" name="principal" value="{e(given.principal)}">'
+            f'<input type="hidden" name="mount" value="{e(given.mount)}">'
+            f'<input type="hidden" name="client" value="{e(given.client)}">'
+            '<button class="reject withdraw">Withdraw</button></form>'
+        )
+        lines.append(
+            f'<tr class="consent" data-principal="{e(given.principal)}" data-mount="{e(given.mount)}"'
+            f' data-client="{e(given.client)}"><td>{e(given.principal)}</td><td>{e(given.mount)}</td>'
+            f"<td><code>{e(given.client)}</code></td><td>{e(_when(given.given_at) or 'not recorded')}</td>"
+            f"<td>{given.browsers}</td><td>{withdraw}</td></tr>"
+        )
+    body = "".join(lines) or '<tr><td colspan="6" class="muted" id="no-consents">No consents.</td></tr>'
+    return (
+        '<h2 class="section">Clients allowed</h2>'
+        "<p class=muted>The MCP clients each person allowed on the hub's consent page, per server: the same"
+        " client's next sign-in in the same browser is not asked again. Withdraw forgets that consent, in every"
+        " browser, so that the client's next sign-in asks the person again; it does not revoke their tokens"
+        " (Revoke above does), and a sign-in already made goes on.</p>"
+        f'<p class="muted">{len(consents)} consent(s).</p>'
+        "<table><thead><tr><th>Principal</th><th>Server</th><th>Client</th><th>Allowed</th><th>Browsers</th>"
+        f'<th></th></tr></thead><tbody id="consents">{body}</tbody></table>'
     )
 
 

@@ -2,11 +2,13 @@
 connection, keyed by principal, mount and issuer; and, in the same file, the consents people gave, one
 per (principal, MCP client, mount, browser), so that a person's client is not asked again at their next
 sign-in in the same browser (credentials/consent.py). Revoking a person's connection forgets their
-consents toward that mount too.
+consents toward that mount too; withdrawing a consent (`withdraw`: the admin console, `mcp-hub connections
+withdraw`) forgets it alone, so that the client's next sign-in asks again, and leaves the tokens be.
 
 The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
 HMAC-SHA256) of a JSON object: `connections`, a list of records, and `consents`, a list of
-[principal, client, mount, browser] (a file written before consents were kept is a bare list of records),
+[principal, client, mount, browser, given_at] (a file written before consents were kept is a bare list of
+records; one written before their time was kept has no `given_at`),
 so nothing in it, not even who is connected to what, can be read or changed without the key. It is
 written whole, to a temporary file then renamed over the old one (a reader never sees half a file),
 with mode 0600, under a lock file beside it (`flock`), so that two processes changing it never lose
@@ -24,7 +26,8 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -77,6 +80,20 @@ class Connection:
         return f"Connection(principal={self.principal!r}, mount={self.mount!r}, issuer={self.issuer!r})"
 
 
+@dataclass(frozen=True)
+class Consent:
+    """That a person allowed an MCP client to have the hub act as them at a mount, in one browser or more: what
+    the console and the CLI show. Which browsers is not said (their cookies' hashes stay in the file)."""
+
+    principal: str
+    client: str
+    mount: str
+    given_at: float
+    """Seconds since the epoch of the latest time it was given; 0.0: given before the hub kept the time."""
+    browsers: int
+    """In how many browsers it was given."""
+
+
 class ConnectionStore:
     """The records of one token file (see the module docstring). Safe to use from several threads."""
 
@@ -88,8 +105,9 @@ class ConnectionStore:
             raise StoreError(f"{path}: the token key is not a Fernet key ({exc})") from None
         self._lock = threading.Lock()
         self._records: dict[tuple[str, str, str], Connection] = {}
-        self._consents: set[tuple[str, str, str, str]] = set()
-        """(principal, client, mount, browser) a person allowed: the browser is the SHA-256 of its cookie."""
+        self._consents: dict[tuple[str, str, str, str], float] = {}
+        """(principal, client, mount, browser) a person allowed, and when: the browser is the SHA-256 of its
+        cookie."""
         self._seen: tuple[int, int] | None = None
         """(size, mtime_ns) of the file when last read or written; None: never read."""
 
@@ -124,8 +142,9 @@ class ConnectionStore:
             ]
             for record in gone:
                 del self._records[record.key]
-            given = {c for c in self._consents if consents and c[0] == principal and mount in (None, c[2])}
-            self._consents -= given
+            given = [c for c in self._consents if consents and c[0] == principal and mount in (None, c[2])]
+            for key in given:
+                del self._consents[key]
             if gone or given:
                 self._write()
         return gone
@@ -142,8 +161,30 @@ class ConnectionStore:
         with self._lock, self._changing():
             self._reload()
             if (principal, client, mount, browser) not in self._consents:
-                self._consents.add((principal, client, mount, browser))
+                self._consents[(principal, client, mount, browser)] = time.time()
                 self._write()
+
+    def list_consents(self, principal: str | None = None) -> list[Consent]:
+        """The consents on record (the principal's, when given), one per person, client and mount."""
+        with self._lock:
+            self._reload()
+            return _grouped((key, at) for key, at in self._consents.items() if principal in (None, key[0]))
+
+    def withdraw(self, principal: str, client: str, mount: str | None = None) -> list[Consent]:
+        """Forget that `principal` allowed `client` (at `mount`, when given; in every browser), so that the
+        client's next sign-in asks them again; their tokens are kept. The consents forgotten."""
+        with self._lock, self._changing():
+            self._reload()
+            given = [
+                (key, at)
+                for key, at in self._consents.items()
+                if key[:2] == (principal, client) and mount in (None, key[2])
+            ]
+            for key, _ in given:
+                del self._consents[key]
+            if given:
+                self._write()
+        return _grouped(given)
 
     @contextmanager
     def _changing(self) -> Iterator[None]:
@@ -173,7 +214,7 @@ class ConnectionStore:
         if stat is not None and stat == self._seen:
             return
         if stat is None:
-            self._records, self._consents, self._seen = {}, set(), None
+            self._records, self._consents, self._seen = {}, {}, None
             return
         try:
             data = self._fernet.decrypt(self.path.read_bytes())
@@ -186,7 +227,9 @@ class ConnectionStore:
             if isinstance(content, list):  # written before consents were kept
                 content = {"connections": content, "consents": []}
             records = [Connection(**row) for row in content["connections"]]
-            consents = {(str(p), str(c), str(m), str(b)) for p, c, m, b in content["consents"]}
+            consents = {
+                (str(p), str(c), str(m), str(b)): float(at[0]) if at else 0.0 for p, c, m, b, *at in content["consents"]
+            }
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreError(f"{self.path} holds no token records: {exc}") from None
         self._records = {record.key: record for record in records}
@@ -196,7 +239,7 @@ class ConnectionStore:
     def _write(self) -> None:
         content = {
             "connections": [asdict(r) for r in self._records.values()],
-            "consents": sorted(list(c) for c in self._consents),
+            "consents": sorted([*key, at] for key, at in self._consents.items()),
         }
         data = self._fernet.encrypt(json.dumps(content).encode())
         try:
@@ -212,6 +255,15 @@ class ConnectionStore:
         except OSError as exc:
             raise StoreError(f"cannot write {self.path}: {exc}") from exc
         self._seen = self._stat()
+
+
+def _grouped(consents: Iterable[tuple[tuple[str, str, str, str], float]]) -> list[Consent]:
+    """One `Consent` per (principal, client, mount) of `consents`, by browser: the latest time, how many browsers."""
+    found: dict[tuple[str, str, str], tuple[float, int]] = {}
+    for (principal, client, mount, _), at in consents:
+        latest, browsers = found.get((principal, client, mount), (0.0, 0))
+        found[(principal, client, mount)] = (max(latest, at), browsers + 1)
+    return [Consent(*key, at, browsers) for key, (at, browsers) in sorted(found.items())]
 
 
 _STORES: dict[Path, ConnectionStore] = {}
