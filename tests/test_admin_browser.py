@@ -298,8 +298,9 @@ def test_the_catalog_as_a_principal_and_the_explain_form(browser: WebDriver, hub
 
 
 def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path: Path) -> None:
-    """A `mode = "user"` mount whose token file holds alice's and bob's sign-ins (written with the hub's token key,
-    as the hub writes it after a sign-in): the page lists them without their tokens; Revoke forgets bob's."""
+    """A `mode = "user"` mount whose token file holds alice's and bob's sign-ins and the clients they allowed
+    (written with the hub's token key, as the hub writes them after a sign-in): the page lists them without their
+    tokens; Revoke forgets bob's sign-in and his consent; Withdraw forgets alice's consent, not her sign-in."""
     import time
 
     from mcp_hub.credentials.connections import Connection, ConnectionStore, new_key
@@ -322,6 +323,8 @@ def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path
                 who, "tracker", issuer, token, f"refresh-{token}", "Bearer", now + 240, "openid tracker", now - 3600
             )
         )
+        store.consent(who, "claude-desktop", "tracker", f"{who}-browser-binding-" + "0" * 40)
+    store.consent("alice", "cursor", "tracker", "alice-other-browser-binding-" + "1" * 40)
     with serving(tmp_path, config, port, browser, TOKEN_KEY=key) as running:
         log_in(browser, running)
         browser.find_element(By.LINK_TEXT, "Connections").click()
@@ -331,6 +334,12 @@ def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path
         assert "openid tracker" in browser.find_element(By.CSS_SELECTOR, row).text
         for token in tokens.values():
             assert token not in browser.page_source and "access-token" not in browser.page_source
+        consents = [
+            (row.get_attribute("data-principal"), row.get_attribute("data-client"))
+            for row in browser.find_elements(By.CSS_SELECTOR, "tr.consent")
+        ]
+        assert consents == [("alice", "claude-desktop"), ("alice", "cursor"), ("bob", "claude-desktop")]
+        assert "binding" not in browser.page_source
         screenshot(browser, "connections")
 
         browser.find_element(By.CSS_SELECTOR, f"{row} button.revoke").click()
@@ -339,3 +348,14 @@ def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path
         assert notice.startswith("bob at tracker: revoked by root; the hub forgot its tokens, but they could not be")
         assert not browser.find_elements(By.CSS_SELECTOR, row)
         assert [r.principal for r in ConnectionStore(tmp_path / "connections", key).list()] == ["alice"]
+        assert not browser.find_elements(By.CSS_SELECTOR, 'tr.consent[data-principal="bob"]')  # a revoke forgets it
+
+        browser.find_element(By.CSS_SELECTOR, 'tr.consent[data-client="cursor"] button.withdraw').click()
+        wait(browser, lambda b: "withdrawn" in b.find_element(By.ID, "notice").text, "the withdraw notice")
+        assert browser.find_element(By.ID, "notice").text.startswith(
+            "alice at tracker: the consent for cursor was withdrawn by root"
+        )
+        left = ConnectionStore(tmp_path / "connections", key)
+        assert [(c.principal, c.client) for c in left.list_consents()] == [("alice", "claude-desktop")]
+        assert [r.principal for r in left.list()] == ["alice"]
+        assert browser.find_elements(By.CSS_SELECTOR, row.replace("bob", "alice"))

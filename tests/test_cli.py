@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from mcp_hub.catalog.snapshot import fingerprint
 from mcp_hub.config import load_config
 from tests.conftest import ROOT, fixture_server, write_config
@@ -201,3 +203,75 @@ def test_explain_names_the_deciding_rule(tmp_path: Path) -> None:
     assert "Outcome: DENIED" in stranger.stdout
     bad_args = mcp_hub("explain", "--config", str(config), "--principal", "stdio", "--tool", "notes/x", "--args", "[")
     assert bad_args.returncode == 2 and "--args" in bad_args.stderr
+
+
+def test_connections_lists_the_clients_people_allowed_and_withdraw_forgets_one_keeping_the_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `mode = "user"` servers sharing a token file that holds alice's sign-in and the consents people gave
+    (one written before the hub kept their time): `connections` lists them after the sign-ins, one line per
+    person, server and client, with how many browsers and never which; `withdraw` forgets a client's consent
+    in every browser and leaves the tokens."""
+    from cryptography.fernet import Fernet
+
+    from mcp_hub.credentials.connections import Connection, ConnectionStore, new_key
+
+    key, path, issuer = new_key(), tmp_path / "connections", "https://sso.example.com/realms/acme"
+    monkeypatch.setenv("TOKEN_KEY", key)
+    auth = {
+        "mode": "user",
+        "issuer": issuer,
+        "client_id": "mcp-hub",
+        "client_secret": "tracker-client-secret",
+        "redirect_uri": "http://127.0.0.1:8765/oauth/callback",
+        "token_key": "${TOKEN_KEY}",
+        "token_store": str(path),
+    }
+    servers = {name: {"url": f"https://{name}.example.com/mcp", "auth": auth} for name in ("tracker", "wiki")}
+    config = str(write_config(tmp_path / "hub.toml", servers))
+    browsers = [f"{n}" * 64 for n in "abcd"]  # as the hub keeps them: the SHA-256 of each browser's cookie
+    old = {"connections": [], "consents": [["carol", "cursor", "tracker", browsers[3]]]}
+    path.write_bytes(Fernet(key.encode()).encrypt(json.dumps(old).encode()))
+    store = ConnectionStore(path, key)
+    store.put(Connection("alice", "tracker", issuer, "access-token-of-alice", None, "Bearer", None, "tracker"))
+    store.consent("alice", "cursor", "tracker", browsers[0])
+    store.consent("alice", "cursor", "tracker", browsers[1])
+    store.consent("alice", "claude-desktop", "tracker", browsers[0])
+    store.consent("bob", "cursor", "wiki", browsers[2])
+
+    listed = mcp_hub("connections", "--config", config)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == f"alice\ttracker\t{issuer}\tno expiry\ttracker"
+    section = lines.index("clients allowed (principal, server, client, when, browsers):")
+    consents = [line.split("\t") for line in lines[section + 1 :]]
+    assert [(p, s, c, n) for p, s, c, _, n in consents] == [
+        ("alice", "tracker", "claude-desktop", "1 browser(s)"),
+        ("alice", "tracker", "cursor", "2 browser(s)"),
+        ("carol", "tracker", "cursor", "1 browser(s)"),
+        ("bob", "wiki", "cursor", "1 browser(s)"),
+    ]
+    assert consents[1][3].startswith("allowed 20") and consents[1][3].endswith(" UTC")
+    assert consents[2][3] == "allowed (time not recorded)"
+    assert not any(browser[:8] in listed.stdout for browser in browsers)
+    mine = mcp_hub("connections", "--config", config, "--principal", "alice", "--client", "cursor").stdout
+    assert mine.splitlines()[-1].startswith("alice\ttracker\tcursor\t") and "claude-desktop" not in mine
+
+    no_client = mcp_hub("connections", "withdraw", "--config", config, "--principal", "alice")
+    assert no_client.returncode == 2 and "--client" in no_client.stderr
+    withdrawn = mcp_hub("connections", "withdraw", "--config", config, "--principal", "alice", "--client", "cursor")
+    assert withdrawn.returncode == 0, withdrawn.stderr
+    assert withdrawn.stdout.startswith("withdrawn: alice's consent for cursor at tracker (2 browser(s))")
+    assert not store.consented("alice", "cursor", "tracker")
+    assert store.consented("alice", "claude-desktop", "tracker") and store.consented("carol", "cursor", "tracker")
+    assert [(r.principal, r.access_token) for r in store.list()] == [("alice", "access-token-of-alice")]
+    again = mcp_hub("connections", "withdraw", "--config", config, "--principal", "alice", "--client", "cursor")
+    assert again.returncode == 0 and "nothing to withdraw" in again.stdout
+
+    elsewhere = ("connections", "withdraw", "--config", config, "--principal", "bob", "--client", "cursor")
+    assert "nothing to withdraw" in mcp_hub(*elsewhere, "--server", "tracker").stdout
+    assert mcp_hub(*elsewhere, "--server", "wiki").stdout.startswith("withdrawn: bob's consent for cursor at wiki")
+    assert [(c.principal, c.client) for c in store.list_consents()] == [
+        ("alice", "claude-desktop"),
+        ("carol", "cursor"),
+    ]
