@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,18 +35,28 @@ from mcp_hub.server.http import replicas
 from tests.conftest import free_port, serve_app
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
-from tests.test_cluster import RedisServer
-from tests.test_cluster_sessions import Replica, shared_redis, start_replica
+from tests.test_cluster import REDIS_SERVER, RedisServer
+from tests.test_cluster_sessions import Replica, start_replica
 from tests.test_token_exchange import witnessed
 from tests.test_user_credentials import allowed, sign_in, sign_in_link
 
 pytestmark = pytest.mark.anyio
 
-__all__ = ["shared_redis"]  # the module's Redis, used as a fixture here
-
 SECRET = "s3cret-of-the-hub-at-the-as"
 KEYS = {"alice": "a" * 32, "bob": "b" * 32, "carol": "c" * 32}
 TOKEN_KEY = new_key()
+
+
+@pytest.fixture(scope="module")
+def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 class Balancer(httpx2.AsyncBaseTransport):
@@ -249,7 +259,8 @@ async def test_a_sign_in_whose_replica_is_gone_gets_a_page_that_says_to_start_ag
 ) -> None:
     """bob's two links are made on A; he allows the first on A and signs in at the authorization server; A
     stops. Through B, the second link's page and the first's callback are each answered 410 with a page
-    telling him to start again, and nothing is kept."""
+    telling him to start again, and nothing is kept. A link or state that names no replica is B's to answer
+    (400, not known)."""
     async with two_replicas(tmp_path, shared_redis) as two:
         port_a, port_b = two.ports
         with anyio.fail_after(90):
@@ -269,8 +280,29 @@ async def test_a_sign_in_whose_replica_is_gone_gets_a_page_that_says_to_start_ag
                     assert gone.status_code == 410, gone.text
                     assert "gone" in gone.text and "Start again" in gone.text
                     assert gone.headers["cache-control"] == "no-store" and gone.headers["x-frame-options"] == "DENY"
+                hub = f"http://127.0.0.1:{two.hub}"
+                for made_up in ("nope", ".nope", "nope."):  # no replica named: B's own, unknown
+                    browser_on_b = httpx2.AsyncClient(transport=Balancer(two.hub, [port_b, port_b]), timeout=30)
+                    async with browser_on_b:
+                        for unknown in (
+                            f"{hub}/oauth/callback?state={made_up}&code=x",
+                            f"{hub}/oauth/consent/{made_up}",
+                        ):
+                            answer = await browser_on_b.get(unknown)
+                            assert answer.status_code == 400 and "not known" in answer.text, answer.text
         assert not two.tokens_of("bob")
         assert not [r for r in two.server.requests if r["grant_type"] == "authorization_code"]
+
+
+def test_with_replicas_consent_ids_and_states_name_this_replica_and_without_them_nothing() -> None:
+    try:
+        sign_in_routes("0123456789ab")
+        named = consent.new_id()
+        assert named_replica(named) == "0123456789ab" and len(named) == 12 + 1 + 43
+    finally:
+        sign_in_routes()
+    alone = consent.new_id()
+    assert "." not in alone and len(alone) == 43
 
 
 def test_the_paths_forwarded_are_the_sign_in_routes() -> None:

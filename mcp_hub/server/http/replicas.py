@@ -317,7 +317,7 @@ def _sign_in_owner(scope: Scope) -> str | None:
     path: str = scope["path"]
     if path == SIGN_IN_CALLBACK:
         states = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("state")
-        named = states[0] if states else ""
+        named = states[-1] if states else ""  # the one the callback reads
     elif path.startswith(SIGN_IN_CONSENT):
         named = path.removeprefix(SIGN_IN_CONSENT)
     else:
