@@ -547,7 +547,7 @@ class Hub:
             cluster=self.cluster,
             parking=self.endpoint.parking,
             parkings={name: served.parking for name, served in self.endpoints.items()},
-            routes=sign_in_routes(),
+            routes=sign_in_routes(self.cluster.replica if self.cluster is not None else None),
             step_up=self.scopes_wanted,
         )
 

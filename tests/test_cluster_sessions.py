@@ -92,13 +92,22 @@ redis = "{redis_url}"
 """
 
 
-def start_replica(folder: Path, redis_url: str, work_ms: int = 0, servers: tuple[str, ...] = ("up",)) -> Replica:
-    """`mcp-hub serve --transport http` with `[cluster] redis = redis_url`, up and registered."""
+def start_replica(
+    folder: Path,
+    redis_url: str,
+    work_ms: int = 0,
+    servers: tuple[str, ...] = ("up",),
+    *,
+    toml: str | None = None,
+    port: int | None = None,
+) -> Replica:
+    """`mcp-hub serve --transport http` with `[cluster] redis = redis_url`, up and registered (`toml`: its
+    hub.toml, instead of `hub_toml`'s; `port`: the one it serves on, instead of a free one)."""
     folder.mkdir(parents=True)
-    port = free_port()
+    port = port or free_port()
     (folder / "policies").mkdir()
     (folder / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
-    (folder / "hub.toml").write_text(hub_toml(redis_url, work_ms, servers), encoding="utf-8")
+    (folder / "hub.toml").write_text(toml or hub_toml(redis_url, work_ms, servers), encoding="utf-8")
     command = [sys.executable, "-m", "mcp_hub", "serve", "--transport", "http", "--port", str(port)]
     command += ["--config", str(folder / "hub.toml")]
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}

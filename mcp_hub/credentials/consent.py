@@ -8,7 +8,8 @@ deputy" of the MCP spec's security best practices). The MCP spec asks such a pro
 person's consent for each client before forwarding them to the third-party authorization server.
 
 So the link a client is given (`ask`) opens the hub's page, `GET /oauth/consent/ID` (ID opaque, good
-once and for `LOGIN_SECONDS`), which names the MCP client asking, the person (principal) the hub will
+once and for `LOGIN_SECONDS`; with replicas, `REPLICA.RANDOM`, naming the replica that keeps it, to which
+the others forward the page, see `issue_as`), which names the MCP client asking, the person (principal) the hub will
 act for, the server and its authorization server, the scopes asked, and where the authorization server
 sends the browser back. Allow and Deny post the form back to the same address with a token the page
 carries (CSRF); a post from another origin, or without the page's token, is refused. Only on Allow does
@@ -106,13 +107,28 @@ class Asked:
 _ASKED: OrderedDict[str, Asked] = OrderedDict()
 """consent ID -> the consent it asks (every mount's, for the one page)."""
 
+_REPLICA = ""
+"""With replicas (`[cluster]`): this replica's id and a dot, before each consent ID and `state` made here."""
+
+
+def issue_as(replica: str | None) -> None:
+    """Begin the consent IDs and `state`s made from now on with `replica`'s id and a dot (`[cluster]`: the other
+    replicas send a browser that brings one to it, server/http/replicas.py); None: random alone."""
+    global _REPLICA
+    _REPLICA = f"{replica}." if replica else ""
+
+
+def new_id() -> str:
+    """A new consent ID or `state`: random, after this replica's id and a dot with replicas (`issue_as`)."""
+    return _REPLICA + secrets.token_urlsafe(32)
+
 
 def ask(asked: Asked) -> str:
     """The address of the page that asks the person `asked` (the sign-in link a client is given)."""
     _forget_expired()
     while len(_ASKED) >= ASKED_MAX:
         _ASKED.popitem(last=False)
-    consent_id = secrets.token_urlsafe(32)
+    consent_id = new_id()
     _ASKED[consent_id] = asked
     return f"{_oauth_base(asked.redirect_uri)}{CONSENT_PATH.removeprefix('/oauth')}/{consent_id}"
 

@@ -12,7 +12,9 @@ does the hub begin the authorization, good once and for `LOGIN_SECONDS`: a `stat
 principal, this mount and the browser that allowed it (a cookie), PKCE (S256) and the resource
 indicator (RFC 8707), and the browser goes on to the authorization server's authorization endpoint.
 The authorization server sends the browser back to the hub's `/oauth/callback` (`callback`), which
-takes the code only from the browser that brings the cookie; the hub trades it for the person's
+takes the code only from the browser that brings the cookie (with replicas, the `state` begins with the id
+of the replica that keeps the sign-in, and the others forward the callback there, cookie and all: the
+call waiting for the sign-in is on that replica); the hub trades it for the person's
 tokens and keeps them, encrypted, in the mount's token file (connections.py), keyed by principal,
 mount and issuer, with the person's consent for that client beside them. The client hears that the
 login is complete (`notifications/elicitation/complete`, handshake-era clients) and calls again. A
@@ -248,7 +250,7 @@ class UserLogin:
         signed_in = SignIn()
 
         async def allow(browser: str) -> str:
-            state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+            state, verifier = consent.new_id(), secrets.token_urlsafe(48)
             async with self._client() as oauth:
                 url, _ = oauth.create_authorization_url(
                     endpoint, state=state, code_verifier=verifier, resource=self._resource
@@ -415,6 +417,9 @@ async def callback(request: Request) -> Response:
     return page(200, f"You are signed in to {login.server}. Go back to your client and try again.")
 
 
-def sign_in_routes() -> list[BaseRoute]:
-    """The hub's HTTP routes for people's sign-ins: the consent page (`/oauth/consent/ID`) and `/oauth/callback`."""
+def sign_in_routes(replica: str | None = None) -> list[BaseRoute]:
+    """The hub's HTTP routes for people's sign-ins: the consent page (`/oauth/consent/ID`) and `/oauth/callback`.
+    `replica`: with replicas (`[cluster]`), this replica's id, which the consent IDs and `state`s made from now on
+    begin with (`consent.issue_as`), so that the others send a browser that brings one here."""
+    consent.issue_as(replica)
     return [*consent.consent_routes(), Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]

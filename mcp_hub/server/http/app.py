@@ -14,8 +14,9 @@ name it; the policy maps the principal to a profile. With OAuth, the protected r
 (RFC 9728) is served at `/.well-known/oauth-protected-resource` and its path-suffixed forms.
 Without either, HTTP clients are the principal "anonymous".
 
-The hub adds `/oauth/callback` (`routes`), where a person's sign-in toward a `mode = "user"`
-mount comes back (credentials/user.py); it needs no credential (a browser brings it).
+The hub adds its consent page, `/oauth/consent/ID`, and `/oauth/callback` (`routes`), where a person's
+sign-in toward a `mode = "user"` mount comes back (credentials/user.py); they need no credential (a
+browser brings them). With replicas, one that another replica began is forwarded there (replicas.py).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
 from mcp_hub.server.http.handshake import HandshakeRequests
 from mcp_hub.server.http.modern import ModernRequests
-from mcp_hub.server.http.replicas import Replicas
+from mcp_hub.server.http.replicas import Replicas, SignIns
 from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
 from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
@@ -111,7 +112,8 @@ def build_app(
     `admin`: the admin console (mcp_hub/admin/), served at `/admin`.
 
     With a `cluster` (and the endpoint's `parking` lot; `parkings`: each curated endpoint's), requests for
-    another replica's session or parked call are forwarded to it (replicas.py).
+    another replica's session or parked call are forwarded to it, and so are the sign-in pages and callbacks
+    of a sign-in another replica began (replicas.py).
     """
     sdk_server.install()  # the SSE encoder's fast line split (sdk/server.py)
     defer_sse_for_posts()
@@ -125,7 +127,7 @@ def build_app(
     http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
     verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
 
-    replicas: list[Replicas] = []
+    replicas: list[Replicas | SignIns] = []
 
     def door(endpoint: ASGIApp, parking: ParkingLot | None = None, below: str = "") -> ASGIApp:
         """What every MCP endpoint is behind: credentials, browser origins, with a cluster the other replicas
@@ -205,7 +207,11 @@ def build_app(
         ],
         lifespan=lifespan,
     )
-    return _Front(app, path, endpoint, curated, unknown)
+    routed: ASGIApp = app
+    if cluster is not None:  # a sign-in another replica began goes to it
+        routed = SignIns(app, cluster, path, max_request_body)
+        replicas.append(routed)
+    return _Front(routed, path, endpoint, curated, unknown)
 
 
 def _metadata_routes(oauth: OAuthSettings, paths: Sequence[str]) -> list[Route]:
@@ -285,7 +291,7 @@ class _Front:
     hub's own routing of a call; the endpoint's middleware handles its own errors."""
 
     def __init__(
-        self, app: Starlette, path: str, endpoint: ASGIApp, curated: Mapping[str, ASGIApp], unknown: ASGIApp
+        self, app: ASGIApp, path: str, endpoint: ASGIApp, curated: Mapping[str, ASGIApp], unknown: ASGIApp
     ) -> None:
         self.app = app
         self._path = path

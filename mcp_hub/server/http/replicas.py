@@ -8,6 +8,13 @@
 - A 2026-07-28 retry carrying a `requestState` the hub sealed (with the key the replicas share) for a call
   parked on another replica is forwarded there; if it is gone, the answer is a JSON-RPC error telling the
   client to call again.
+- A person's sign-in to a `mode = "user"` mount lives on the replica that handed out its link
+  (credentials/consent.py and user.py), whose id begins the consent ID (`/oauth/consent/REPLICA.ID`)
+  and the `state` the authorization server brings back (`/oauth/callback?state=REPLICA.STATE`). Another
+  replica forwards the page, the form and the callback there as the browser sent them (its cookies
+  included: the `state` is bound to the browser's cookie) and sends the answer back as it is (status,
+  `Location`, `Set-Cookie`), so the sign-in completes where the call waiting for it is (`SignIns`). If
+  that replica is gone, the answer is a 410 page telling the person to start again.
 
 A forwarded request carries `Mcp-Hub-Forwarded` and is never forwarded again (the owner serves it, or
 refuses it as it would any stranger's). The owner authenticates it as it would the client's: the
@@ -19,10 +26,12 @@ forward once its registration expires (`REPLICA_TTL`), with the same answers. An
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -32,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp_hub import wire
 from mcp_hub.cluster import CHECK_EVERY, TIMEOUT, Cluster
+from mcp_hub.config import USER_CALLBACK_PATH
 from mcp_hub.server.http.exchange import content_length, read_body, replaying, send_response, until_disconnect
 from mcp_hub.server.parking import STATE_PREFIX, ParkingLot
 from mcp_hub.server.serving import request_id_of
@@ -44,6 +54,14 @@ _MODERN = {version.encode() for version in MODERN_PROTOCOL_VERSIONS}
 _HOP_BY_HOP = {b"host", b"content-length", b"transfer-encoding", b"connection", b"keep-alive", b"upgrade", FORWARDED}
 _ANSWER_DROPS = {b"transfer-encoding", b"connection", b"keep-alive", b"date", b"server"}
 _JSON = [(b"content-type", b"application/json")]
+_PAGE = [
+    (b"content-type", b"text/html; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+]
 
 CALL_GONE = "mcp-hub: the replica that held this call is gone; call again without requestState"
 
@@ -59,10 +77,10 @@ class Replicas:
         self._cluster = cluster
         self._parking = parking
         self._max_body = max_body
-        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=2 * TIMEOUT), follow_redirects=False)
+        self._forwarder = Forwarder(cluster, max_body)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._forwarder.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,7 +150,35 @@ class Replicas:
         body: bytes | None,
         gone: Callable[[Send, bool], Awaitable[None]],
     ) -> None:
-        """Send the request to `replica` and its answer back; `gone(send, started)` answers when the replica is
+        def where(address: str) -> str:
+            return address.rstrip("/") + self._below if self._below else address
+
+        await self._forwarder.forward(scope, receive, send, replica, where, body, gone)
+
+
+class Forwarder:
+    """Sends a request to another replica, and its answer back (streamed as it comes)."""
+
+    def __init__(self, cluster: Cluster, max_body: int) -> None:
+        self._cluster = cluster
+        self._max_body = max_body
+        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=2 * TIMEOUT), follow_redirects=False)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        replica: str,
+        where: Callable[[str], str],
+        body: bytes | None,
+        gone: Callable[[Send, bool], Awaitable[None]],
+    ) -> None:
+        """Send the request to `replica` (at `where(its registered address)`, with the request's query) and its
+        answer back; `body`: the request's, if already read. `gone(send, started)` answers when the replica is
         gone (`started`: part of its answer was already sent)."""
         if body is None and scope["method"] not in ("GET", "HEAD"):
             chunks, whole = await read_body(receive, self._max_body)
@@ -146,7 +192,7 @@ class Replicas:
             return
         headers = [(k, v) for k, v in scope["headers"] if k not in _HOP_BY_HOP]
         headers.append((FORWARDED, self._cluster.replica.encode()))
-        url = address.rstrip("/") + self._below if self._below else address
+        url = where(address)
         url += "?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else ""
         request = self._http.build_request(scope["method"], url, headers=headers, content=body)
         started = finished = owner_gone = streaming = False
@@ -216,3 +262,74 @@ def _call_gone(request: bytes) -> Callable[[Send, bool], Awaitable[None]]:
         await send_response(send, 400, [*_JSON, content_length(body)], body)
 
     return gone
+
+
+SIGN_IN_CALLBACK = USER_CALLBACK_PATH
+"""Where a person's browser comes back from a `mode = "user"` mount's authorization server (`?state=...`)."""
+SIGN_IN_CONSENT = USER_CALLBACK_PATH.rpartition("/")[0] + "/consent/"
+"""The hub's consent page, `/oauth/consent/ID` (credentials/consent.py's `CONSENT_PATH`)."""
+
+SIGN_IN_GONE = (
+    "The hub replica that began this sign-in is gone, and the sign-in with it. "
+    "Start again: call the tool again in your client for a new sign-in link."
+)
+
+
+class SignIns:
+    """Pure ASGI middleware in front of the hub's sign-in routes (credentials/user.py and consent.py): a
+    consent page (`/oauth/consent/REPLICA.ID`) or a callback (`/oauth/callback?state=REPLICA.STATE`) that
+    another replica began is forwarded to it, as the browser sent it (method, query, cookies, form), and its
+    answer sent back as it is (status, `Location`, `Set-Cookie`, page). If that replica is gone, the answer
+    is a 410 page that says to start again. Everything else goes to `app`. `path`: the MCP endpoint's path,
+    the end of each registered address (a replica's sign-in routes are beside it)."""
+
+    def __init__(self, app: ASGIApp, cluster: Cluster, path: str, max_body: int) -> None:
+        self._app = app
+        self._cluster = cluster
+        self._path = path
+        self._forwarder = Forwarder(cluster, max_body)
+
+    async def aclose(self) -> None:
+        await self._forwarder.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        owner = _sign_in_owner(scope) if scope["type"] == "http" else None
+        if owner is None or owner == self._cluster.replica or any(k == FORWARDED for k, _ in scope["headers"]):
+            await self._app(scope, receive, send)
+            return
+        path = scope["path"]
+
+        def where(address: str) -> str:
+            base = address.rstrip("/")
+            endpoint = self._path.rstrip("/")
+            if endpoint and base.endswith(endpoint):
+                base = base.removesuffix(endpoint)
+            else:  # an address that does not end with the endpoint's path: the sign-in routes at its root
+                parts = urlsplit(base)
+                base = f"{parts.scheme}://{parts.netloc}"
+            return base + path
+
+        await self._forwarder.forward(scope, receive, send, owner, where, None, _sign_in_gone)
+
+
+def _sign_in_owner(scope: Scope) -> str | None:
+    """The replica a sign-in request's consent ID or `state` names (`REPLICA.` before it), if it names one."""
+    path: str = scope["path"]
+    if path == SIGN_IN_CALLBACK:
+        states = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("state")
+        named = states[-1] if states else ""  # the one the callback reads
+    elif path.startswith(SIGN_IN_CONSENT):
+        named = path.removeprefix(SIGN_IN_CONSENT)
+    else:
+        return None
+    replica, dot, rest = named.partition(".")
+    return replica if dot and replica and rest else None
+
+
+async def _sign_in_gone(send: Send, started: bool) -> None:
+    """The replica that began the sign-in is gone, and the sign-in with it: a page that says to start again."""
+    if started:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return
+    body = f"<!doctype html><meta charset=utf-8><title>mcp-hub</title><p>{html.escape(SIGN_IN_GONE)}</p>".encode()
+    await send_response(send, 410, [*_PAGE, content_length(body)], body)
