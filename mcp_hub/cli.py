@@ -36,7 +36,7 @@ from mcp_hub.auth.verifier import identity_from_claims, probe
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
-from mcp_hub.cluster import ERRORS as CLUSTER_ERRORS
+from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
@@ -428,7 +428,7 @@ def _pins(args: argparse.Namespace) -> int:
         if args.action == "accept":
             keys = None if args.all else args.keys
             accepted = accept_shared(shared, keys) if shared else store.accept(keys)
-    except CLUSTER_ERRORS as exc:
+    except cluster_errors() as exc:
         why = f"Redis, which keeps the replicas' pins, did not answer: {exc}"
         raise ConfigError(config.path, "cluster.redis", why) from None
     if args.action == "accept":

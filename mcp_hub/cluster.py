@@ -30,10 +30,6 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
-import redis.asyncio
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
 logger = logging.getLogger("mcp_hub.cluster")
 
@@ -43,8 +39,14 @@ TIMEOUT = 1.0
 CHECK_EVERY = 1.0
 """Seconds between pings: while up, to notice a loss with no traffic; while down, to notice the return."""
 
-ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
-"""What a Redis command raises when Redis is unreachable, slow or refusing."""
+
+def errors() -> tuple[type[BaseException], ...]:
+    """What a Redis command raises when Redis is unreachable, slow or refusing (`except errors()`: a function,
+    so that `redis` is imported only by a hub with a cluster, where the exception comes from; a hub without
+    one never loads it, some 7 MiB)."""
+    from redis.exceptions import RedisError
+
+    return (RedisError, OSError)
 
 
 REPLICA_TTL = 5.0
@@ -68,6 +70,10 @@ class Cluster:
         self.sealing: bytes | None = hashlib.sha256(b"mcp-hub seal\0" + secret.encode()).digest() if secret else None
         """The key every replica seals parked calls' states with; None until read from Redis."""
         self.on_sealing_key: list[Callable[[bytes], None]] = []
+        import redis.asyncio
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
         self.client = redis.asyncio.Redis.from_url(
             url,
             socket_timeout=TIMEOUT,
@@ -114,7 +120,7 @@ class Cluster:
                     if not self.up:
                         for hook in self.on_recovered:
                             await hook()
-            except ERRORS as exc:
+            except errors() as exc:
                 self.failed(exc)
                 continue
             if not self.up:
@@ -127,7 +133,7 @@ class Cluster:
             try:
                 with anyio.fail_after(TIMEOUT):
                     await self._renew()
-            except ERRORS as exc:
+            except errors() as exc:
                 self.failed(exc)
 
     async def _renew(self) -> bool:
@@ -157,7 +163,7 @@ class Cluster:
             try:
                 with anyio.fail_after(TIMEOUT):
                     value = await self.client.get(self._replica_key(replica))
-            except ERRORS as exc:  # a TimeoutError is an OSError
+            except errors() as exc:  # a TimeoutError is an OSError
                 self.failed(exc)
             else:
                 if not isinstance(value, bytes):
@@ -174,7 +180,7 @@ class Cluster:
             try:
                 with anyio.fail_after(TIMEOUT):
                     return bool(await self.client.set(f"{KEY_PREFIX}claim:{token}", b"1", nx=True, px=int(ttl * 1000)))
-            except ERRORS as exc:  # a TimeoutError is an OSError
+            except errors() as exc:  # a TimeoutError is an OSError
                 self.failed(exc)
         now = time.monotonic()
         for old in [key for key, until in self._claimed.items() if until < now]:

@@ -324,3 +324,23 @@ async def test_the_redis_store_keeps_counts_and_forgets_as_the_memory_store_does
 
 async def _gone(store: object, key: str) -> bool:
     return await store.get(key) is None  # type: ignore[attr-defined]
+
+
+def test_a_hub_without_a_cluster_does_not_load_redis(tmp_path: Path) -> None:
+    """`redis` (some 7 MiB) is imported only by a hub that has a `[cluster]`: one without never loads it, from
+    start-up to its first answers."""
+    config = tmp_path / "hub.toml"
+    config.write_text('[servers.time]\ncommand = "true"\n', encoding="utf-8")
+    script = (
+        "import sys\n"
+        "from mcp_hub.cli import main\n"
+        "from mcp_hub.config import load_config\n"
+        "from mcp_hub.hub import Hub\n"
+        "hub = Hub(load_config(sys.argv[1]))\n"
+        "hub.http_app('127.0.0.1')\n"
+        "print(sorted(name for name in sys.modules if name == 'redis' or name.startswith('redis.')))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from mcp_hub.cache.store import MemoryStore, Stored
-from mcp_hub.cluster import ERRORS, Cluster
+from mcp_hub.cluster import Cluster, errors
 
 PREFIX = "mcp-hub:cache:"
 EPOCH = PREFIX + "epoch"
@@ -36,7 +36,7 @@ class RedisStore:
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     value, remaining_ms = await pipe.get(PREFIX + key).pttl(PREFIX + key).execute()
-            except ERRORS as exc:
+            except errors() as exc:
                 self._cluster.failed(exc)
             else:
                 if value is None or remaining_ms <= 0:
@@ -52,7 +52,7 @@ class RedisStore:
             try:
                 await self._redis.set(PREFIX + key, value, px=ttl_ms)
                 return
-            except ERRORS as exc:
+            except errors() as exc:
                 self._cluster.failed(exc)
         await self.local.put(key, value, ttl)
 
@@ -60,7 +60,7 @@ class RedisStore:
         if self._cluster.up:
             try:
                 counts = await self._redis.mget([EPOCH, *(_counter(scope) for scope in scopes)])
-            except ERRORS as exc:
+            except errors() as exc:
                 self._cluster.failed(exc)
             else:
                 return tuple(int(count) if count is not None else 0 for count in counts)
@@ -75,7 +75,7 @@ class RedisStore:
                         pipe.incr(_counter(scope)).pexpire(_counter(scope), COUNTER_TTL_MS)
                     await pipe.execute()
                 return
-            except ERRORS as exc:
+            except errors() as exc:
                 self._cluster.failed(exc)
         await self.local.bump(scopes)
 
@@ -83,7 +83,7 @@ class RedisStore:
         if self._cluster.up:
             try:
                 await self._redis.incr(EPOCH)
-            except ERRORS as exc:
+            except errors() as exc:
                 self._cluster.failed(exc)
         await self.local.clear()
 

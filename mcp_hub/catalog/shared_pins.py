@@ -22,11 +22,9 @@ import logging
 from typing import Any
 
 import anyio
-import redis
-from redis.exceptions import WatchError
 
 from mcp_hub.catalog.pins import PinStore, _now
-from mcp_hub.cluster import ERRORS, TIMEOUT, Cluster
+from mcp_hub.cluster import TIMEOUT, Cluster, errors
 
 logger = logging.getLogger("mcp_hub.pins")
 
@@ -54,7 +52,7 @@ class SharedPins:
         try:
             with anyio.fail_after(TIMEOUT):
                 version, text = await self._cluster.client.mget(VERSION, DOCUMENT)
-        except ERRORS as exc:
+        except errors() as exc:
             self._cluster.failed(exc)
             return False
         number = int(version or 0)
@@ -85,9 +83,9 @@ class SharedPins:
                     pipe.set(DOCUMENT, text)
                     pipe.incr(VERSION)
                     _, version = await pipe.execute()
-        except WatchError:
+        except _watch_error():
             return False
-        except ERRORS as exc:
+        except errors() as exc:
             self._cluster.failed(exc)
             return True
         self._seen, self._pushed = int(version), revision
@@ -108,9 +106,23 @@ def _parsed(text: Any) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, s
     return pins, pending
 
 
+def _watch_error() -> type[Exception]:
+    """Redis's "another client wrote first" (imported where a cluster has loaded `redis`: see cluster.errors)."""
+    from redis.exceptions import WatchError
+
+    return WatchError
+
+
+def _client(url: str) -> Any:
+    """A blocking Redis client, for the CLI."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+
+
 def read_shared(url: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
     """The replicas' pins and pending changes, read from Redis (for `mcp-hub pins`)."""
-    client = redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+    client = _client(url)
     try:
         return _parsed(client.get(DOCUMENT)) or ({}, {})
     finally:
@@ -119,7 +131,7 @@ def read_shared(url: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str
 
 def accept_shared(url: str, keys: list[str] | None) -> list[str]:
     """Accept pending changes (all when `keys` is None) in the replicas' shared pins; returns those accepted."""
-    client = redis.Redis.from_url(url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT)
+    client = _client(url)
     try:
         while True:
             with client.pipeline(transaction=True) as pipe:
@@ -136,7 +148,7 @@ def accept_shared(url: str, keys: list[str] | None) -> list[str]:
                     pipe.incr(VERSION)
                     pipe.execute()
                     return chosen
-                except WatchError:
+                except _watch_error():
                     continue
     finally:
         client.close()

@@ -30,8 +30,8 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
 from mcp_hub.chain.context import CallContext, Handler
-from mcp_hub.cluster import ERRORS as CLUSTER_ERRORS
 from mcp_hub.cluster import Cluster, limits_uri
+from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.errors import RateLimited, Refused, UnknownName
 from mcp_hub.policy import Decision, Outcome, PolicySet, RateLimit, Target, mask_arguments
 from mcp_hub.shown import shown, shown_json
@@ -68,7 +68,7 @@ class RateLimiter:
         if self._shared is not None and self._cluster is not None and self._cluster.up:
             try:
                 return await _over(self._shared, item, keys)
-            except CLUSTER_ERRORS as exc:
+            except cluster_errors() as exc:
                 self._cluster.failed(exc)
         return await _over(self._local, item, keys)
 
