@@ -376,20 +376,14 @@ class _Pages:
         mount, _, tool = key.partition("/")
         logger.info("admin console: %s %sed the change of tool %s", admin, verb, key)
         self.hub.audit.record(
-            AuditEvent(
-                time=AuditLog.now(),
-                decision_id=AuditLog.new_decision_id(),
-                principal=f"admin:{admin}",
-                session=None,
+            AuditEvent.by_administrator(
+                admin,
                 method=f"admin/pins/{verb}",
                 mount=mount,
                 name=tool,
-                via="admin-console",
                 arguments=None,
                 outcome=f"{verb}ed",
-                rule=None,
                 reason=f"the change of the tool's definition was {verb}ed by the administrator {admin!r}",
-                latency_ms=None,
                 policy_revision=self.hub.policy().revision,
             )
         )

@@ -120,21 +120,14 @@ class Connections:
             revoked.message,
         )
         self.hub.audit.record(
-            AuditEvent(
-                time=AuditLog.now(),
-                decision_id=AuditLog.new_decision_id(),
-                principal=f"admin:{admin}",
-                session=None,
+            AuditEvent.by_administrator(
+                admin,
                 method="admin/connections/revoke",
                 mount=record.mount,
-                name=None,
-                via="admin-console",
                 arguments={"principal": record.principal, "issuer": record.issuer},
                 outcome="revoked",
-                rule=None,
                 reason=f"the sign-in of {record.principal!r} at {record.mount} ({record.issuer}) was revoked by "
                 f"the administrator {admin!r}; {revoked.message}",
-                latency_ms=None,
                 policy_revision=self.hub.policy().revision,
             )
         )
@@ -173,22 +166,15 @@ class Connections:
             withdrawn.mount,
         )
         self.hub.audit.record(
-            AuditEvent(
-                time=AuditLog.now(),
-                decision_id=AuditLog.new_decision_id(),
-                principal=f"admin:{admin}",
-                session=None,
+            AuditEvent.by_administrator(
+                admin,
                 method="admin/connections/withdraw",
                 mount=withdrawn.mount,
-                name=None,
-                via="admin-console",
                 arguments={"principal": withdrawn.principal, "client": withdrawn.client},
                 outcome="withdrawn",
-                rule=None,
                 reason=f"the consent of {withdrawn.principal!r} for the client {withdrawn.client!r} at "
                 f"{withdrawn.mount} ({withdrawn.browsers} browser(s)) was withdrawn by the administrator {admin!r}; "
                 "the client's next sign-in asks again; the tokens are kept",
-                latency_ms=None,
                 policy_revision=self.hub.policy().revision,
             )
         )

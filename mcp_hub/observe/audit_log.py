@@ -66,6 +66,38 @@ class AuditEvent:
     results: Sequence[str] | None = None
     """For a search of the tool search (search/tools.py): the names of the tools found, best first."""
 
+    @classmethod
+    def by_administrator(
+        cls,
+        admin: str,
+        *,
+        method: str,
+        mount: str | None,
+        name: str | None = None,
+        arguments: Mapping[str, Any] | None,
+        outcome: str,
+        reason: str,
+        policy_revision: str | None,
+    ) -> AuditEvent:
+        """The line of an administrator's action in the admin console (principal `admin:NAME`, via
+        "admin-console"), made now."""
+        return cls(
+            time=AuditLog.now(),
+            decision_id=AuditLog.new_decision_id(),
+            principal=f"admin:{admin}",
+            session=None,
+            method=method,
+            mount=mount,
+            name=name,
+            via="admin-console",
+            arguments=arguments,
+            outcome=outcome,
+            rule=None,
+            reason=reason,
+            latency_ms=None,
+            policy_revision=policy_revision,
+        )
+
     def to_json(self) -> str:
         """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""
         values = {field.name: getattr(self, field.name) for field in fields(self)}
