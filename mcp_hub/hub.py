@@ -562,6 +562,7 @@ class Hub:
             host=host,
             port=port,
             log_level=self.config.hub.log_level,
+            access_log=False,  # the hub's own, with the principal and the method: `[hub] access_log`
             lifespan="on",
             timeout_keep_alive=self.config.http.keep_alive,
         )

@@ -191,7 +191,10 @@ async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a"), "b": fixture_server("b")})
-    process = subprocess.Popen(_hub_command(config, "--transport", "http", "--port", str(port)), cwd=tmp_path)
+    output = tmp_path / "hub.out"
+    with output.open("wb") as err:
+        command = _hub_command(config, "--transport", "http", "--port", str(port))
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=err, stderr=err)
     try:
         base = f"http://127.0.0.1:{port}"
 
@@ -216,6 +219,8 @@ async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
             return not any(_alive(pid) for pid in pids)
 
         await wait_for(reaped, timeout=10)
+        # Requests are logged by the hub's own access log, when `access_log` is on; not by uvicorn.
+        assert "POST /mcp HTTP/1.1" not in output.read_text(encoding="utf-8", errors="replace")
     finally:
         if process.poll() is None:
             process.kill()
