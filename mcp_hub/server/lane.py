@@ -114,7 +114,7 @@ def _request_meta(params: Mapping[str, Any] | None) -> RequestParamsMeta | None:
     """The request's `_meta`, as the runner lifts it: None when absent or malformed."""
     if not params or "_meta" not in params:
         return None
-    try:
-        return RequestParams.model_validate(params, by_name=False).meta
+    try:  # the `_meta` alone: the rest (a tool's arguments) is no part of it
+        return RequestParams.model_validate({"_meta": params["_meta"]}, by_name=False).meta
     except ValidationError:
         return None

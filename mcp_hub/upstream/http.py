@@ -68,6 +68,7 @@ import anyio
 import anyio.abc
 import httpx2
 import pydantic_core
+from aiohttp.payload import TOO_LARGE_BYTES_BODY
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
@@ -643,9 +644,12 @@ def _body(message: Mapping[str, Any]) -> aiohttp.BytesPayload:
     write blocks the loop; a tool's arguments may well be that large, and the
     transport buffers the write, so the warning is not raised for them.
     """
+    data = wire.dumps(message)
+    if len(data) <= TOO_LARGE_BYTES_BODY:  # most bodies: not warned about, so no filter to set (and reset)
+        return aiohttp.BytesPayload(data, content_type="application/json")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
-        return aiohttp.BytesPayload(wire.dumps(message), content_type="application/json")
+        return aiohttp.BytesPayload(data, content_type="application/json")
 
 
 def _env_proxy(url: str) -> str | None:
