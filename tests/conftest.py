@@ -160,6 +160,14 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
             await anyio.sleep(interval)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What exists once the tests are collected (the imported modules, the collected tests) lives for the whole
+    session: it is moved out of the collector's reach, so that the collection after each test (below) walks only
+    what tests made since, not the whole of the SDK, pydantic and the hub each time (that cost ~0.15 s a test)."""
+    gc.collect()
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _collect_garbage_after_each_test() -> Any:
     """Collect garbage when a test ends, so a leaked process or pipe is reported against the test that leaked it."""
