@@ -1,0 +1,161 @@
+"""A command that runs in a fresh process forked from one that has imported it already.
+
+The conformance suite's client scenarios start their client under test as a command, once per scenario run
+(`tests/conformance_client.py`); each such Python process spends ~2.5 s of CPU importing the SDK and the hub
+before it does anything. Run as a server, this module imports the command's module once and listens on a Unix
+socket; run as a launcher (with `-S`, so it imports nothing but the standard library), it hands the server its
+arguments, environment, working folder and standard streams, and exits with the exit code of the process the
+server forked for it. That process is the command as it would run on its own: the same code, its own process,
+the launcher's environment and streams; only its imports were done before it forked.
+
+    python -m tests.forkserver serve SOCKET MODULE      # import MODULE, serve forks of it on SOCKET
+    python -S tests/forkserver.py SOCKET ARG...         # run MODULE's `cli(ARGS)` in a fork; exit with its code
+
+MODULE's `cli(argv) -> int` is the command. A launcher that dies (the suite's own time limit, say) takes its
+fork with it: the server kills a fork whose launcher's connection closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+
+_LENGTH = struct.Struct("!I")
+_STATUS = struct.Struct("!i")
+
+
+def launch(path: str, argv: list[str]) -> int:
+    """Run the server's command with `argv` in a fork that has this process's streams, environment and folder."""
+    request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(path)
+        socket.send_fds(conn, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+        status = b""
+        while len(status) < _STATUS.size:
+            chunk = conn.recv(_STATUS.size - len(status))
+            if not chunk:
+                print("forkserver: the server closed the connection without an exit code", file=sys.stderr)
+                return 1
+            status += chunk
+    return int(_STATUS.unpack(status)[0])
+
+
+def _run_child(
+    command: object, fds: list[int], request: dict[str, object], closing: list[object], pidfds: list[int]
+) -> None:
+    """In the fork: close the server's sockets, take the launcher's streams, environment and folder; run."""
+    code = 1
+    try:
+        for thing in closing:
+            thing.close()  # type: ignore[attr-defined]
+        for pidfd in pidfds:
+            os.close(pidfd)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])  # type: ignore[arg-type]
+        os.chdir(request["cwd"])  # type: ignore[arg-type]
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        argv = list(request["argv"])  # type: ignore[call-overload]
+        sys.argv = [sys.argv[0], *argv]
+        code = command(argv)  # type: ignore[operator]
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: S110  # the reader may be gone; the exit code still counts
+                pass
+        os._exit(code)
+
+
+def serve(path: str, module: str) -> None:
+    """Import `module`, then fork a process running its `cli` for each launcher that connects to `path`."""
+    import importlib
+
+    command = importlib.import_module(module).cli
+    selector = selectors.DefaultSelector()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    selector.register(listener, selectors.EVENT_READ, ("accept", None))
+    running: dict[socket.socket, tuple[int, int]] = {}  # a launcher's connection -> its fork's pid and pidfd
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            kind, conn = key.data
+            if kind == "accept":
+                accepted, _ = listener.accept()
+                selector.register(accepted, selectors.EVENT_READ, ("request", accepted))
+            elif kind == "request":
+                selector.unregister(conn)
+                request, fds = _receive(conn)
+                if request is None:
+                    conn.close()
+                    continue
+                closing = [selector, listener, conn, *running]
+                pid = os.fork()
+                if pid == 0:
+                    _run_child(command, fds, request, closing, [pidfd for _, pidfd in running.values()])
+                for fd in fds:
+                    os.close(fd)
+                pidfd = os.pidfd_open(pid)
+                running[conn] = (pid, pidfd)
+                selector.register(conn, selectors.EVENT_READ, ("gone", conn))
+                selector.register(pidfd, selectors.EVENT_READ, ("exited", conn))
+            elif kind == "gone":  # the launcher closed its end (or died): its fork goes too
+                selector.unregister(conn)
+                os.kill(running[conn][0], signal.SIGKILL)
+            else:  # "exited"
+                pid, pidfd = running.pop(conn)
+                selector.unregister(pidfd)
+                os.close(pidfd)
+                _, status = os.waitpid(pid, 0)
+                if _registered(selector, conn):
+                    selector.unregister(conn)
+                try:
+                    conn.sendall(_STATUS.pack(os.waitstatus_to_exitcode(status)))
+                except OSError:
+                    pass  # the launcher is gone
+                conn.close()
+
+
+def _registered(selector: selectors.BaseSelector, conn: socket.socket) -> bool:
+    try:
+        selector.get_key(conn)
+    except KeyError:
+        return False
+    return True
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
+    """A launcher's request and its three streams (None when the launcher went away before sending it)."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    while len(data) >= _LENGTH.size and len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    if len(fds) != 3 or len(data) < _LENGTH.size or len(data) != _LENGTH.size + _LENGTH.unpack_from(data)[0]:
+        for fd in fds:
+            os.close(fd)
+        return None, []
+    return json.loads(data[_LENGTH.size :]), fds
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(launch(sys.argv[1], sys.argv[2:]))
