@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
+from tests import forkserver
 
 settings.register_profile("untimed", deadline=None)
 settings.load_profile("untimed")
@@ -69,9 +70,42 @@ def hub_environment(**extra: str) -> dict[str, str]:
     }
 
 
+_forked_fixture: list[str] = []
+"""The fork server's launcher while a test marked `forked_fixture_servers` runs (see `fixture_server`)."""
+
+
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
-    """A `[servers.X]` table that runs the fixture server as a stdio child."""
+    """A `[servers.X]` table that runs the fixture server as a stdio child.
+
+    In a test marked `forked_fixture_servers` the child is `tests/forkserver.py`'s launcher: the fixture server
+    runs in a fresh process forked from one that imported it once for the session, with the launcher's streams,
+    environment and folder, and the launcher exits as it does. That saves the ~1.5 s of CPU each fixture server
+    spends importing the SDK, for tests of what the hub does with its servers' answers rather than of their
+    processes (whose pid, signals and exit the hub would see through the launcher)."""
+    if _forked_fixture:
+        return {"command": _forked_fixture[0], "args": [*_forked_fixture[1:], "--name", name, *options], **settings}
     return {"command": sys.executable, "args": [FIXTURE, "--name", name, *options], **settings}
+
+
+@pytest.fixture(scope="session")
+def _fixture_forkserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    server, launcher = forkserver.start("tests.servers.fixture", tmp_path_factory.mktemp("fixture-forkserver"))
+    try:
+        yield launcher
+    finally:
+        forkserver.stop(server)
+
+
+@pytest.fixture(autouse=True)
+def _fixture_servers_forked(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("forked_fixture_servers") is None:
+        yield
+        return
+    _forked_fixture[:] = request.getfixturevalue("_fixture_forkserver")
+    try:
+        yield
+    finally:
+        _forked_fixture.clear()
 
 
 def write_config(path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> Path:
@@ -160,6 +194,12 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
     with anyio.fail_after(timeout):
         while not await predicate():
             await anyio.sleep(interval)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "forked_fixture_servers: fixture_server() runs the fixture server forked from a preloaded one"
+    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

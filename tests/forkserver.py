@@ -9,10 +9,11 @@ server forked for it. That process is the command as it would run on its own: th
 the launcher's environment and streams; only its imports were done before it forked.
 
     python -m tests.forkserver serve SOCKET MODULE      # import MODULE, serve forks of it on SOCKET
-    python -S tests/forkserver.py SOCKET ARG...         # run MODULE's `cli(ARGS)` in a fork; exit with its code
+    python -S tests/forkserver.py SOCKET ARG...         # run MODULE's command with ARGS in a fork; exit with its code
 
-MODULE's `cli(argv) -> int` is the command. A launcher that dies (the suite's own time limit, say) takes its
-fork with it: the server kills a fork whose launcher's connection closes.
+MODULE's command is its `cli(argv) -> int`, or else its `main()` reading `sys.argv`. A launcher that dies (the
+suite's own time limit, say, or a hub stopping its child) takes its fork with it: the server kills a fork whose
+launcher's connection closes. `start` runs a server for a test fixture.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
+from pathlib import Path
 
 _LENGTH = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
@@ -64,7 +67,7 @@ def _run_child(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         argv = list(request["argv"])  # type: ignore[call-overload]
         sys.argv = [sys.argv[0], *argv]
-        code = command(argv)  # type: ignore[operator]
+        code = command(argv) or 0  # type: ignore[operator]
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -84,7 +87,8 @@ def serve(path: str, module: str) -> None:
     """Import `module`, then fork a process running its `cli` for each launcher that connects to `path`."""
     import importlib
 
-    command = importlib.import_module(module).cli
+    imported = importlib.import_module(module)
+    command = getattr(imported, "cli", None) or (lambda argv: imported.main())
     selector = selectors.DefaultSelector()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -152,6 +156,34 @@ def _receive(conn: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
             os.close(fd)
         return None, []
     return json.loads(data[_LENGTH.size :]), fds
+
+
+def start(module: str, folder: Path) -> tuple[subprocess.Popen[bytes], list[str]]:
+    """Start a server of forks of `module` with its socket in `folder`: the server (to `stop`) and the command that
+    runs `module` in a fork of it (arguments follow)."""
+    root = Path(__file__).resolve().parent.parent
+    socket_path = folder / "forkserver.sock"
+    log = folder / "forkserver.log"
+    with log.open("wb") as errors:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tests.forkserver", "serve", str(socket_path), module],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+    assert server.stdout is not None
+    if server.stdout.readline() != b"ready\n":
+        stop(server)
+        raise AssertionError(f"the fork server of {module} did not start:\n{log.read_text(errors='replace')}")
+    return server, [sys.executable, "-S", str(Path(__file__).resolve()), str(socket_path)]
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    server.wait(timeout=10)
+    if server.stdout is not None:
+        server.stdout.close()
 
 
 if __name__ == "__main__":

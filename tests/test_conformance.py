@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import ROOT, free_port, write_config
 
 NPM = ROOT / "tests" / "npm" / "node_modules"
@@ -659,26 +660,11 @@ def client_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[s
     """How the suite starts the client under test: `tests/forkserver.py`'s launcher, each run a fresh process
     forked from one that imported `tests/conformance_client.py` once for the module (each client process would
     otherwise spend ~2.5 s of CPU importing the SDK and the hub, ~70 times)."""
-    folder = tmp_path_factory.mktemp("forkserver")
-    socket_path = folder / "client.sock"
-    log = folder / "forkserver.log"
-    with log.open("wb") as errors:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "tests.forkserver", "serve", str(socket_path), CLIENT_MODULE],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-        )
+    server, launcher = forkserver.start(CLIENT_MODULE, tmp_path_factory.mktemp("forkserver"))
     try:
-        assert server.stdout is not None
-        ready = server.stdout.readline()
-        assert ready == b"ready\n", f"the fork server did not start:\n{log.read_text(errors='replace')}"
-        yield [sys.executable, "-S", str(ROOT / "tests" / "forkserver.py"), str(socket_path)]
+        yield launcher
     finally:
-        server.terminate()
-        server.wait(timeout=10)
-        server.stdout.close()  # type: ignore[union-attr]
+        forkserver.stop(server)
 
 
 class ClientRuns:
