@@ -37,7 +37,9 @@ def launch(path: str, argv: list[str]) -> int:
     request = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(path)
-        socket.send_fds(conn, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+        message = _LENGTH.pack(len(request)) + request
+        sent = socket.send_fds(conn, [message], [0, 1, 2])
+        conn.sendall(message[sent:])
         status = b""
         while len(status) < _STATUS.size:
             chunk = conn.recv(_STATUS.size - len(status))
@@ -104,7 +106,10 @@ def serve(path: str, module: str) -> None:
                 selector.register(accepted, selectors.EVENT_READ, ("request", accepted))
             elif kind == "request":
                 selector.unregister(conn)
-                request, fds = _receive(conn)
+                try:
+                    request, fds = _receive(conn)
+                except OSError:
+                    request, fds = None, []
                 if request is None:
                     conn.close()
                     continue
@@ -119,9 +124,10 @@ def serve(path: str, module: str) -> None:
                 selector.register(conn, selectors.EVENT_READ, ("gone", conn))
                 selector.register(pidfd, selectors.EVENT_READ, ("exited", conn))
             elif kind == "gone":  # the launcher closed its end (or died): its fork goes too
-                selector.unregister(conn)
-                os.kill(running[conn][0], signal.SIGKILL)
-            else:  # "exited"
+                if conn in running and _registered(selector, conn):
+                    selector.unregister(conn)
+                    os.kill(running[conn][0], signal.SIGKILL)
+            elif conn in running:  # "exited"
                 pid, pidfd = running.pop(conn)
                 selector.unregister(pidfd)
                 os.close(pidfd)
