@@ -18,6 +18,7 @@ launcher's connection closes. `start` runs a server for a test fixture.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -78,10 +79,8 @@ def _run_child(
         traceback.print_exc()
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # the reader may be gone; the exit code still counts
                 stream.flush()
-            except Exception:  # noqa: S110  # the reader may be gone; the exit code still counts
-                pass
         os._exit(code)
 
 
@@ -134,10 +133,8 @@ def serve(path: str, module: str) -> None:
                 _, status = os.waitpid(pid, 0)
                 if _registered(selector, conn):
                     selector.unregister(conn)
-                try:
+                with contextlib.suppress(OSError):  # the launcher may be gone
                     conn.sendall(_STATUS.pack(os.waitstatus_to_exitcode(status)))
-                except OSError:
-                    pass  # the launcher is gone
                 conn.close()
 
 

@@ -679,7 +679,9 @@ class ClientRuns:
         if suite_name not in self._outcomes:
             runs = [(s, v) for s in CLIENT_SUITES[suite_name].scenarios for v in ("direct", "hub")]
             with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(lambda run: run_client_scenario(suite_name, *run, self._workdir, self._launcher), runs)
+                outcomes = pool.map(
+                    lambda run: run_client_scenario(suite_name, *run, self._workdir, self._launcher), runs
+                )
                 self._outcomes[suite_name] = dict(zip(runs, outcomes, strict=True))
         return self._outcomes[suite_name][scenario, via]
 
@@ -727,7 +729,9 @@ class AuthRuns:
         if suite_name not in self._outcomes:
             scenarios = _auth_scenarios(suite_name)
             with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(lambda s: run_client_scenario(suite_name, s, "hub", self._workdir, self._launcher), scenarios)
+                outcomes = pool.map(
+                    lambda s: run_client_scenario(suite_name, s, "hub", self._workdir, self._launcher), scenarios
+                )
                 self._outcomes[suite_name] = dict(zip(scenarios, outcomes, strict=True))
         return self._outcomes[suite_name][scenario]
 
