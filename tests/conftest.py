@@ -213,7 +213,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What exists once the tests are collected (the imported modules, the collected tests) lives for the whole
     session: it is moved out of the collector's reach, so that the collection after each test (below) walks only
-    what tests made since, not the whole of the SDK, pydantic and the hub each time (that cost ~0.15 s a test)."""
+    what tests made since, not the whole of the SDK, pydantic and the hub each time (that cost 0.2-0.4 s a test)."""
     gc.collect()
     gc.freeze()
 

@@ -189,8 +189,17 @@ def stop(server: subprocess.Popen[bytes]) -> None:
         server.stdout.close()
 
 
+def _exit_as(code: int) -> None:
+    """Exit with the fork's exit code, or die of the signal that ended it."""
+    if code < 0:
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         serve(sys.argv[2], sys.argv[3])
     else:
-        sys.exit(launch(sys.argv[1], sys.argv[2:]))
+        _exit_as(launch(sys.argv[1], sys.argv[2:]))
