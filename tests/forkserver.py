@@ -40,7 +40,8 @@ def launch(path: str, argv: list[str]) -> int:
         conn.connect(path)
         message = _LENGTH.pack(len(request)) + request
         sent = socket.send_fds(conn, [message], [0, 1, 2])
-        conn.sendall(message[sent:])
+        if sent < len(message):
+            conn.sendall(message[sent:])
         status = b""
         while len(status) < _STATUS.size:
             chunk = conn.recv(_STATUS.size - len(status))
