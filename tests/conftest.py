@@ -70,42 +70,69 @@ def hub_environment(**extra: str) -> dict[str, str]:
     }
 
 
-_forked_fixture: list[str] = []
-"""The fork server's launcher while a test marked `forked_fixture_servers` runs (see `fixture_server`)."""
+class _Forkservers:
+    """The session's fork servers (`tests/forkserver.py`), one a server module, each started on first use."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._started: dict[str, tuple[Any, list[str]]] = {}
+
+    def launcher(self, script: str) -> list[str]:
+        """The command that runs `script` (a file under tests/servers/) forked from a preloaded process."""
+        module = ".".join(Path(script).resolve().relative_to(ROOT).with_suffix("").parts)
+        if module not in self._started:
+            folder = self._folder / module
+            folder.mkdir()
+            self._started[module] = forkserver.start(module, folder)
+        return self._started[module][1]
+
+    def stop(self) -> None:
+        for server, _ in self._started.values():
+            forkserver.stop(server)
+
+
+_forking: list[_Forkservers] = []
+"""The session's fork servers while a test marked `forked_servers` runs (see `script_server`)."""
+
+
+def script_server(script: str, *args: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.X]` table that runs a server of tests/servers/ (`script`, with `args`) as a stdio child.
+
+    In a test marked `forked_servers` the child is `tests/forkserver.py`'s launcher: the server runs in a fresh
+    process forked from one that imported it once for the session, with the launcher's streams, environment and
+    folder, and the launcher exits as it does. That saves the ~1.5 s of CPU each such server spends importing the
+    SDK, for tests of what the hub does with its servers' answers rather than of their processes (whose pid,
+    signals and exit the hub would see through the launcher)."""
+    if _forking:
+        launcher = _forking[0].launcher(script)
+        return {"command": launcher[0], "args": [*launcher[1:], *args], **settings}
+    return {"command": sys.executable, "args": [script, *args], **settings}
 
 
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
-    """A `[servers.X]` table that runs the fixture server as a stdio child.
-
-    In a test marked `forked_fixture_servers` the child is `tests/forkserver.py`'s launcher: the fixture server
-    runs in a fresh process forked from one that imported it once for the session, with the launcher's streams,
-    environment and folder, and the launcher exits as it does. That saves the ~1.5 s of CPU each fixture server
-    spends importing the SDK, for tests of what the hub does with its servers' answers rather than of their
-    processes (whose pid, signals and exit the hub would see through the launcher)."""
-    if _forked_fixture:
-        return {"command": _forked_fixture[0], "args": [*_forked_fixture[1:], "--name", name, *options], **settings}
-    return {"command": sys.executable, "args": [FIXTURE, "--name", name, *options], **settings}
+    """A `[servers.X]` table that runs the fixture server as a stdio child (see `script_server`)."""
+    return script_server(FIXTURE, "--name", name, *options, **settings)
 
 
 @pytest.fixture(scope="session")
-def _fixture_forkserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
-    server, launcher = forkserver.start("tests.servers.fixture", tmp_path_factory.mktemp("fixture-forkserver"))
+def _forkservers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Forkservers]:
+    servers = _Forkservers(tmp_path_factory.mktemp("forkservers"))
     try:
-        yield launcher
+        yield servers
     finally:
-        forkserver.stop(server)
+        servers.stop()
 
 
 @pytest.fixture(autouse=True)
-def _fixture_servers_forked(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.node.get_closest_marker("forked_fixture_servers") is None:
+def _servers_forked(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("forked_servers") is None:
         yield
         return
-    _forked_fixture[:] = request.getfixturevalue("_fixture_forkserver")
+    _forking.append(request.getfixturevalue("_forkservers"))
     try:
         yield
     finally:
-        _forked_fixture.clear()
+        _forking.clear()
 
 
 def write_config(path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> Path:
@@ -198,7 +225,7 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "forked_fixture_servers: fixture_server() runs the fixture server forked from a preloaded one"
+        "markers", "forked_servers: fixture_server() and script_server() run forks of a preloaded server process"
     )
 
 

@@ -11,14 +11,15 @@ the launcher's environment and streams; only its imports were done before it for
     python -m tests.forkserver serve SOCKET MODULE      # import MODULE, serve forks of it on SOCKET
     python -S tests/forkserver.py SOCKET ARG...         # run MODULE's command with ARGS in a fork; exit with its code
 
-MODULE's command is its `cli(argv) -> int`, or else its `main()` reading `sys.argv`. A launcher that dies (the
-suite's own time limit, say, or a hub stopping its child) takes its fork with it: the server kills a fork whose
-launcher's connection closes. `start` runs a server for a test fixture.
+MODULE's command is its `cli(argv) -> int`, or else its `main()` (sync or async) reading `sys.argv`. A launcher
+that dies (the suite's own time limit, say, or a hub stopping its child) takes its fork with it: the server kills
+a fork whose launcher's connection closes. `start` runs a server for a test fixture.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import selectors
@@ -28,6 +29,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 _LENGTH = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
@@ -90,7 +92,7 @@ def serve(path: str, module: str) -> None:
     import importlib
 
     imported = importlib.import_module(module)
-    command = getattr(imported, "cli", None) or (lambda argv: imported.main())
+    command = getattr(imported, "cli", None) or (lambda argv: _run_main(imported.main))
     selector = selectors.DefaultSelector()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -137,6 +139,14 @@ def serve(path: str, module: str) -> None:
                 with contextlib.suppress(OSError):  # the launcher may be gone
                     conn.sendall(_STATUS.pack(os.waitstatus_to_exitcode(status)))
                 conn.close()
+
+
+def _run_main(main: Any) -> Any:
+    if inspect.iscoroutinefunction(main):
+        import anyio
+
+        return anyio.run(main)
+    return main()
 
 
 def _registered(selector: selectors.BaseSelector, conn: socket.socket) -> bool:

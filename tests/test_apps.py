@@ -35,7 +35,7 @@ from tests.conftest import (
     write_config,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_fixture_servers]
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 APPS = str(ROOT / "tests" / "servers" / "apps.py")
 UI = "io.modelcontextprotocol/ui"
