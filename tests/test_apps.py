@@ -31,6 +31,7 @@ from tests.conftest import (
     hub_environment,
     make_config,
     running_hub,
+    script_server,
     serve_app,
     write_config,
 )
@@ -50,7 +51,7 @@ ERAS = [("legacy", "legacy"), ("2026-07-28", "2026-07-28"), ("legacy", "2026-07-
 
 
 def apps_server(protocol: str) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [APPS], "protocol": protocol}
+    return script_server(APPS, protocol=protocol)
 
 
 @asynccontextmanager
