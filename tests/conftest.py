@@ -8,8 +8,10 @@ clients are `mcp.Client`, connected in-process, over HTTP, or over stdio.
 
 from __future__ import annotations
 
+import compileall
 import gc
 import os
+import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -30,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
+from tests import forkserver
 
 settings.register_profile("untimed", deadline=None)
 settings.load_profile("untimed")
@@ -67,9 +70,69 @@ def hub_environment(**extra: str) -> dict[str, str]:
     }
 
 
+class _Forkservers:
+    """The session's fork servers (`tests/forkserver.py`), one a server module, each started on first use."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._started: dict[str, tuple[Any, list[str]]] = {}
+
+    def launcher(self, script: str) -> list[str]:
+        """The command that runs `script` (a file under tests/servers/) forked from a preloaded process."""
+        module = ".".join(Path(script).resolve().relative_to(ROOT).with_suffix("").parts)
+        if module not in self._started:
+            folder = self._folder / module
+            folder.mkdir()
+            self._started[module] = forkserver.start(module, folder)
+        return self._started[module][1]
+
+    def stop(self) -> None:
+        for server, _ in self._started.values():
+            forkserver.stop(server)
+
+
+_forking: list[_Forkservers] = []
+"""The session's fork servers while a test marked `forked_servers` runs (see `script_server`)."""
+
+
+def script_server(script: str, *args: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.X]` table that runs a server of tests/servers/ (`script`, with `args`) as a stdio child.
+
+    In a test marked `forked_servers` the child is `tests/forkserver.py`'s launcher: the server runs in a fresh
+    process forked from one that imported it once for the session, with the launcher's streams, environment and
+    folder, and the launcher exits as it does. That saves the ~1.5 s of CPU each such server spends importing the
+    SDK, for tests of what the hub does with its servers' answers rather than of their processes (whose pid,
+    signals and exit the hub would see through the launcher)."""
+    if _forking:
+        launcher = _forking[0].launcher(script)
+        return {"command": launcher[0], "args": [*launcher[1:], *args], **settings}
+    return {"command": sys.executable, "args": [script, *args], **settings}
+
+
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
-    """A `[servers.X]` table that runs the fixture server as a stdio child."""
-    return {"command": sys.executable, "args": [FIXTURE, "--name", name, *options], **settings}
+    """A `[servers.X]` table that runs the fixture server as a stdio child (see `script_server`)."""
+    return script_server(FIXTURE, "--name", name, *options, **settings)
+
+
+@pytest.fixture(scope="session")
+def _forkservers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Forkservers]:
+    servers = _Forkservers(tmp_path_factory.mktemp("forkservers"))
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+@pytest.fixture(autouse=True)
+def _servers_forked(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("forked_servers") is None:
+        yield
+        return
+    _forking.append(request.getfixturevalue("_forkservers"))
+    try:
+        yield
+    finally:
+        _forking.clear()
 
 
 def write_config(path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> Path:
@@ -158,6 +221,28 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
     with anyio.fail_after(timeout):
         while not await predicate():
             await anyio.sleep(interval)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "forked_servers: fixture_server() and script_server() run forks of a preloaded server process"
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The checkout's modules are compiled once, before any test starts a hub or a client as a child process: with
+    `PYTHONDONTWRITEBYTECODE` set, no child writes what it compiled, and each would compile the hub again (~0.4 s
+    of CPU a child). Compiling what is already compiled only reads the file times."""
+    for folder in ("mcp_hub", "tests"):
+        compileall.compile_dir(ROOT / folder, quiet=2, rx=re.compile(r"node_modules|\.venv"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What exists once the tests are collected (the imported modules, the collected tests) lives for the whole
+    session: it is moved out of the collector's reach, so that the collection after each test (below) walks only
+    what tests made since, not the whole of the SDK, pydantic and the hub each time (that cost 0.2-0.4 s a test)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, running_hub, serve_app, wait_for, write_config
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 ADMIN_KEY = "admin-key-" + "k" * 24
 ALICE_KEY = "alice-key-" + "a" * 24

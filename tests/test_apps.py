@@ -31,11 +31,12 @@ from tests.conftest import (
     hub_environment,
     make_config,
     running_hub,
+    script_server,
     serve_app,
     write_config,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 APPS = str(ROOT / "tests" / "servers" / "apps.py")
 UI = "io.modelcontextprotocol/ui"
@@ -50,7 +51,7 @@ ERAS = [("legacy", "legacy"), ("2026-07-28", "2026-07-28"), ("legacy", "2026-07-
 
 
 def apps_server(protocol: str) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [APPS], "protocol": protocol}
+    return script_server(APPS, protocol=protocol)
 
 
 @asynccontextmanager

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from typing import Any
 
 import pytest
 
+from tests import forkserver
 from tests.conftest import ROOT, free_port, write_config
 
 NPM = ROOT / "tests" / "npm" / "node_modules"
@@ -616,14 +618,16 @@ def list_client_scenarios(suite_name: str) -> list[str]:
     return re.findall(r"^\s+- (\S+) \[", listing.stdout, re.MULTILINE)
 
 
-def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path) -> Outcome:
-    """Run one client scenario with `tests/conformance_client.py --via VIA` as the client under test
-    (forced if it is one of `AUTH_EXTENSIONS`)."""
+CLIENT_MODULE = "tests.conformance_client"
+
+
+def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path, launcher: list[str]) -> Outcome:
+    """Run one client scenario with `tests/conformance_client.py --via VIA` as the client under test, started
+    by `launcher` (forced if it is one of `AUTH_EXTENSIONS`)."""
     suite = CLIENT_SUITES[suite_name]
     output = workdir / f"{via}-{suite_name}-{scenario.replace('/', '-')}"
     command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "client", "--scenario", scenario]
-    client = f"{sys.executable} -m tests.conformance_client --via {via}"
-    command += ["--command", client]
+    command += ["--command", shlex.join([*launcher, "--via", via])]
     command += ["--force"] if scenario in AUTH_EXTENSIONS else ["--spec-version", suite_name]
     log = output.with_suffix(".log")
     with log.open("wb") as out:
@@ -651,26 +655,41 @@ def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path)
     )
 
 
+@pytest.fixture(scope="module")
+def client_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """How the suite starts the client under test: `tests/forkserver.py`'s launcher, each run a fresh process
+    forked from one that imported `tests/conformance_client.py` once for the module (each client process would
+    otherwise spend ~2.5 s of CPU importing the SDK and the hub, ~70 times)."""
+    server, launcher = forkserver.start(CLIENT_MODULE, tmp_path_factory.mktemp("forkserver"))
+    try:
+        yield launcher
+    finally:
+        forkserver.stop(server)
+
+
 class ClientRuns:
     """Each suite's client scenarios, run directly and through the hub on first use."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, launcher: list[str]) -> None:
         self._workdir = workdir
+        self._launcher = launcher
         self._outcomes: dict[str, dict[tuple[str, str], Outcome]] = {}
 
     def outcome(self, suite_name: str, scenario: str, via: str) -> Outcome:
         if suite_name not in self._outcomes:
             runs = [(s, v) for s in CLIENT_SUITES[suite_name].scenarios for v in ("direct", "hub")]
             with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(lambda run: run_client_scenario(suite_name, *run, self._workdir), runs)
+                outcomes = pool.map(
+                    lambda run: run_client_scenario(suite_name, *run, self._workdir, self._launcher), runs
+                )
                 self._outcomes[suite_name] = dict(zip(runs, outcomes, strict=True))
         return self._outcomes[suite_name][scenario, via]
 
 
 @pytest.fixture(scope="module")
-def client_runs(tmp_path_factory: pytest.TempPathFactory) -> ClientRuns:
+def client_runs(tmp_path_factory: pytest.TempPathFactory, client_launcher: list[str]) -> ClientRuns:
     assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
-    return ClientRuns(tmp_path_factory.mktemp("conformance-client"))
+    return ClientRuns(tmp_path_factory.mktemp("conformance-client"), client_launcher)
 
 
 def _client_cases(through_hub: bool) -> list[Any]:
@@ -701,15 +720,18 @@ def test_the_suite_runs_the_client_scenarios_listed_here(suite: str) -> None:
 class AuthRuns:
     """Each suite's `auth/*` client scenarios, run through the hub on first use."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, launcher: list[str]) -> None:
         self._workdir = workdir
+        self._launcher = launcher
         self._outcomes: dict[str, dict[str, Outcome]] = {}
 
     def outcome(self, suite_name: str, scenario: str) -> Outcome:
         if suite_name not in self._outcomes:
             scenarios = _auth_scenarios(suite_name)
             with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(lambda s: run_client_scenario(suite_name, s, "hub", self._workdir), scenarios)
+                outcomes = pool.map(
+                    lambda s: run_client_scenario(suite_name, s, "hub", self._workdir, self._launcher), scenarios
+                )
                 self._outcomes[suite_name] = dict(zip(scenarios, outcomes, strict=True))
         return self._outcomes[suite_name][scenario]
 
@@ -719,9 +741,9 @@ def _auth_scenarios(suite_name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def auth_runs(tmp_path_factory: pytest.TempPathFactory) -> AuthRuns:
+def auth_runs(tmp_path_factory: pytest.TempPathFactory, client_launcher: list[str]) -> AuthRuns:
     assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
-    return AuthRuns(tmp_path_factory.mktemp("conformance-auth"))
+    return AuthRuns(tmp_path_factory.mktemp("conformance-auth"), client_launcher)
 
 
 def _auth_cases() -> list[Any]:

@@ -53,7 +53,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import EVERYTHING, fixture_server, hub_client, make_config, running_hub, serve_app, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 MOUNTS = {"stdio": "everything", "http": "remote"}
 """Upstream kind -> the mount it is served under."""

@@ -15,10 +15,10 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
 from mcp_hub.guardrails import DETECTORS, Detectors, poisoned
-from tests.conftest import EVERYTHING, hub_client, running_hub, wait_for, write_config
+from tests.conftest import EVERYTHING, hub_client, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import DATA, ORDINARY, PIXEL
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 MARKERS = {
@@ -38,7 +38,7 @@ def setup(tmp_path: Path, guards: str, *, api_key: str | None = None) -> tuple[P
     policies.mkdir()
     policy = '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n\n' + textwrap.dedent(guards)
     (policies / "policy.toml").write_text(policy, encoding="utf-8")
-    server: dict[str, Any] = {"command": sys.executable, "args": [LEAKY]}
+    server = script_server(LEAKY)
     if api_key is not None:
         server["env"] = {"LEAKY_API_KEY": api_key}
     config = write_config(tmp_path / "hub.toml", {"leaky": server})

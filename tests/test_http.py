@@ -30,7 +30,7 @@ from tests.conftest import fixture_server, free_port, hub_client, make_config, r
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
 from tests.test_resilience import JSON_HEADERS, MODERN_META, _true, legacy_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 MODES = ["legacy", "2026-07-28"]
 TWO_MIB = 2 * 1024 * 1024

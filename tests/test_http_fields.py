@@ -32,7 +32,7 @@ from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.servers.fixture import build_server
 from tests.test_resilience import MODERN, MODERN_META, legacy_session, modern_call
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 
 # -- a raw HTTP/1.1 exchange --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from tests.conftest import fixture_server, make_config, running_hub, serve_app, 
 from tests.test_modern_http import read_answer
 from tests.test_resilience import JSON_HEADERS, MODERN_META
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 _WITHOUT_LANE = (
     "import sys, mcp_hub.server.stdio as stdio; stdio.lane_of = lambda server: None; "

@@ -36,7 +36,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 POLICY = """
 [principals]

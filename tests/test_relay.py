@@ -21,7 +21,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, write_config
 from tests.servers.fixture import build_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 
 class Meeting:

@@ -33,7 +33,7 @@ from tests.conftest import (
 )
 from tests.test_relay import Person
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 ASKER = str(ROOT / "tests" / "servers" / "roots_asker.py")
 CONFIGURED = ["/srv/docs", "file:///srv/data"]

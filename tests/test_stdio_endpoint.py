@@ -24,7 +24,7 @@ from mcp_hub.server.stdio import _is_stream, _Lines
 from tests.conftest import fixture_server, wait_for, write_config
 from tests.test_relay import EXPECTED, Person
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 ERAS = ["legacy", "2026-07-28"]
 

@@ -39,7 +39,7 @@ from mcp_hub.observe.otel import Telemetry
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, serve_app
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"

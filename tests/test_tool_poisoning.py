@@ -15,10 +15,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.config import load_config
 from mcp_hub.guardrails import Detectors, poisoned
-from tests.conftest import ROOT, hub_client, running_hub, wait_for, write_config
+from tests.conftest import ROOT, hub_client, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import TOOLS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 REASON = "hidden text: html_comment, tag_characters in description"
@@ -33,7 +33,7 @@ def setup(tmp_path: Path, on_change: str, scan: str | None = '["hidden"]') -> Pa
         f'[pinning]\non_change = "{on_change}"\n' + (f"scan = {scan}\n" if scan is not None else ""),
         encoding="utf-8",
     )
-    config = write_config(tmp_path / "hub.toml", {"leaky": {"command": sys.executable, "args": [LEAKY]}})
+    config = write_config(tmp_path / "hub.toml", {"leaky": script_server(LEAKY)})
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\npins = "pins.json"\n\n[audit]\nfile = "audit.jsonl"\n')
     return config

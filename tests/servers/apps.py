@@ -53,5 +53,9 @@ def build_server() -> MCPServer:
     return mcp
 
 
-if __name__ == "__main__":
+def main() -> None:
     build_server().run("stdio")
+
+
+if __name__ == "__main__":
+    main()
