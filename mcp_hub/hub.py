@@ -30,7 +30,6 @@ from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
 from mcp_hub import sdk
-from mcp_hub.admin import console
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -41,7 +40,6 @@ from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
 from mcp_hub.chain.context import Link, compose
-from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
@@ -122,6 +120,8 @@ class Hub:
         self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
         """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
         if self.policy.directory is not None:
+            from mcp_hub.chain.guard import PolicyGuard, RateLimiter  # `limits`: loaded only with a policy
+
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
@@ -552,7 +552,11 @@ class Hub:
         )
 
     async def _serve_http(self, host: str, port: int) -> None:
-        admin = console(self, host) if self.config.admin.enabled else None
+        admin = None
+        if self.config.admin.enabled:  # the console (and what only it uses) loads only when `[admin]` enables it
+            from mcp_hub.admin import console
+
+            admin = console(self, host)
         app = self.http_app(host, admin)
         if self.cluster is not None:
             self.cluster.address = self.config.cluster.advertise or _address(host, port, self.config.http.path)
