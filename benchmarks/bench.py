@@ -1,6 +1,7 @@
 """The hub's overhead, measured: the same upstream directly and through the hub, in one run.
 
     python benchmarks/bench.py [--quick] [--out FILE] [--wait-quiet S] [--fastmcp PYTHON]
+                               [--only {http,stdio,bridge,catalog}] [--startups N] [--from-source]
 
 Every comparison talks to the same fixture server (`tests/servers/fixture.py`)
 once directly and once through `mcp-hub serve` (a separate process, as in
@@ -26,7 +27,10 @@ stopped in a `finally`. The hubs keep their last known catalogs in the run's tem
 folder (`XDG_STATE_HOME`), not in the user's state folder. `--out FILE` also writes the report. `--fastmcp PYTHON` (a
 Python with `benchmarks/fastmcp-requirements.txt` installed) adds FastMCP's proxy to the
 latency, throughput and 1 MB rounds, as a third path beside direct and the hub, and times its
-start-up and tools/list over the 20-server catalog.
+start-up and tools/list over the 20-server catalog. `--only PART` (repeatable) runs only
+those parts (`--only catalog`: items 4 and 5), `--startups N` times N start-ups of each kind.
+The processes run from bytecode, as an installed hub does: the checkout is compiled first, into the run's
+temporary folder (`--from-source`: not, which with PYTHONDONTWRITEBYTECODE set means a compile at each launch).
 Needs only what `pip install -e '.[test]'` installs.
 """
 
@@ -1125,6 +1129,20 @@ def machine(fastmcp: str | None = None) -> str:
     return line + (f", {fastmcp_versions(fastmcp)}" if fastmcp is not None else "")
 
 
+def compiled(folder: Path) -> str:
+    """Run the processes started here from bytecode, as an installed hub runs (pip compiles at install): the
+    checkout's modules are compiled once into `folder` (PYTHONPYCACHEPREFIX), where they are read from. Without
+    this, where PYTHONDONTWRITEBYTECODE is set, every hub launched would compile its modules again."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "mcp_hub"), str(ROOT / "tests")],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return f"bytecode: the checkout compiled into {folder} (PYTHONPYCACHEPREFIX)"
+
+
 def fastmcp_versions(python: str) -> str:
     """What `--fastmcp PYTHON` runs ("fastmcp X, its mcp Y"); exits with the reason if it cannot run FastMCP."""
     probe = "from importlib.metadata import version as v; print(f\"fastmcp {v('fastmcp')}, its mcp {v('mcp')}\")"
@@ -1160,13 +1178,21 @@ def render(report: Report, plan: str, load: str) -> str:
 # -- main ----------------------------------------------------------------------
 
 
-async def run(plan: Plan, work: Path) -> Report:
+PARTS = ("http", "stdio", "bridge", "catalog")
+"""The plan's parts, in the order they run (`--only` picks some)."""
+
+
+async def run(plan: Plan, work: Path, parts: Sequence[str] = PARTS) -> Report:
     report = Report()
     with open(work / "processes.log", "wb") as log, open(work / "stdio-stderr.log", "w") as errlog:
-        await http_comparison(plan, report, work, log)
-        await stdio_comparison(plan, report, work, errlog)
-        await bridge_comparison(plan, report, work, log)
-        await catalog_comparison(plan, report, work, log, errlog)
+        if "http" in parts:
+            await http_comparison(plan, report, work, log)
+        if "stdio" in parts:
+            await stdio_comparison(plan, report, work, errlog)
+        if "bridge" in parts:
+            await bridge_comparison(plan, report, work, log)
+        if "catalog" in parts:
+            await catalog_comparison(plan, report, work, log, errlog)
     return report
 
 
@@ -1189,8 +1215,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--wait-quiet", type=float, default=0, metavar="S", help="first wait up to S seconds for an idle machine"
     )
+    parser.add_argument(
+        "--only",
+        choices=PARTS,
+        action="append",
+        help="run only this part of the plan (repeatable); catalog: tools/list of 1,000 tools, start-up and RSS",
+    )
+    parser.add_argument("--startups", type=int, metavar="N", help="time N start-ups of each kind (plan's default: 3)")
+    parser.add_argument(
+        "--from-source",
+        action="store_true",
+        help="do not compile the checkout first: with PYTHONDONTWRITEBYTECODE set, each hub launch compiles it",
+    )
     args = parser.parse_args(argv)
     plan = dataclasses.replace(QUICK if args.quick else FULL, fastmcp=args.fastmcp)
+    if args.startups is not None:
+        plan = dataclasses.replace(plan, startups=max(1, args.startups))
     header = machine(args.fastmcp)
     print(header, flush=True)
     if args.wait_quiet:
@@ -1200,12 +1240,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     load = LoadMeter()
     with tempfile.TemporaryDirectory(prefix="mcp-hub-bench-") as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the hubs' catalog snapshots: not the user's
+        if args.from_source:
+            header += f"\nbytecode: none made ahead (PYTHONDONTWRITEBYTECODE={os.getenv('PYTHONDONTWRITEBYTECODE')})"
+        else:
+            header += "\n" + compiled(Path(tmp) / "bytecode")
+        print(header.splitlines()[-1], flush=True)
         try:
-            report = anyio.run(run, plan, Path(tmp))
+            report = anyio.run(run, plan, Path(tmp), args.only or PARTS)
         except BaseException:
             dump_logs(Path(tmp))
             raise
-    body = render(report, f"plan: {'quick' if args.quick else 'full'} {plan}", load.summary())
+    parts = f", only {', '.join(args.only)}" if args.only else ""
+    body = render(report, f"plan: {'quick' if args.quick else 'full'} {plan}{parts}", load.summary())
     print(body)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

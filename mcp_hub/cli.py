@@ -32,7 +32,6 @@ from mcp_hub import __version__
 from mcp_hub.allocator import keep_freed_memory
 from mcp_hub.auth.metadata import metadata_url
 from mcp_hub.auth.refusal import Refusal, Unavailable
-from mcp_hub.auth.verifier import identity_from_claims, probe
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
@@ -40,7 +39,6 @@ from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from mcp_hub.importer import import_client_config, merge_into, secret_env_names
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
@@ -198,6 +196,8 @@ def _check(args: argparse.Namespace) -> int:
     _setup_logging("error")
     failed = 0
     if oauth is not None:
+        from mcp_hub.auth.verifier import probe  # the token checks: only for [auth.oauth]
+
         try:
             print(f"  {oauth.issuer}: {anyio.run(probe, oauth)}")
         except Unavailable as exc:
@@ -478,6 +478,8 @@ def _token_principal(config: HubConfig, text: str) -> str:
         raise ConfigError("--claims", "", f'not JSON ({exc}); pass an object like \'{{"sub": "alice"}}\'') from None
     if not isinstance(claims, dict):
         raise ConfigError("--claims", "", 'must be a JSON object, like \'{"sub": "alice", "scope": "mcp"}\'')
+    from mcp_hub.auth.verifier import identity_from_claims  # the token checks: only for [auth.oauth]
+
     try:
         identity = identity_from_claims(config.auth.oauth, claims)
     except Refusal as refusal:
@@ -500,6 +502,8 @@ def _split_target(kind: str, text: str) -> tuple[str, str]:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from mcp_hub.importer import import_client_config, merge_into, secret_env_names  # tomlkit: only this command
+
     source = Path(args.file)
     try:
         text = source.read_text(encoding="utf-8")

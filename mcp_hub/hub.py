@@ -30,7 +30,6 @@ from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
 from mcp_hub import sdk
-from mcp_hub.admin import console
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -41,7 +40,6 @@ from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
 from mcp_hub.chain.context import Link, compose
-from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
@@ -68,6 +66,11 @@ logger = logging.getLogger("mcp_hub")
 
 STARTS_AT_ONCE = os.cpu_count() or 1
 """How many stdio mounts listed from the catalog snapshot start at the same time."""
+
+PACED_AFTER = 0.5
+"""Seconds from when `mcp-hub serve` serves (listens) until the stdio mounts listed from the catalog snapshot begin
+to start: the clients that connect as the hub starts list the catalog first, without children starting beside
+them on the same cores."""
 
 
 class Hub:
@@ -122,6 +125,8 @@ class Hub:
         self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
         """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
         if self.policy.directory is not None:
+            from mcp_hub.chain.guard import PolicyGuard, RateLimiter  # `limits`: loaded only with a policy
+
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
@@ -194,10 +199,11 @@ class Hub:
         )
 
     @asynccontextmanager
-    async def running(self, *, live: bool = False) -> AsyncIterator[Hub]:
+    async def running(self, *, live: bool = False, serving: anyio.Event | None = None) -> AsyncIterator[Hub]:
         """Start every mount concurrently (stdio mounts listed from the catalog snapshot a few at a
         time); stop (and reap) them all on exit. `live`: apply edits to hub.toml as they are saved, and
-        on SIGHUP (see live.py)."""
+        on SIGHUP (see live.py). `serving`: set once the hub serves; the mounts listed from the snapshot
+        start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
             self.telemetry.start(self._mount_status)
@@ -205,7 +211,9 @@ class Hub:
                 self._tg = tg
                 for served in self._serving():
                     tg.start_soon(served.parking.run)
-                pace = anyio.Semaphore(STARTS_AT_ONCE)
+                pace = anyio.Semaphore(STARTS_AT_ONCE if serving is None else 0)
+                if serving is not None:
+                    tg.start_soon(_open_places, pace, serving)
                 self.startup.begin()
                 for upstream in self.upstreams.values():
                     self._start_mount(upstream, pace if upstream.name in self._paced else None)
@@ -496,15 +504,17 @@ class Hub:
     ) -> None:
         """Serve until the client goes away (stdio) or a signal arrives. Over stdio, the sign-ins of `user`
         mounts come back to a loopback listener (server/loopback.py), whose port is taken first."""
+        serving = anyio.Event()
         if transport == "stdio":
             self.endpoint.serve_one_client()
-            async with sign_in_listeners(self.config, sign_in_routes), self.running(live=True):
-                await self._serve_stdio()
+            async with sign_in_listeners(self.config, sign_in_routes), self.running(live=True, serving=serving):
+                await self._serve_stdio(serving)
             return
-        async with self.running(live=True):
-            await self._serve_http(host or self.config.http.host, port if port is not None else self.config.http.port)
+        async with self.running(live=True, serving=serving):
+            host = host or self.config.http.host
+            await self._serve_http(host, port if port is not None else self.config.http.port, serving)
 
-    async def _serve_stdio(self) -> None:
+    async def _serve_stdio(self, serving: anyio.Event) -> None:
         server = self.endpoint.server
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, tg.cancel_scope.cancel)
@@ -512,6 +522,7 @@ class Hub:
                 server.lifespan(server) as state,
                 stdio_endpoint(server, state) as (read_stream, write_stream),
             ):
+                serving.set()
                 # As `Server.run`; no fixed options: capabilities are worked out when the client initializes.
                 await serve_dual_era_loop(
                     server, read_stream, write_stream, lifespan_state=state, init_options=cast(Any, None)
@@ -551,8 +562,12 @@ class Hub:
             step_up=self.scopes_wanted,
         )
 
-    async def _serve_http(self, host: str, port: int) -> None:
-        admin = console(self, host) if self.config.admin.enabled else None
+    async def _serve_http(self, host: str, port: int, serving: anyio.Event) -> None:
+        admin = None
+        if self.config.admin.enabled:  # the console (and what only it uses) loads only when `[admin]` enables it
+            from mcp_hub.admin import console
+
+            admin = console(self, host)
         app = self.http_app(host, admin)
         if self.cluster is not None:
             self.cluster.address = self.config.cluster.advertise or _address(host, port, self.config.http.path)
@@ -566,7 +581,7 @@ class Hub:
             lifespan="on",
             timeout_keep_alive=self.config.http.keep_alive,
         )
-        server = _HttpServer(config)
+        server = _HttpServer(config, serving)
 
         def stop() -> None:
             server.should_exit = True
@@ -581,7 +596,16 @@ class Hub:
 
 class _HttpServer(uvicorn.Server):
     """Uvicorn, minus its signal handling: it re-raises the signal after shutdown,
-    which would end the process before the hub has reaped its children."""
+    which would end the process before the hub has reaped its children. `serving` is set once it listens."""
+
+    def __init__(self, config: uvicorn.Config, serving: anyio.Event) -> None:
+        super().__init__(config)
+        self._serving = serving
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._serving.set()
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -595,6 +619,14 @@ def _address(host: str, port: int, path: str) -> str:
     elif ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}{path}"
+
+
+async def _open_places(pace: anyio.Semaphore, serving: anyio.Event) -> None:
+    """Open `pace`'s places `PACED_AFTER` seconds after `serving` is set."""
+    await serving.wait()
+    await anyio.sleep(PACED_AFTER)
+    for _ in range(STARTS_AT_ONCE):
+        pace.release()
 
 
 async def _take_place(pace: anyio.Semaphore, wanted: anyio.Event) -> bool:

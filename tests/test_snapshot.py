@@ -277,6 +277,37 @@ async def test_mounts_from_the_snapshot_start_a_few_at_a_time_and_a_call_starts_
         gate.touch()
 
 
+MARK = "import os, sys; open(sys.argv[1], 'w').close(); os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+"""python -c MARK MARK_FILE FIXTURE_ARGS...: create MARK_FILE (the child has started), then exec the fixture."""
+
+
+async def test_mounts_from_the_snapshot_start_once_the_hub_serves(tmp_path: Path) -> None:
+    started = {name: tmp_path / f"{name}.started" for name in ("a", "b")}
+    servers = {}
+    for name, mark in started.items():
+        table = fixture_server(name)
+        servers[name] = {**table, "command": sys.executable, "args": ["-c", MARK, str(mark), *table["args"]]}
+    config = snapshot_config(tmp_path, servers)
+    await first_start(config)
+    for mark in started.values():
+        mark.unlink()
+
+    hub, serving = Hub(load_config(config)), anyio.Event()
+    async with hub.running(serving=serving), hub_client(hub) as client:
+        assert await tool_names(client) == {f"{m}_{n}" for m in ("a", "b") for n in BASE_NAMES}
+        with anyio.fail_after(30):  # a call wants its mount at once
+            echo = await client.call_tool("b_echo", {"text": "now"})
+        assert echo.structured_content == {"text": "now", "server": "b"}
+        assert not started["a"].exists()  # the others wait until the hub serves
+        serving.set()
+        await wait_for(lambda: _up(hub, "a"), timeout=30)
+        assert started["a"].exists()
+
+
+async def _up(hub: Hub, mount: str) -> bool:
+    return hub.upstreams[mount].state == State.UP
+
+
 def test_a_snapshot_path_is_checked_like_the_other_options(tmp_path: Path) -> None:
     servers = {"a": fixture_server("a")}
     with pytest.raises(ConfigError) as caught:

@@ -20,7 +20,7 @@ import hmac
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -31,7 +31,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mcp_hub.auth.identity import HTTP_PRINCIPAL, IDENTITY_KEY, PRINCIPAL_KEY, Identity
 from mcp_hub.auth.metadata import challenge
 from mcp_hub.auth.refusal import Refusal, Unavailable
-from mcp_hub.auth.verifier import TokenVerifier
+
+if TYPE_CHECKING:
+    from mcp_hub.auth.verifier import TokenVerifier
 
 logger = logging.getLogger("mcp_hub.auth")
 

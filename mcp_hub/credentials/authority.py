@@ -11,7 +11,7 @@ that metadata is for the server's URL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
@@ -24,8 +24,20 @@ from mcp.shared.auth_utils import check_resource_allowed
 
 from mcp_hub.credentials.credential import CredentialError
 
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+
 TIMEOUT_SECONDS = 30.0
 """How long one exchange with the authorization server may take."""
+
+
+def oauth_client(**settings: Any) -> AsyncOAuth2Client:
+    """authlib's OAuth 2.0 client over httpx, for exchanges with the authorization server (`settings`: the client's,
+    as `AsyncOAuth2Client` takes them). authlib's httpx integration (with its OpenID Connect parts, about 0.1 s to
+    import) loads with the first one: a hub whose mounts never ask an authorization server never loads it."""
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
+
+    return AsyncOAuth2Client(timeout=TIMEOUT_SECONDS, **settings)
 
 
 class Authority:

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
 from authlib.common.errors import AuthlibBaseError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from mcp_hub.config import ServerAuth
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 
 class ClientCredentials:
@@ -53,12 +55,11 @@ class ClientCredentials:
         auth = self._auth
         method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
         endpoint = await self._authority.token_endpoint()
-        async with AsyncOAuth2Client(
+        async with oauth_client(
             client_id=auth.client_id,
             client_secret=auth.client_secret,
             token_endpoint_auth_method=method,
             scope=auth.scope,
-            timeout=TIMEOUT_SECONDS,
         ) as oauth:
             return await request_token(
                 self.server, oauth, endpoint, grant_type="client_credentials", resource=self._resource

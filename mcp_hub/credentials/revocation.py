@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import httpx2
 from authlib.common.errors import AuthlibBaseError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from mcp_hub.config import ServerConfig
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
 from mcp_hub.credentials.connections import Connection, store_at
 from mcp_hub.credentials.credential import CredentialError
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 logger = logging.getLogger("mcp_hub.credentials")
 
@@ -108,12 +110,11 @@ async def revoke_at_server(server: ServerConfig, connection: Connection) -> Revo
     tokens = [(connection.refresh_token, "refresh_token"), (connection.access_token, "access_token")]
     problems: list[str] = []
     access_token_kept = False
-    async with AsyncOAuth2Client(
+    async with oauth_client(
         client_id=auth.client_id,
         client_secret=auth.client_secret,
         token_endpoint_auth_method=method,
         revocation_endpoint_auth_method=method,
-        timeout=TIMEOUT_SECONDS,
     ) as oauth:
         for token, hint in tokens:
             if not token:

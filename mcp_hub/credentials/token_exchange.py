@@ -30,11 +30,10 @@ from contextvars import ContextVar
 from functools import partial
 
 import httpx2
-from authlib.integrations.httpx_client import AsyncOAuth2Client
 from cachetools import LRUCache
 
 from mcp_hub.config import ServerAuth
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.authority import Authority, oauth_client
 from mcp_hub.credentials.client_credentials import request_token
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
@@ -100,12 +99,11 @@ class TokenExchange:
         if auth.audience is not None:
             params["audience"] = auth.audience
         endpoint = await self._authority.token_endpoint()
-        async with AsyncOAuth2Client(
+        async with oauth_client(
             client_id=auth.client_id,
             client_secret=auth.client_secret,
             token_endpoint_auth_method=method,
             scope=auth.scope,
-            timeout=TIMEOUT_SECONDS,
         ) as oauth:
             return await request_token(self.server, oauth, endpoint, **params)
 

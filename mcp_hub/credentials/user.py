@@ -47,13 +47,12 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
 import mcp_types as types
 from authlib.common.errors import AuthlibBaseError
-from authlib.integrations.httpx_client import AsyncOAuth2Client
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.requests import Request
 from starlette.responses import Response
@@ -61,12 +60,15 @@ from starlette.routing import BaseRoute, Route
 
 from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials import consent
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
+from mcp_hub.credentials.authority import Authority, oauth_client
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import EARLY_SECONDS
+
+if TYPE_CHECKING:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 logger = logging.getLogger("mcp_hub.credentials")
 
@@ -323,14 +325,13 @@ class UserLogin:
     def _client(self) -> AsyncOAuth2Client:
         auth = self._auth
         method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
-        return AsyncOAuth2Client(
+        return oauth_client(
             client_id=auth.client_id,
             client_secret=auth.client_secret,
             token_endpoint_auth_method=method,
             scope=auth.scope,
             redirect_uri=auth.redirect_uri,
             code_challenge_method="S256",
-            timeout=TIMEOUT_SECONDS,
         )
 
     async def _token_request(self, **params: str) -> dict[str, Any]:

@@ -22,8 +22,6 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-import snowballstemmer
-
 from mcp_hub.search import model
 from mcp_hub.search.lexicon import expand
 
@@ -40,8 +38,6 @@ _STOP = frozenset({
     "here", "all", "any", "some", "up", "out", "into", "about", "over"
 })
 # fmt: on
-
-_STEMMER = snowballstemmer.stemmer("english")
 
 _DESCRIPTION_CHARS = 600
 """How much of a description the ranking reads: the first sentences say what a tool does; the rest, how."""
@@ -73,9 +69,18 @@ _EMBEDDINGS = {
 _WEIGHTS = {"wordllama": EMBEDDING_WEIGHT, "minilm": MODEL_WEIGHT}
 
 
+@cache
+def _english() -> Any:
+    """The English Snowball stemmer, loaded with the first word stemmed: `snowballstemmer` loads the stemmers of
+    all its languages (about 0.1 s), which a hub that never ranks tools does not need."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
 @lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    return _STEMMER.stemWord(word)
+    return _english().stemWord(word)
 
 
 def words(text: str) -> list[str]:

@@ -42,7 +42,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcp_hub.auth.metadata import metadata_routes
 from mcp_hub.auth.middleware import Credentials, StepUp
-from mcp_hub.auth.verifier import TokenVerifier
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
@@ -124,8 +123,12 @@ def build_app(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cors_origins],
         )
-    http = httpx2.AsyncClient(follow_redirects=False) if oauth is not None else None
-    verifier = TokenVerifier(oauth, http) if oauth is not None and http is not None else None
+    http, verifier = None, None
+    if oauth is not None:  # the token checks (and joserfc, cryptography's keys) load only for a hub that takes tokens
+        from mcp_hub.auth.verifier import TokenVerifier
+
+        http = httpx2.AsyncClient(follow_redirects=False)
+        verifier = TokenVerifier(oauth, http)
 
     replicas: list[Replicas | SignIns] = []
 
