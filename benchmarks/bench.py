@@ -29,8 +29,8 @@ Python with `benchmarks/fastmcp-requirements.txt` installed) adds FastMCP's prox
 latency, throughput and 1 MB rounds, as a third path beside direct and the hub, and times its
 start-up and tools/list over the 20-server catalog. `--only PART` (repeatable) runs only
 those parts (`--only catalog`: items 4 and 5), `--startups N` times N start-ups of each kind.
-The processes run from bytecode, as an installed hub does: the checkout is compiled first, into the run's
-temporary folder (`--from-source`: not, which with PYTHONDONTWRITEBYTECODE set means a compile at each launch).
+The processes run from bytecode, as an installed hub does: the checkout is compiled first, in place
+(`--from-source`: not, which with PYTHONDONTWRITEBYTECODE set means a compile at each launch).
 Needs only what `pip install -e '.[test]'` installs.
 """
 
@@ -1129,18 +1129,17 @@ def machine(fastmcp: str | None = None) -> str:
     return line + (f", {fastmcp_versions(fastmcp)}" if fastmcp is not None else "")
 
 
-def compiled(folder: Path) -> str:
+def compiled() -> str:
     """Run the processes started here from bytecode, as an installed hub runs (pip compiles at install): the
-    checkout's modules are compiled once into `folder` (PYTHONPYCACHEPREFIX), where they are read from. Without
-    this, where PYTHONDONTWRITEBYTECODE is set, every hub launched would compile its modules again."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    checkout's modules are compiled beside their sources, where every process reads them, as it reads its
+    libraries' (a cache prefix would hide those). Without this, where PYTHONDONTWRITEBYTECODE is set, every
+    hub launched would compile its modules again."""
     subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(ROOT / "mcp_hub"), str(ROOT / "tests")],
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    return f"bytecode: the checkout compiled into {folder} (PYTHONPYCACHEPREFIX)"
+    return "bytecode: the checkout compiled in place (its __pycache__ folders)"
 
 
 def fastmcp_versions(python: str) -> str:
@@ -1243,7 +1242,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.from_source:
             header += f"\nbytecode: none made ahead (PYTHONDONTWRITEBYTECODE={os.getenv('PYTHONDONTWRITEBYTECODE')})"
         else:
-            header += "\n" + compiled(Path(tmp) / "bytecode")
+            header += "\n" + compiled()
         print(header.splitlines()[-1], flush=True)
         try:
             report = anyio.run(run, plan, Path(tmp), args.only or PARTS)
