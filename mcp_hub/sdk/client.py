@@ -17,6 +17,7 @@ What upstream/ needs of the SDK's client beyond its public API:
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from types import TracebackType
@@ -28,6 +29,8 @@ from anyio.abc import ObjectReceiveStream
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from mcp_hub.sdk.process import spawn, spawn_supported
 
 __all__ = [
     "SURFACE",
@@ -134,9 +137,19 @@ _ORIGINAL_SPAWN = mcp.client.stdio._create_platform_compatible_process  # pyrigh
 _ORIGINAL_SSE_WITHIN_ORIGIN = mcp.client.sse.sse_within_origin  # pyright: ignore[reportPrivateImportUsage]
 
 
-async def spawn_telling_child(*args: Any, **kwargs: Any) -> Any:
-    """The SDK's stdio spawn, which hands the new process's pipes to the context's `StdioChild`."""
-    process = await _ORIGINAL_SPAWN(*args, **kwargs)
+async def spawn_telling_child(
+    command: str,
+    args: list[str],
+    env: dict[str, str] | None = None,
+    errlog: Any = sys.stderr,
+    cwd: Any = None,
+) -> Any:
+    """The SDK's stdio spawn, which hands the new process's pipes to the context's `StdioChild`: by the
+    standard library's `subprocess` where it can (see process.py), else the SDK's own."""
+    if spawn_supported():
+        process: Any = await spawn([command, *args], env=env, stderr=errlog, cwd=cwd)
+    else:
+        process = await _ORIGINAL_SPAWN(command=command, args=args, env=env, errlog=errlog, cwd=cwd)
     child = _CHILD.get()
     if child is not None:
         child.spawned(process.stdin, process.stdout)
