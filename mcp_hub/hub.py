@@ -579,6 +579,7 @@ class Hub:
             log_level=self.config.hub.log_level,
             access_log=False,  # the hub's own, with the principal and the method: `[hub] access_log`
             lifespan="on",
+            ws="none",  # the hub serves no WebSocket: uvicorn need not load a WebSocket library
             timeout_keep_alive=self.config.http.keep_alive,
         )
         server = _HttpServer(config, serving)
