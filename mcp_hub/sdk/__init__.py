@@ -24,7 +24,7 @@ import logging
 
 logger = logging.getLogger("mcp_hub.sdk")
 
-MODULES = ("server", "runner", "client")
+MODULES = ("server", "runner", "client", "process")
 """The modules of this package that name SDK internals."""
 
 _said: set[str] = set()

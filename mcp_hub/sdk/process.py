@@ -28,6 +28,12 @@ from typing import IO, Any
 from anyio._backends._asyncio import StreamReaderWrapper, StreamWriterWrapper
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+SURFACE: tuple[str, ...] = (
+    "anyio._backends._asyncio:StreamReaderWrapper",  # built here over the child's stdout reader
+    "anyio._backends._asyncio:StreamWriterWrapper",  # and over its stdin writer
+)
+"""What this module names, as "module:qualified.name"."""
+
 READ_LIMIT = 2**16
 """The stdout reader's buffer limit, asyncio's for a subprocess's pipes (as anyio's spawn has it)."""
 
