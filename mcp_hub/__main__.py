@@ -1,3 +1,3 @@
-from mcp_hub.launch import main
+from mcp_hub.cli import main
 
 main()
