@@ -280,9 +280,11 @@ def fastmcp_stdio_server(name: str, tools: int = 0) -> dict[str, Any]:
 # -- clients -------------------------------------------------------------------
 
 
-def http_client(url: str, mode: str = LEGACY) -> Client:
-    """The SDK client over streamable HTTP, without the 1 MiB SSE event cap."""
-    return Client(streamable_http_client(url, max_sse_event_size=None), mode=mode, cache=None)
+def http_client(url: str, mode: str = LEGACY, message_handler: Any = None) -> Client:
+    """The SDK client over streamable HTTP, without the 1 MiB SSE event cap; `message_handler` hears what the
+    server sends on its own (notifications)."""
+    streams = streamable_http_client(url, max_sse_event_size=None)
+    return Client(streams, mode=mode, cache=None, message_handler=message_handler)
 
 
 def stdio_client_for(command: Sequence[str], errlog: TextIO, mode: str = LEGACY, cwd: Path = ROOT) -> Client:
@@ -326,7 +328,9 @@ async def wait_listening(port: int, timeout: float = 30.0) -> None:
             return
 
 
-async def enter_http(stack: AsyncExitStack, url: str, mode: str, timeout: float = 30.0) -> Client:
+async def enter_http(
+    stack: AsyncExitStack, url: str, mode: str, timeout: float = 30.0, message_handler: Any = None
+) -> Client:
     """Connect once the server listens; `stack` closes the client.
 
     A 2026-07-28 client sends nothing when it connects, so a server that is not
@@ -335,7 +339,7 @@ async def enter_http(stack: AsyncExitStack, url: str, mode: str, timeout: float 
     port = httpx2.URL(url).port
     assert port is not None
     await wait_listening(port, timeout)
-    return await stack.enter_async_context(http_client(url, mode))
+    return await stack.enter_async_context(http_client(url, mode, message_handler))
 
 
 # -- measurements --------------------------------------------------------------
@@ -817,12 +821,7 @@ async def catalog_client(url: str, expected: int, timeout: float = 60.0, poll: f
             changed.set()
 
     async with AsyncExitStack() as stack:
-        port = httpx2.URL(url).port
-        assert port is not None
-        await wait_listening(port, timeout)
-        streams = streamable_http_client(url, max_sse_event_size=None)
-        client = Client(streams, mode=LEGACY, cache=None, message_handler=on_message)
-        client = await stack.enter_async_context(client)
+        client = await enter_http(stack, url, LEGACY, timeout, on_message)
         while True:
             changed = anyio.Event()  # armed before the listing: a change while it runs lists again
             if await count_tools(client) >= expected:

@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-import uvloop
 from anyio._backends._asyncio import StreamReaderWrapper, StreamWriterWrapper
 
 from mcp_hub.sdk import process as process_module
@@ -24,6 +23,7 @@ from mcp_hub.upstream.stdio import StdioChannel
 from tests.conftest import fixture_server, make_config
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's")
+uvloop = pytest.importorskip("uvloop")  # the hub's loop where it is installed (not on Windows)
 
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line.upper()); sys.stdout.flush()\nsys.exit(3)\n"
 
