@@ -29,7 +29,10 @@ and to the relay; calls/s at c=16 (the median over rounds) and its ratio to
 direct; and the CPU per call, in the latency blocks, of the hop (the hub or
 the relay) and of the server, against the server's own CPU per call when
 called directly (/proc counts in 10 ms ticks: these are sums over each
-round's calls). Targets (issue 23): p50 <= 1.25x direct, or within 1.1x of
+round's calls), and of the client (this process): on 2 cores the client,
+the hop and the server share the machine, so a call's latency is not the sum
+of their CPU, and a side's client may spend more than the direct one's.
+Targets (issue 23): p50 <= 1.25x direct, or within 1.1x of
 the relay where the relay measures above 1.15x; c=16 >= 0.8x direct; the
 hub's CPU per call <= 1.5x the server's own.
 """
@@ -156,18 +159,19 @@ def report(era: str, tallies: dict[str, Tally]) -> list[str]:
         f"### {era} client",
         "",
         "| path | p50 ms | vs direct | vs relay | calls/s c=16 | vs direct "
-        "| hop CPU/call | server CPU/call | hop / server's own |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| hop CPU/call | server CPU/call | hop / server's own | client CPU/call |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, tally in tallies.items():
         p50, rate = statistics.median(tally.p50_ms), statistics.median(tally.rate)
         hop = statistics.fmean(tally.cpu_us["hop"]) if "hop" in tally.cpu_us else None
         server = statistics.fmean(tally.cpu_us["upstream"])
+        client = statistics.fmean(tally.cpu_us["client"])
         hop_text = f"{hop:.0f} us" if hop is not None else ""
         ratio_text = f"{hop / server_own:.2f}x" if hop is not None else ""
         lines.append(
             f"| {label} | {p50:.3f} | {p50 / d_p50:.2f}x | {p50 / r_p50:.2f}x | {rate:.0f} | {rate / d_rate:.2f}x "
-            f"| {hop_text} | {server:.0f} us | {ratio_text} |"
+            f"| {hop_text} | {server:.0f} us | {ratio_text} | {client:.0f} us |"
         )
     lines.append("")
     return lines
