@@ -14,7 +14,6 @@ of their own. On other C libraries (musl, macOS) it does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import sys
 
@@ -26,6 +25,9 @@ about seven times a string's length to write it (`wire`): 8 MiB keeps a 1 MB res
 TRIM_THRESHOLD = 16 * 1024 * 1024
 """Free memory at the heap's top kept for reuse before the rest goes back to the kernel."""
 
+GLIBC = "libc.so.6"
+"""glibc's shared library, by the name every glibc on Linux gives it."""
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
@@ -35,7 +37,7 @@ def keep_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
@@ -46,3 +48,17 @@ def keep_freed_memory() -> bool:
     if not done:
         logger.debug("mallopt refused the allocator thresholds")
     return done
+
+
+def _libc() -> ctypes.CDLL:
+    """The C library: glibc by its name on Linux, else the one `ctypes.util` finds (which runs
+    `ldconfig -p` in a child process, a cost every start would pay)."""
+    try:
+        return ctypes.CDLL(GLIBC)
+    except OSError:
+        from ctypes.util import find_library
+
+        name = find_library("c")
+        if name is None:
+            raise
+        return ctypes.CDLL(name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import platform
 import resource
+import subprocess
+from typing import Any
 
 import pytest
 
@@ -30,3 +32,18 @@ def test_large_blocks_are_reused_once_the_thresholds_are_set() -> None:
     pages = 1_000_000 // resource.getpagesize()
     # Without the thresholds each 1 MB buffer is fresh pages: about 3 x 244 faults per message.
     assert _page_faults_relaying(50, 1_000_000) < pages
+
+
+def test_finding_glibc_starts_no_child_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `mcp-hub serve` sets the thresholds first: finding the C library must not run `ldconfig -p`
+    (what `ctypes.util.find_library` does) in a child process."""
+    started: list[Any] = []
+    real = subprocess.Popen.__init__
+
+    def record(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> None:
+        started.append(args)
+        real(self, args, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", record)
+    assert keep_freed_memory()
+    assert started == []
