@@ -17,6 +17,7 @@ tokens the hub forgot), 2 unusable configuration or input.
 from __future__ import annotations
 
 import argparse
+import getpass
 import itertools
 import json
 import logging
@@ -39,6 +40,7 @@ from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
@@ -325,10 +327,12 @@ def _connections(args: argparse.Namespace) -> int:
     if args.server is not None and not mounts:
         print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
-    if args.action == "revoke":
-        return _revoke_connections(mounts, args.principal)
-    if args.action == "withdraw":
-        return _withdraw_consents(mounts, args.principal, args.client)
+    if args.action in ("revoke", "withdraw"):
+        with appending(config.relative(config.audit.file) if config.audit.file else None) as audit:
+            actor = _Administrator(audit, _system_user(), _policy_revision(config))
+            if args.action == "revoke":
+                return _revoke_connections(mounts, args.principal, actor)
+            return _withdraw_consents(mounts, args.principal, args.client, actor)
     consents: list[str] = []
     try:
         for name, server in mounts.items():
@@ -357,9 +361,49 @@ def _connections(args: argparse.Namespace) -> int:
     return 0
 
 
-def _withdraw_consents(mounts: dict[str, ServerConfig], principal: str, client: str) -> int:
+class _Administrator:
+    """Who runs `mcp-hub connections revoke` or `withdraw`, and the audit log their actions are written to, as
+    the admin console writes its own (principal `admin:NAME`, NAME the system user; via "cli")."""
+
+    def __init__(self, audit: AuditLog, name: str, policy_revision: str | None) -> None:
+        self._audit = audit
+        self.name = name
+        self._revision = policy_revision
+
+    def record(self, method: str, mount: str, arguments: dict[str, Any], outcome: str, reason: str) -> None:
+        event = AuditEvent.by_administrator(
+            self.name,
+            method=method,
+            mount=mount,
+            arguments=arguments,
+            outcome=outcome,
+            reason=reason,
+            policy_revision=self._revision,
+            via="cli",
+        )
+        self._audit.record(event)
+
+
+def _system_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment or the password database (a bare container)
+        return "unknown"
+
+
+def _policy_revision(config: HubConfig) -> str | None:
+    """The revision of the policy in effect, as the hub would load it (None: its files do not load)."""
+    if not config.policy.dir:
+        return empty_policy().revision
+    try:
+        return load_policies(config.relative(config.policy.dir)).revision
+    except ConfigError:  # a broken policy file does not stop a revoke
+        return None
+
+
+def _withdraw_consents(mounts: dict[str, ServerConfig], principal: str, client: str, actor: _Administrator) -> int:
     """Forget that `principal` allowed `client` at `mounts`, in every browser: its next sign-in asks them again
-    on the consent page. Their tokens are kept (a revoke forgets them)."""
+    on the consent page. Their tokens are kept (a revoke forgets them). Each consent withdrawn is audited."""
     from mcp_hub.credentials.connections import StoreError, store_at
 
     withdrawn = False
@@ -375,16 +419,26 @@ def _withdraw_consents(mounts: dict[str, ServerConfig], principal: str, client: 
                 f"withdrawn: {principal}'s consent for {client} at {name} ({consent.browsers} browser(s)): "
                 "the client's next sign-in asks again; the tokens are kept"
             )
+            actor.record(
+                "admin/connections/withdraw",
+                name,
+                {"principal": principal, "client": client},
+                "withdrawn",
+                f"the consent of {principal!r} for the client {client!r} at {name} ({consent.browsers} browser(s)) "
+                f"was withdrawn by the administrator {actor.name!r} (mcp-hub connections withdraw); the client's "
+                "next sign-in asks again; the tokens are kept",
+            )
             withdrawn = True
     if not withdrawn:
         print(f"nothing to withdraw: no consent of {principal} for {client} on record")
     return 0
 
 
-def _revoke_connections(mounts: dict[str, ServerConfig], principal: str) -> int:
+def _revoke_connections(mounts: dict[str, ServerConfig], principal: str, actor: _Administrator) -> int:
     """Forget `principal`'s sign-ins toward `mounts` and revoke their tokens at the authorization server
     (credentials/revocation.py). 1 when some could only be forgotten because the authorization server refused
-    or could not be reached (a warning says which); they are forgotten all the same."""
+    or could not be reached (a warning says which); they are forgotten all the same. Each sign-in forgotten is
+    audited, with what became of its tokens."""
     from mcp_hub.credentials.connections import StoreError
     from mcp_hub.credentials.revocation import revoke
 
@@ -396,7 +450,16 @@ def _revoke_connections(mounts: dict[str, ServerConfig], principal: str) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         for gone in revoked:
-            print(f"revoked: {principal} at {name} ({gone.connection.issuer}): {gone.message}")
+            issuer = gone.connection.issuer
+            print(f"revoked: {principal} at {name} ({issuer}): {gone.message}")
+            actor.record(
+                "admin/connections/revoke",
+                name,
+                {"principal": principal, "issuer": issuer},
+                "revoked",
+                f"the sign-in of {principal!r} at {name} ({issuer}) was revoked by the administrator "
+                f"{actor.name!r} (mcp-hub connections revoke); {gone.message}",
+            )
             failed = failed or gone.outcome == "failed"
     return 1 if failed else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import subprocess
 import sys
@@ -228,7 +229,10 @@ def test_connections_lists_the_clients_people_allowed_and_withdraw_forgets_one_k
         "token_store": str(path),
     }
     servers = {name: {"url": f"https://{name}.example.com/mcp", "auth": auth} for name in ("tracker", "wiki")}
-    config = str(write_config(tmp_path / "hub.toml", servers))
+    config_path = write_config(tmp_path / "hub.toml", servers)
+    with config_path.open("a", encoding="utf-8") as file:
+        file.write('\n[audit]\nfile = "audit.jsonl"\n')
+    config = str(config_path)
     browsers = [f"{n}" * 64 for n in "abcd"]  # as the hub keeps them: the SHA-256 of each browser's cookie
     old = {"connections": [], "consents": [["carol", "cursor", "tracker", browsers[3]]]}
     path.write_bytes(Fernet(key.encode()).encrypt(json.dumps(old).encode()))
@@ -275,3 +279,11 @@ def test_connections_lists_the_clients_people_allowed_and_withdraw_forgets_one_k
         ("alice", "claude-desktop"),
         ("carol", "cursor"),
     ]
+    # Each consent withdrawn is audited as the admin console audits its own, by the system user, via "cli".
+    audited = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(e["method"], e["mount"], e["arguments"], e["outcome"], e["via"]) for e in audited] == [
+        ("admin/connections/withdraw", "tracker", {"principal": "alice", "client": "cursor"}, "withdrawn", "cli"),
+        ("admin/connections/withdraw", "wiki", {"principal": "bob", "client": "cursor"}, "withdrawn", "cli"),
+    ]
+    assert {e["principal"] for e in audited} == {f"admin:{getpass.getuser()}"}
+    assert "2 browser(s)" in audited[0]["reason"] and "mcp-hub connections withdraw" in audited[0]["reason"]

@@ -8,6 +8,8 @@ real CLI and admin console.
 
 from __future__ import annotations
 
+import getpass
+import json
 import time
 from pathlib import Path
 
@@ -57,9 +59,10 @@ async def test_cli_revoke_revokes_both_tokens_at_the_authorization_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """alice's refresh token and access token are revoked at the authorization server, the hub authenticating
-    as its client; her old access token is then refused by the server; bob's tokens are left alone."""
+    as its client; her old access token is then refused by the server; bob's tokens are left alone. The revoke
+    is written to the audit log the running hub writes too."""
     monkeypatch.setenv("HUB_TOKEN_KEY", KEY)
-    async with user_hub(tmp_path) as setup:
+    async with user_hub(tmp_path, admin_key=ADMIN_KEY) as setup:
         with anyio.fail_after(60):
             async with setup.client("alice") as a, setup.client("bob") as b:
                 await connected(setup, a, "alice")
@@ -86,6 +89,12 @@ async def test_cli_revoke_revokes_both_tokens_at_the_authorization_server(
             (bob,) = stored(setup)
             assert await upstream_status(setup, bob.access_token) == 200
             assert bob.access_token not in setup.server.revoked
+            lines = (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+            (revoke,) = [e for e in map(json.loads, lines) if e["method"] == "admin/connections/revoke"]
+            assert revoke["principal"] == f"admin:{getpass.getuser()}" and revoke["via"] == "cli"
+            assert revoke["mount"] == "remote" and revoke["outcome"] == "revoked"
+            assert revoke["arguments"] == {"principal": "alice", "issuer": setup.server.issuer}
+            assert "its tokens were revoked at the authorization server" in revoke["reason"]
 
 
 @pytest.mark.parametrize("endpoint", [True, False], ids=["revocation-endpoint", "none"])

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from logging.handlers import QueueListener, RotatingFileHandler
@@ -78,9 +78,10 @@ class AuditEvent:
         outcome: str,
         reason: str,
         policy_revision: str | None,
+        via: str = "admin-console",
     ) -> AuditEvent:
-        """The line of an administrator's action in the admin console (principal `admin:NAME`, via
-        "admin-console"), made now."""
+        """The line of an administrator's action (principal `admin:NAME`), made now: in the admin console
+        (`via` "admin-console", NAME the console's login) or with `mcp-hub` ("cli", NAME the system user)."""
         return cls(
             time=AuditLog.now(),
             decision_id=AuditLog.new_decision_id(),
@@ -89,7 +90,7 @@ class AuditEvent:
             method=method,
             mount=mount,
             name=name,
-            via="admin-console",
+            via=via,
             arguments=arguments,
             outcome=outcome,
             rule=None,
@@ -311,3 +312,16 @@ class AuditLog:
             self._reported = total = self.dropped
             why = self._latest_loss
         errors_log.error("audit log %s: %d events lost so far (latest: %s)", self.path, total, why)
+
+
+@contextlib.contextmanager
+def appending(path: str | os.PathLike[str] | None) -> Iterator[AuditLog]:
+    """The audit log of a command run beside the hub (`mcp-hub connections revoke`, say): its lines are
+    appended to `path` (None: discarded), which it never rotates, since a running hub may hold the file open
+    and rotates it itself."""
+    log = AuditLog(path, max_bytes=0)
+    log.start()
+    try:
+        yield log
+    finally:
+        log.stop()
