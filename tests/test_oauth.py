@@ -28,7 +28,10 @@ from starlette.routing import Route
 
 from mcp_hub.auth import Identity
 from mcp_hub.auth.identity import PRINCIPAL_KEY, identity_in
+from mcp_hub.auth.jwks import KeySet
+from mcp_hub.auth.jwt import JwtVerifier
 from mcp_hub.auth.middleware import Credentials
+from mcp_hub.auth.refusal import Refusal
 from mcp_hub.auth.verifier import TokenVerifier
 from mcp_hub.config import OAuthSettings, load_config
 from mcp_hub.hub import Hub
@@ -589,3 +592,54 @@ async def test_the_validated_token_and_its_claims_are_on_the_request(tmp_path: P
     assert identity.scopes == {"mcp", "a", "b"} and identity.principal.groups == {"ops"}
     assert identity.token == token and identity.claims["email"] == "dave@example.com"
     assert token not in repr(identity)
+
+
+async def test_a_verified_token_is_kept_until_it_expires_or_its_key_is_gone() -> None:
+    """A client sends one token with every request: its signature is checked once, and the token is taken
+    again exactly as long as checking it again would take it: until its `exp` plus the leeway, and while
+    the key that verified it is still the issuer's (here: until the key set is due again, fetched, and the
+    issuer has dropped that key)."""
+    port = free_port()
+    issuer = AuthorizationServer(f"http://127.0.0.1:{port}")
+    resource = "https://hub.example.com/mcp"
+    wall, monotonic = [int(time.time())], [0.0]
+
+    async def jwks_uri() -> str:
+        return f"{issuer.issuer}/jwks"
+
+    async with serve_app(issuer.app(), port), httpx2.AsyncClient(timeout=30) as http:
+        keys = KeySet(http, jwks_uri, refetch_interval=1, max_age=60, clock=lambda: monotonic[0])
+        verifier = JwtVerifier(
+            keys, issuer=issuer.issuer, resource=resource, algorithms=["RS256", "ES256"], leeway=30, now=lambda: wall[0]
+        )
+        lasting = issuer.mint(resource, exp=wall[0] + 3600, email="dave@example.com")
+        for _ in range(5):
+            claims = await verifier.claims(lasting)
+            claims["email"] = "changed by a caller"  # each caller gets its own copy
+        assert (await verifier.claims(lasting))["email"] == "dave@example.com"
+        assert verifier.signature_checks == 1
+        assert (await verifier.claims(issuer.mint(resource, key=issuer.ec, alg="ES256")))["sub"] == "alice"
+        assert verifier.signature_checks == 2
+
+        short = issuer.mint(resource, exp=wall[0] + 10)
+        await verifier.claims(short)
+        wall[0] += 10 + 29  # a second before its exp plus the leeway: still good, and not checked again
+        await verifier.claims(short)
+        assert verifier.signature_checks == 3
+        wall[0] += 1
+        with pytest.raises(Refusal, match="expired"):
+            await verifier.claims(short)
+
+        issuer.published.remove(issuer.rsa)  # the issuer drops the RSA key
+        await verifier.claims(lasting)  # the hub's key set is not due yet: the key is still the one it knows
+        assert issuer.requests["jwks"] == 1
+        monotonic[0] += 61  # the key set is due: fetched again, without the key
+        with pytest.raises(Refusal, match="not among the issuer's keys"):
+            await verifier.claims(lasting)
+        assert issuer.requests["jwks"] == 2
+        issuer.published.append(issuer.rsa)  # back, fetched again (a new key object): checked once more
+        monotonic[0] += 61
+        await verifier.claims(lasting)
+        await verifier.claims(lasting)
+        assert issuer.requests["jwks"] == 3
+        assert verifier.signature_checks == 5
