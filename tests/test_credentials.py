@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.config import parse_config
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
-from mcp_hub.credentials.token_exchange import CALLER_TOKEN, TokenExchange
+from mcp_hub.credentials.token_exchange import CALLER_TOKEN, CallerToken, TokenExchange
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import KEYS, free_port, hub_client, keyed_hub, make_config, running_hub, serve_app
@@ -306,7 +306,7 @@ async def test_token_exchange_trades_the_callers_token_for_one_meant_for_the_ser
         alice, bob = server.subject_token("alice"), server.subject_token("bob")
         with pytest.raises(CredentialError, match="caller's OAuth token"):
             await exchange.headers()
-        token = CALLER_TOKEN.set(alice)
+        token = CALLER_TOKEN.set(CallerToken(alice))
         try:
             first = await exchange.headers()
             again = await exchange.headers()

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference
+from mcp_types import CreateMessageRequestParams, CreateMessageResult, PromptReference, TextContent
 
 from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
@@ -30,7 +30,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization import AuthorizationServer as SignInIssuer
 from tests.servers.authorization_server import EXCHANGE, AuthorizationServer, Issued, guarded
-from tests.servers.fixture import build_server
+from tests.servers.fixture import build_server, sse_app
 
 pytestmark = pytest.mark.anyio
 
@@ -77,9 +77,9 @@ class Setup:
     calls: list[tuple[str, bytes]]
     """The bearer and body of every request the upstream accepted."""
 
-    def signed_in(self, who: str) -> str:
+    def signed_in(self, who: str, **claims: Any) -> str:
         """A token for the hub, as `who` would hold after signing in (known to the exchanging server)."""
-        token = self.signin.mint(self.hub_resource, sub=who)
+        token = self.signin.mint(self.hub_resource, sub=who, **claims)
         self.exchanger.tokens[token] = Issued("a-client-app", self.hub_resource, time.time() + 3600, subject=who)
         return token
 
@@ -93,19 +93,24 @@ class Setup:
 
     def exchanged_for(self, who: str) -> str:
         """The one token the exchanging server issued for `who`, for the upstream."""
-        (token,) = [t for t, i in self.exchanger.tokens.items() if i.subject == who and i.client_id == "the-hub"]
-        assert self.exchanger.tokens[token].audience == self.upstream
+        (token,) = self.all_exchanged_for(who)
         return token
+
+    def all_exchanged_for(self, who: str) -> list[str]:
+        """The tokens the exchanging server issued for `who`, for the upstream, oldest first."""
+        tokens = [t for t, i in self.exchanger.tokens.items() if i.subject == who and i.client_id == "the-hub"]
+        assert all(self.exchanger.tokens[token].audience == self.upstream for token in tokens)
+        return tokens
 
 
 @asynccontextmanager
-async def exchange_hub(tmp_path: Path, protocol: str = "auto") -> AsyncIterator[Setup]:
-    """A hub whose mount "remote" exchanges its callers' tokens (`protocol`: the mount's), taking OAuth tokens
-    from `signin` and carol's API key."""
+async def exchange_hub(tmp_path: Path, protocol: str = "auto", *, sse: bool = False) -> AsyncIterator[Setup]:
+    """A hub whose mount "remote" exchanges its callers' tokens (`protocol`: the mount's; `sse`: the server
+    speaks the legacy HTTP+SSE transport), taking OAuth tokens from `signin` and carol's API key."""
     signin_port, hub_port, upstream_port = free_port(), free_port(), free_port()
     signin = SignInIssuer(f"http://127.0.0.1:{signin_port}")
     hub_resource = f"http://127.0.0.1:{hub_port}/mcp"
-    upstream = f"http://127.0.0.1:{upstream_port}/mcp"
+    upstream = f"http://127.0.0.1:{upstream_port}/sse" if sse else f"http://127.0.0.1:{upstream_port}/mcp"
     exchanger = AuthorizationServer(clients={"the-hub": SECRET})
     seen: list[dict[str, str]] = []
     calls: list[tuple[str, bytes]] = []
@@ -113,6 +118,7 @@ async def exchange_hub(tmp_path: Path, protocol: str = "auto") -> AsyncIterator[
         exchanger.issuer = exchanger_base
         mount = {
             "url": upstream,
+            **({"transport": "sse"} if sse else {}),
             "protocol": protocol,
             "auth": {
                 "mode": "token_exchange",
@@ -126,7 +132,9 @@ async def exchange_hub(tmp_path: Path, protocol: str = "auto") -> AsyncIterator[
             file.write(f'\n[auth]\napi_keys = {{ carol = "{CAROL_KEY}" }}\n')
             file.write(f'[auth.oauth]\nissuer = "{signin.issuer}"\nresource = "{hub_resource}"\n')
         config = load_config(path)
-        app = guarded(witnessed(build_server("remote").streamable_http_app(), calls), exchanger, upstream, seen)
+        server = build_server("remote")
+        served = sse_app(server) if sse else server.streamable_http_app()
+        app = guarded(witnessed(served, calls), exchanger, upstream, seen)
         async with (
             serve_app(signin.app(), signin_port),
             serve_app(app, port=upstream_port),
@@ -241,3 +249,36 @@ async def test_an_exchanged_token_is_kept_until_it_expires_then_exchanged_anew(t
     bearers = [bearer for bearer, body in setup.calls if b"tools/call" in body]
     assert bearers[0] == f"Bearer {first}" and bearers[-1] == f"Bearer {second}"
     assert set(bearers) == {f"Bearer {first}", f"Bearer {second}"}
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the server's sampling request
+async def test_a_clients_session_sends_with_the_latest_token_the_client_brought(tmp_path: Path) -> None:
+    """Over legacy SSE the client's own session sends by itself what no call of the client sends (here: its
+    answer to the server's `sampling/createMessage`), in its own task. After the client refreshes its token (the
+    same person, a new token), that reaches the server with the new token exchanged, not with the one its session
+    was opened with, which may have expired since."""
+    async with exchange_hub(tmp_path, "legacy", sse=True) as setup:
+        first, refreshed = setup.signed_in("alice", jti="first"), setup.signed_in("alice", jti="refreshed")
+
+        async def sampling(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+            return CreateMessageResult(role="assistant", content=TextContent(type="text", text="sampled"), model="m")
+
+        with anyio.fail_after(60):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {first}"}, timeout=30) as http,
+                Client(
+                    streamable_http_client(f"{setup.base}/mcp", http_client=http),
+                    mode="legacy",
+                    cache=None,
+                    sampling_callback=sampling,
+                ) as a,
+            ):
+                result = await a.call_tool("remote_echo", {"text": "before"})
+                assert result.structured_content == {"text": "before", "server": "remote"}
+                http.headers["Authorization"] = f"Bearer {refreshed}"
+                asked = await a.call_tool("remote_ask", {"what": "sampling", "text": "q"})
+                assert "sampled" in str(asked.content), asked
+        opened_with, brought = setup.all_exchanged_for("alice")
+    answers = [(bearer, body) for bearer, body in setup.calls if b'"sampled"' in body]
+    assert answers and {bearer for bearer, _ in answers} == {f"Bearer {brought}"}, (answers, opened_with)
+    assert {bearer for bearer, body in setup.calls if _echoed(body, "before")} == {f"Bearer {opened_with}"}

@@ -8,18 +8,20 @@ Each exchanged token is kept per subject token, until shortly before it expires
 token lifetime.
 
 The caller's token reaches `headers` through `CALLER_TOKEN`, a context variable
-(it crosses the HTTP clients' auth flows, which the hub does not own): the
-supervisor (upstream/supervisor.py) sets it from the caller's validated token
-(`Origin.access_token`, the request's `Identity.token`) around a client's
-request to such a mount, which is always sent on the caller's own session
-(config.py makes the mount `isolation = "per-client"`): the channel sends in the
-caller's task, and the session's own task, started from there, inherits it for
-its handshake. A caller without a token is refused there, before anything is
-sent. The mount's shared session, which carries only the hub's own requests
-(listing, health checks), presents the hub's client credentials token instead
-(see `credential_for`). What a client's session sends by itself later (its
-standalone GET stream; over legacy SSE, every message) carries the token of the
-request that opened it: the same caller's, perhaps an older one.
+(it crosses the HTTP clients' auth flows, which the hub does not own), holding the
+`CallerToken` of the client's session: the supervisor (upstream/supervisor.py)
+puts the caller's validated token (`Origin.access_token`, the request's
+`Identity.token`) in it around each of the client's requests to such a mount,
+which is always sent on the caller's own session (config.py makes the mount
+`isolation = "per-client"`). The channel sends in the caller's task; the
+session's own task, started from the first request, holds the same `CallerToken`,
+so what the session sends by itself later (its standalone GET stream when it
+connects again; over legacy SSE, every message) carries the latest token the
+client brought, not the one it opened the session with, which may have expired
+since. A caller without a token is refused there, before anything is sent. The
+mount's shared session, which carries only the hub's own requests (listing,
+health checks), presents the hub's client credentials token instead (see
+`credential_for`).
 """
 
 from __future__ import annotations
@@ -43,8 +45,24 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 PRINCIPALS = 4096
 """Subject tokens whose exchanged token is kept at once (the least recently used goes first)."""
 
-CALLER_TOKEN: ContextVar[str | None] = ContextVar("mcp_hub_caller_token", default=None)
-"""The validated token of the caller a request is sent for (None: the caller signed in with no token)."""
+
+class CallerToken:
+    """The validated token of the caller a client's session is for: the latest one its requests brought (a
+    client refreshes its token during a long session)."""
+
+    __slots__ = ("__weakref__", "token")
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+CALLER_TOKEN: ContextVar[CallerToken | None] = ContextVar("mcp_hub_caller_token", default=None)
+"""The caller's token for what a client's session sends (None: the caller signed in with no token)."""
+
+
+def _subject() -> str | None:
+    caller = CALLER_TOKEN.get()
+    return caller.token if caller is not None else None
 
 
 class TokenExchange:
@@ -64,7 +82,7 @@ class TokenExchange:
         return CredentialAuth(self)
 
     async def headers(self) -> Mapping[str, str]:
-        subject = CALLER_TOKEN.get()
+        subject = _subject()
         if subject is None:
             raise CredentialError(
                 self.server, "token exchange needs the caller's OAuth token, and this caller signed in without one"
@@ -72,7 +90,7 @@ class TokenExchange:
         return {"authorization": (await self.exchanged(subject)).header}
 
     async def rejected(self, headers: Mapping[str, str]) -> bool:
-        subject = CALLER_TOKEN.get()
+        subject = _subject()
         cached = self._tokens.get(_key(subject)) if subject is not None else None
         if cached is not None:
             cached.invalidate_header(headers.get("authorization"))

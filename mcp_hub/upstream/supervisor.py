@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
+from weakref import WeakValueDictionary
 
 import anyio
 import mcp_types as types
@@ -56,7 +57,7 @@ from pydantic import ValidationError
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials import CredentialError
-from mcp_hub.credentials.token_exchange import CALLER_TOKEN
+from mcp_hub.credentials.token_exchange import CALLER_TOKEN, CallerToken
 from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, LoginRequired, UserLogin, client_of
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
@@ -173,6 +174,8 @@ class Upstream:
         self._pool: SessionPool | None = None
         self._exchanges = config.auth.mode == "token_exchange"
         """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
+        self._callers: WeakValueDictionary[Hashable, CallerToken] = WeakValueDictionary()
+        """A "token_exchange" mount: each client's `CallerToken`, held by its session's task while it lives."""
         self._users = config.auth.mode == "user"
         """Each client's request carries its person's own token (`mode = "user"`; its clients' sessions only)."""
         self._user_sessions: dict[str, set[Hashable]] = {}
@@ -305,15 +308,21 @@ class Upstream:
     ) -> dict[str, Any]:
         """A client's request to a "token_exchange" mount: only on the caller's own session, with the caller's
         token to exchange (`CALLER_TOKEN`, read by the credential in this task, and by the session's own task,
-        started from here, for its handshake). Never on the shared session, which carries the hub's token."""
+        started from here, for all it sends by itself: the client's `CallerToken`, which each request brings up
+        to date). Never on the shared session, which carries the hub's token."""
         token = origin.access_token
-        if token is None or origin.client_key is None:
+        key = origin.client_key
+        if token is None or key is None:
             raise CredentialError(
                 self.name,
                 "its token exchange needs the caller's OAuth access token, and this caller signed in without one "
                 "(an API key, stdio, or anonymous); sign in to the hub with OAuth",
             )
-        reset = CALLER_TOKEN.set(token)
+        caller = self._callers.get(key)
+        if caller is None:
+            caller = self._callers[key] = CallerToken(token)
+        caller.token = token
+        reset = CALLER_TOKEN.set(caller)
         try:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         finally:
