@@ -19,6 +19,7 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -56,7 +57,7 @@ from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.http import build_app
-from mcp_hub.server.loopback import sign_in_listeners
+from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
@@ -507,12 +508,25 @@ class Hub:
         serving = anyio.Event()
         if transport == "stdio":
             self.endpoint.serve_one_client()
-            async with sign_in_listeners(self.config, sign_in_routes), self.running(live=True, serving=serving):
-                await self._serve_stdio(serving)
+            async with sign_in_listeners(self.config, sign_in_routes) as listeners:
+                self.on_mounts_changed.append(partial(self._listen_for_sign_ins, listeners))
+                async with self.running(live=True, serving=serving):
+                    await self._serve_stdio(serving)
             return
         async with self.running(live=True, serving=serving):
             host = host or self.config.http.host
             await self._serve_http(host, port if port is not None else self.config.http.port, serving)
+
+    async def _listen_for_sign_ins(self, listeners: SignInListeners, change: MountsChanged) -> None:
+        """After a live reload: the loopback listeners the `user` mounts now configured need (server/loopback.py)."""
+        try:
+            listeners.apply(self.config)
+        except ConfigError as exc:
+            logger.error(
+                "%s; that server's sign-ins cannot complete until the port is free (then save the file again, "
+                "or send SIGHUP)",
+                exc,
+            )
 
     async def _serve_stdio(self, serving: anyio.Event) -> None:
         server = self.endpoint.server

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
 from mcp_hub.credentials.connections import new_key
-from tests.conftest import free_port, hub_environment, serve_app, write_config
+from tests.conftest import fixture_server, free_port, hub_environment, serve_app, write_config
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
 from tests.test_token_exchange import witnessed
@@ -158,3 +159,45 @@ async def test_a_callback_port_in_use_stops_the_hub_at_start_with_a_clear_error(
     stderr = done.stderr.decode()
     assert done.returncode == 2, stderr
     assert "servers.remote.auth.redirect_uri" in stderr and f"port {port} on 127.0.0.1 is in use" in stderr, stderr
+
+
+async def test_a_user_mount_added_by_a_live_reload_gets_its_loopback_listener(tmp_path: Path) -> None:
+    """The stdio hub starts with no `user` mount, so with no listener. hub.toml gains one while it serves: the
+    reload starts its listener, and the person's sign-in comes back to it; the mount taken out again, the
+    listener stops and its port is free."""
+    async with stdio_user_hub(tmp_path) as setup:
+        remote = tomllib.loads(setup.config.read_text(encoding="utf-8"))["servers"]["remote"]
+        local = fixture_server("local")
+        write_config(setup.config, {"local": local})
+        port = int(setup.callback.rsplit(":", 1)[1].split("/")[0])
+
+        async def names() -> set[str]:
+            return {tool.name for tool in (await client.list_tools()).tools}
+
+        with anyio.fail_after(90):
+            async with setup.client() as client:
+                assert "local_echo" in await names()
+                assert _free(port)
+                write_config(setup.config, {"local": local, "remote": remote})
+                while "remote_echo" not in await names():
+                    await anyio.sleep(0.2)
+                with pytest.raises(MCPError) as caught:
+                    await client.call_tool("remote_echo", {"text": "first"})
+                done = await sign_in(sign_in_link(caught), "alice")
+                assert done.status_code == 200 and "signed in" in done.text
+                result = await client.call_tool("remote_echo", {"text": "then"})
+                assert result.structured_content == {"text": "then", "server": "remote"}
+
+                write_config(setup.config, {"local": local})
+                while "remote_echo" in await names():
+                    await anyio.sleep(0.2)
+                while not _free(port):
+                    await anyio.sleep(0.2)
+                assert "local_echo" in await names()
+        assert setup.bearers_of("then") == setup.issued_to("alice")
+
+
+def _free(port: int) -> bool:
+    """Whether nothing listens on the port on 127.0.0.1."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0

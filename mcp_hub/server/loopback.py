@@ -20,6 +20,11 @@ The listeners live as long as the hub, not only while a sign-in is pending:
   idle listener costs one socket on loopback, and answers nothing but a callback whose `state` the
   hub issued (good once; anything else is a 400 page).
 
+A live reload of hub.toml (live.py) applies to the listeners too (`SignInListeners.apply`): a `user`
+mount added with a loopback `redirect_uri` gets its listener (a port another program holds is logged,
+naming the mount, and tried again at the next reload), a port no mount names any more is let go, and
+a mount moved to another path below a listener is routed there without a restart.
+
 Any other `redirect_uri` (an https address, a host that is not loopback: the hub behind a proxy or
 served over HTTP elsewhere) is left alone; a loopback one without a port (port 80) gets no listener
 and a warning, since the hub would need to be root to take it.
@@ -31,12 +36,13 @@ import errno
 import ipaddress
 import logging
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.abc
 import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
@@ -100,67 +106,134 @@ def _loopback(hostname: str | None) -> str | None:
 
 
 @asynccontextmanager
-async def sign_in_listeners(config: HubConfig, routes: Callable[[], Sequence[BaseRoute]]) -> AsyncIterator[list[str]]:
+async def sign_in_listeners(
+    config: HubConfig, routes: Callable[[], Sequence[BaseRoute]]
+) -> AsyncIterator[SignInListeners]:
     """Serve the sign-in `routes` on every loopback `redirect_uri`'s port (see the module docstring) while in
-    the block; their base URLs.
+    the block, kept to the configuration a live reload brings (`SignInListeners.apply`).
 
     Raises:
         ConfigError: a port cannot be taken (another program listens there), on entering.
     """
-    listeners = loopback_listeners(config)
-    if not listeners:
-        yield []
-        return
-    with _bound(config, listeners) as sockets:
-        servers = [_server(listener, routes) for listener in listeners]
-        async with anyio.create_task_group() as tg:
-            for server, sock in zip(servers, sockets, strict=True):
-                tg.start_soon(server.serve, [sock])
-            urls = [f"http://{_netloc(listener)}" for listener in listeners]
-            for url in urls:
-                logger.info("sign-ins to user-mode servers come back to %s%s", url, USER_CALLBACK_PATH)
-            try:
-                yield urls
-            finally:
-                for server in servers:
-                    server.should_exit = True
+    listeners = SignInListeners(routes)
+    bound = listeners.bind(config)
+    async with anyio.create_task_group() as tg:
+        listeners.serve_in(tg, bound)
+        try:
+            yield listeners
+        finally:
+            listeners.close()
 
 
-@contextmanager
-def _bound(config: HubConfig, listeners: list[_Listener]) -> Iterator[list[socket.socket]]:
-    """A listening socket for each listener, closed on exit; `ConfigError` for a port that cannot be taken."""
-    sockets: list[socket.socket] = []
+@dataclass
+class _Serving:
+    server: uvicorn.Server
+    app: Starlette
+    prefixes: dict[str, str]
+
+
+class SignInListeners:
+    """The loopback listeners the `user` mounts of the configuration need, and their routes.
+
+    A live reload applies its configuration (`apply`): a listener no mount needs any more stops, one a mount
+    now needs starts, and one whose mounts moved below other paths routes them there without a restart.
+    """
+
+    def __init__(self, routes: Callable[[], Sequence[BaseRoute]]) -> None:
+        self._routes = routes
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._serving: dict[tuple[str, int], _Serving] = {}
+
+    def bind(self, config: HubConfig) -> list[tuple[_Listener, socket.socket]]:
+        """A listening socket for each listener `config` needs that is not served yet; `ConfigError` for a port
+        that cannot be taken (and none is kept)."""
+        bound: list[tuple[_Listener, socket.socket]] = []
+        try:
+            for listener in loopback_listeners(config):
+                if (listener.host, listener.port) not in self._serving:
+                    bound.append((listener, _socket(config, listener)))
+        except ConfigError:
+            for _, sock in bound:
+                sock.close()
+            raise
+        return bound
+
+    def serve_in(self, tg: anyio.abc.TaskGroup, bound: list[tuple[_Listener, socket.socket]]) -> None:
+        """Serve the `bound` listeners in `tg`, and those that `apply` starts later."""
+        self._tg = tg
+        self._start(bound)
+
+    def apply(self, config: HubConfig) -> None:
+        """Listen where `config` needs it from now on (a live reload).
+
+        Raises:
+            ConfigError: a port cannot be taken; nothing new started, the rest applied.
+        """
+        wanted = {(listener.host, listener.port): listener for listener in loopback_listeners(config)}
+        for key in [key for key in self._serving if key not in wanted]:
+            self._serving.pop(key).server.should_exit = True
+            logger.info("sign-ins no longer come back to http://%s: no user-mode server names it", _netloc(*key))
+        for key, listener in wanted.items():
+            serving = self._serving.get(key)
+            if serving is not None and serving.prefixes != listener.prefixes:
+                serving.app.router.routes[:] = self._routed(listener.prefixes)
+                serving.prefixes = dict(listener.prefixes)
+        self._start(self.bind(config))
+
+    def close(self) -> None:
+        for serving in self._serving.values():
+            serving.server.should_exit = True
+        self._serving.clear()
+
+    def _start(self, bound: list[tuple[_Listener, socket.socket]]) -> None:
+        assert self._tg is not None
+        for listener, sock in bound:
+            app = Starlette(routes=self._routed(listener.prefixes))
+            server = _server(app)
+            self._serving[(listener.host, listener.port)] = _Serving(server, app, dict(listener.prefixes))
+            self._tg.start_soon(_serve, server, sock)
+            where = _netloc(listener.host, listener.port)
+            logger.info("sign-ins to user-mode servers come back to http://%s%s", where, USER_CALLBACK_PATH)
+
+    def _routed(self, prefixes: Mapping[str, str]) -> list[BaseRoute]:
+        served: list[BaseRoute] = []
+        for prefix in prefixes:
+            served.extend(self._routes() if not prefix else [Mount(prefix, routes=list(self._routes()))])
+        return served
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
     try:
-        for listener in listeners:
-            family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not another listener's: a closed one's
-            try:
-                sock.bind((listener.host, listener.port))
-                sock.listen(64)
-            except OSError as exc:
-                mount = next(iter(listener.prefixes.values()))
-                why = "is in use by another program" if exc.errno == errno.EADDRINUSE else f"cannot be taken ({exc})"
-                raise ConfigError(
-                    config.path,
-                    f"servers.{mount}.auth.redirect_uri",
-                    f"port {listener.port} on {listener.host} {why}; served over stdio, the hub listens there for "
-                    "the sign-ins of user-mode servers: stop the other program, or choose a free port in "
-                    "redirect_uri (and register it with the authorization server)",
-                ) from None
-        yield sockets
+        await server.serve([sock])
     finally:
-        for sock in sockets:
-            sock.close()
+        sock.close()
 
 
-def _server(listener: _Listener, routes: Callable[[], Sequence[BaseRoute]]) -> uvicorn.Server:
-    served: list[BaseRoute] = []
-    for prefix in listener.prefixes:
-        served.extend(routes() if not prefix else [Mount(prefix, routes=list(routes()))])
+def _socket(config: HubConfig, listener: _Listener) -> socket.socket:
+    """A socket listening on the listener's address; `ConfigError` for a port that cannot be taken."""
+    family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not another listener's: a closed one's
+    try:
+        sock.bind((listener.host, listener.port))
+        sock.listen(64)
+    except OSError as exc:
+        sock.close()
+        mount = next(iter(listener.prefixes.values()))
+        why = "is in use by another program" if exc.errno == errno.EADDRINUSE else f"cannot be taken ({exc})"
+        raise ConfigError(
+            config.path,
+            f"servers.{mount}.auth.redirect_uri",
+            f"port {listener.port} on {listener.host} {why}; served over stdio, the hub listens there for "
+            "the sign-ins of user-mode servers: stop the other program, or choose a free port in "
+            "redirect_uri (and register it with the authorization server)",
+        ) from None
+    return sock
+
+
+def _server(app: Starlette) -> uvicorn.Server:
     config = uvicorn.Config(
-        Starlette(routes=served),
+        app,
         lifespan="off",
         log_config=None,  # the hub's logging, on standard error: standard output is the client's wire
         access_log=False,
@@ -176,6 +249,5 @@ class _Quiet(uvicorn.Server):
         yield
 
 
-def _netloc(listener: _Listener) -> str:
-    host = f"[{listener.host}]" if ":" in listener.host else listener.host
-    return f"{host}:{listener.port}"
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
