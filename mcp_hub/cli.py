@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -40,13 +40,17 @@ from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
+from mcp_hub.observe.audit_log import AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
 from mcp_hub.server.curated import selections
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
+
+if TYPE_CHECKING:
+    from mcp_hub.credentials.connections import Consent
+    from mcp_hub.credentials.revocation import Revoked
 
 _KIND_KEYS = {
     "tools": "tools",
@@ -362,26 +366,23 @@ def _connections(args: argparse.Namespace) -> int:
 
 
 class _Administrator:
-    """Who runs `mcp-hub connections revoke` or `withdraw`, and the audit log their actions are written to, as
-    the admin console writes its own (principal `admin:NAME`, NAME the system user; via "cli")."""
+    """Who runs `mcp-hub connections revoke` or `withdraw` (NAME the system user), and the audit log their actions
+    are written to, as the admin console writes its own (credentials/revocation.py's lines, via "cli")."""
 
     def __init__(self, audit: AuditLog, name: str, policy_revision: str | None) -> None:
         self._audit = audit
         self.name = name
         self._revision = policy_revision
 
-    def record(self, method: str, mount: str, arguments: dict[str, Any], outcome: str, reason: str) -> None:
-        event = AuditEvent.by_administrator(
-            self.name,
-            method=method,
-            mount=mount,
-            arguments=arguments,
-            outcome=outcome,
-            reason=reason,
-            policy_revision=self._revision,
-            via="cli",
-        )
-        self._audit.record(event)
+    def revoked(self, gone: Revoked) -> None:
+        from mcp_hub.credentials.revocation import revoked_event
+
+        self._audit.record(revoked_event(self.name, gone, self._revision, "cli"))
+
+    def withdrew(self, consent: Consent) -> None:
+        from mcp_hub.credentials.revocation import withdrawn_event
+
+        self._audit.record(withdrawn_event(self.name, consent, self._revision, "cli"))
 
 
 def _system_user() -> str:
@@ -419,15 +420,7 @@ def _withdraw_consents(mounts: dict[str, ServerConfig], principal: str, client: 
                 f"withdrawn: {principal}'s consent for {client} at {name} ({consent.browsers} browser(s)): "
                 "the client's next sign-in asks again; the tokens are kept"
             )
-            actor.record(
-                "admin/connections/withdraw",
-                name,
-                {"principal": principal, "client": client},
-                "withdrawn",
-                f"the consent of {principal!r} for the client {client!r} at {name} ({consent.browsers} browser(s)) "
-                f"was withdrawn by the administrator {actor.name!r} (mcp-hub connections withdraw); the client's "
-                "next sign-in asks again; the tokens are kept",
-            )
+            actor.withdrew(consent)
             withdrawn = True
     if not withdrawn:
         print(f"nothing to withdraw: no consent of {principal} for {client} on record")
@@ -450,16 +443,8 @@ def _revoke_connections(mounts: dict[str, ServerConfig], principal: str, actor: 
             print(f"error: {exc}", file=sys.stderr)
             return 2
         for gone in revoked:
-            issuer = gone.connection.issuer
-            print(f"revoked: {principal} at {name} ({issuer}): {gone.message}")
-            actor.record(
-                "admin/connections/revoke",
-                name,
-                {"principal": principal, "issuer": issuer},
-                "revoked",
-                f"the sign-in of {principal!r} at {name} ({issuer}) was revoked by the administrator "
-                f"{actor.name!r} (mcp-hub connections revoke); {gone.message}",
-            )
+            print(f"revoked: {principal} at {name} ({gone.connection.issuer}): {gone.message}")
+            actor.revoked(gone)
             failed = failed or gone.outcome == "failed"
     return 1 if failed else 0
 

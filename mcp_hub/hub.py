@@ -523,8 +523,8 @@ class Hub:
             listeners.apply(self.config)
         except ConfigError as exc:
             logger.error(
-                "%s; that server's sign-ins cannot complete until the port is free (then save the file again, "
-                "or send SIGHUP)",
+                "%s; that server's sign-ins cannot complete until the port is free and the hub listens there: it "
+                "tries again when a reload next changes the servers, or when it restarts",
                 exc,
             )
 

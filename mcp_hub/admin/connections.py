@@ -20,8 +20,8 @@ from mcp_hub.admin import pages
 from mcp_hub.admin.sessions import Session
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.credentials.connections import Connection, Consent, StoreError, store_at
-from mcp_hub.credentials.revocation import Revoked, revoke
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.credentials.revocation import Revoked, revoke, revoked_event, withdrawn_event
+from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.policy.decide import PolicySet
 
 logger = logging.getLogger("mcp_hub.admin")
@@ -119,18 +119,7 @@ class Connections:
             record.mount,
             revoked.message,
         )
-        self.hub.audit.record(
-            AuditEvent.by_administrator(
-                admin,
-                method="admin/connections/revoke",
-                mount=record.mount,
-                arguments={"principal": record.principal, "issuer": record.issuer},
-                outcome="revoked",
-                reason=f"the sign-in of {record.principal!r} at {record.mount} ({record.issuer}) was revoked by "
-                f"the administrator {admin!r}; {revoked.message}",
-                policy_revision=self.hub.policy().revision,
-            )
-        )
+        self.hub.audit.record(revoked_event(admin, revoked, self.hub.policy().revision, "admin-console"))
 
     async def withdraw(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         """Forget that a person allowed an MCP client at one mount, in every browser, as `mcp-hub connections
@@ -165,16 +154,4 @@ class Connections:
             withdrawn.client,
             withdrawn.mount,
         )
-        self.hub.audit.record(
-            AuditEvent.by_administrator(
-                admin,
-                method="admin/connections/withdraw",
-                mount=withdrawn.mount,
-                arguments={"principal": withdrawn.principal, "client": withdrawn.client},
-                outcome="withdrawn",
-                reason=f"the consent of {withdrawn.principal!r} for the client {withdrawn.client!r} at "
-                f"{withdrawn.mount} ({withdrawn.browsers} browser(s)) was withdrawn by the administrator {admin!r}; "
-                "the client's next sign-in asks again; the tokens are kept",
-                policy_revision=self.hub.policy().revision,
-            )
-        )
+        self.hub.audit.record(withdrawn_event(admin, withdrawn, self.hub.policy().revision, "admin-console"))

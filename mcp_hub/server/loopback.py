@@ -21,9 +21,10 @@ The listeners live as long as the hub, not only while a sign-in is pending:
   hub issued (good once; anything else is a 400 page).
 
 A live reload of hub.toml (live.py) applies to the listeners too (`SignInListeners.apply`): a `user`
-mount added with a loopback `redirect_uri` gets its listener (a port another program holds is logged,
-naming the mount, and tried again at the next reload), a port no mount names any more is let go, and
-a mount moved to another path below a listener is routed there without a restart.
+mount added with a loopback `redirect_uri` gets its listener, a port no mount names any more is let go,
+and a mount moved to another path below a listener is routed there without a restart. A port another
+program holds is logged, naming the mount, and tried again when a reload next changes the servers (or
+when the hub restarts).
 
 Any other `redirect_uri` (an https address, a host that is not loopback: the hub behind a proxy or
 served over HTTP elsewhere) is left alone; a loopback one without a port (port 80) gets no listener
