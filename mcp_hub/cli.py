@@ -40,7 +40,7 @@ from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from mcp_hub.observe.audit_log import AuditLog, appending
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
@@ -367,7 +367,7 @@ def _connections(args: argparse.Namespace) -> int:
 
 class _Administrator:
     """Who runs `mcp-hub connections revoke` or `withdraw` (NAME the system user), and the audit log their actions
-    are written to, as the admin console writes its own (credentials/revocation.py's lines, via "cli")."""
+    are written to, as the admin console writes its own (`AuditEvent.revoked` and `withdrawn`, via "cli")."""
 
     def __init__(self, audit: AuditLog, name: str, policy_revision: str | None) -> None:
         self._audit = audit
@@ -375,14 +375,31 @@ class _Administrator:
         self._revision = policy_revision
 
     def revoked(self, gone: Revoked) -> None:
-        from mcp_hub.credentials.revocation import revoked_event
-
-        self._audit.record(revoked_event(self.name, gone, self._revision, "cli"))
+        record = gone.connection
+        self._audit.record(
+            AuditEvent.revoked(
+                self.name,
+                principal=record.principal,
+                mount=record.mount,
+                issuer=record.issuer,
+                message=gone.message,
+                policy_revision=self._revision,
+                via="cli",
+            )
+        )
 
     def withdrew(self, consent: Consent) -> None:
-        from mcp_hub.credentials.revocation import withdrawn_event
-
-        self._audit.record(withdrawn_event(self.name, consent, self._revision, "cli"))
+        self._audit.record(
+            AuditEvent.withdrawn(
+                self.name,
+                principal=consent.principal,
+                client=consent.client,
+                mount=consent.mount,
+                browsers=consent.browsers,
+                policy_revision=self._revision,
+                via="cli",
+            )
+        )
 
 
 def _system_user() -> str:

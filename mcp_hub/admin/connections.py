@@ -20,8 +20,8 @@ from mcp_hub.admin import pages
 from mcp_hub.admin.sessions import Session
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.credentials.connections import Connection, Consent, StoreError, store_at
-from mcp_hub.credentials.revocation import Revoked, revoke, revoked_event, withdrawn_event
-from mcp_hub.observe.audit_log import AuditLog
+from mcp_hub.credentials.revocation import Revoked, revoke
+from mcp_hub.observe.audit_log import AuditEvent, AuditLog
 from mcp_hub.policy.decide import PolicySet
 
 logger = logging.getLogger("mcp_hub.admin")
@@ -119,7 +119,17 @@ class Connections:
             record.mount,
             revoked.message,
         )
-        self.hub.audit.record(revoked_event(admin, revoked, self.hub.policy().revision, "admin-console"))
+        self.hub.audit.record(
+            AuditEvent.revoked(
+                admin,
+                principal=record.principal,
+                mount=record.mount,
+                issuer=record.issuer,
+                message=revoked.message,
+                policy_revision=self.hub.policy().revision,
+                via="admin-console",
+            )
+        )
 
     async def withdraw(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         """Forget that a person allowed an MCP client at one mount, in every browser, as `mcp-hub connections
@@ -154,4 +164,14 @@ class Connections:
             withdrawn.client,
             withdrawn.mount,
         )
-        self.hub.audit.record(withdrawn_event(admin, withdrawn, self.hub.policy().revision, "admin-console"))
+        self.hub.audit.record(
+            AuditEvent.withdrawn(
+                admin,
+                principal=withdrawn.principal,
+                client=withdrawn.client,
+                mount=withdrawn.mount,
+                browsers=withdrawn.browsers,
+                policy_revision=self.hub.policy().revision,
+                via="admin-console",
+            )
+        )

@@ -12,8 +12,7 @@ outcome says so. An authorization server that refuses, cannot be reached, or nam
 does not stop the revoke: the outcome says so (`Revoked.message`), for the CLI's output, the admin console's
 notice and the log.
 
-Used by `mcp-hub connections revoke` (cli.py) and the admin console's Revoke (admin/app.py), which write
-the same audit lines for a revoke and for a withdrawn consent (`revoked_event`, `withdrawn_event`).
+Used by `mcp-hub connections revoke` (cli.py) and the admin console's Revoke (admin/app.py).
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ from authlib.common.errors import AuthlibBaseError
 
 from mcp_hub.config import ServerConfig
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
-from mcp_hub.credentials.connections import Connection, Consent, store_at
+from mcp_hub.credentials.connections import Connection, store_at
 from mcp_hub.credentials.credential import CredentialError
-from mcp_hub.observe.audit_log import AuditEvent
 
 if TYPE_CHECKING:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
@@ -73,38 +71,6 @@ class Revoked:
             f"the hub forgot its tokens, but they could not be revoked at the authorization server ({self.detail}); "
             "they may stay valid there until they expire"
         )
-
-
-def revoked_event(admin: str, revoked: Revoked, policy_revision: str | None, via: str) -> AuditEvent:
-    """The audit line of an administrator's revoke of one sign-in (`via`: "admin-console" or "cli")."""
-    record = revoked.connection
-    return AuditEvent.by_administrator(
-        admin,
-        method="admin/connections/revoke",
-        mount=record.mount,
-        arguments={"principal": record.principal, "issuer": record.issuer},
-        outcome="revoked",
-        reason=f"the sign-in of {record.principal!r} at {record.mount} ({record.issuer}) was revoked by the "
-        f"administrator {admin!r}; {revoked.message}",
-        policy_revision=policy_revision,
-        via=via,
-    )
-
-
-def withdrawn_event(admin: str, withdrawn: Consent, policy_revision: str | None, via: str) -> AuditEvent:
-    """The audit line of an administrator's withdrawal of one consent (`via`: "admin-console" or "cli")."""
-    return AuditEvent.by_administrator(
-        admin,
-        method="admin/connections/withdraw",
-        mount=withdrawn.mount,
-        arguments={"principal": withdrawn.principal, "client": withdrawn.client},
-        outcome="withdrawn",
-        reason=f"the consent of {withdrawn.principal!r} for the client {withdrawn.client!r} at {withdrawn.mount} "
-        f"({withdrawn.browsers} browser(s)) was withdrawn by the administrator {admin!r}; the client's next "
-        "sign-in asks again; the tokens are kept",
-        policy_revision=policy_revision,
-        via=via,
-    )
 
 
 async def revoke(name: str, server: ServerConfig, principal: str, issuer: str | None = None) -> list[Revoked]:

@@ -99,6 +99,50 @@ class AuditEvent:
             policy_revision=policy_revision,
         )
 
+    @classmethod
+    def revoked(
+        cls, admin: str, *, principal: str, mount: str, issuer: str, message: str, policy_revision: str | None, via: str
+    ) -> AuditEvent:
+        """The line of an administrator's revoke of `principal`'s sign-in at `mount` (`message`: what became of
+        its tokens), in the console or with the CLI (`via`), as both write it."""
+        return cls.by_administrator(
+            admin,
+            method="admin/connections/revoke",
+            mount=mount,
+            arguments={"principal": principal, "issuer": issuer},
+            outcome="revoked",
+            reason=f"the sign-in of {principal!r} at {mount} ({issuer}) was revoked by the administrator {admin!r}; "
+            f"{message}",
+            policy_revision=policy_revision,
+            via=via,
+        )
+
+    @classmethod
+    def withdrawn(
+        cls,
+        admin: str,
+        *,
+        principal: str,
+        client: str,
+        mount: str,
+        browsers: int,
+        policy_revision: str | None,
+        via: str,
+    ) -> AuditEvent:
+        """The line of an administrator's withdrawal of `principal`'s consent for `client` at `mount`, in the
+        console or with the CLI (`via`), as both write it."""
+        return cls.by_administrator(
+            admin,
+            method="admin/connections/withdraw",
+            mount=mount,
+            arguments={"principal": principal, "client": client},
+            outcome="withdrawn",
+            reason=f"the consent of {principal!r} for the client {client!r} at {mount} ({browsers} browser(s)) was "
+            f"withdrawn by the administrator {admin!r}; the client's next sign-in asks again; the tokens are kept",
+            policy_revision=policy_revision,
+            via=via,
+        )
+
     def to_json(self) -> str:
         """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""
         values = {field.name: getattr(self, field.name) for field in fields(self)}
