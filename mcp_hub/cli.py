@@ -21,6 +21,7 @@ import getpass
 import itertools
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -37,7 +38,8 @@ from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.cluster import errors as cluster_errors
-from mcp_hub.config import HubConfig, ServerConfig, load_config
+from mcp_hub.config import HubConfig, ServerConfig, load_config, unauthenticated_exposure
+from mcp_hub.defaults import write_policies
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
@@ -154,6 +156,10 @@ def _setup_logging(level: str) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.transport == "http":  # before anything starts (Hub.serve refuses too, for the library)
+        refusal = unauthenticated_exposure(config, args.host or config.http.host)
+        if refusal is not None:
+            raise refusal
     _setup_logging(config.hub.log_level)
     keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
@@ -332,7 +338,7 @@ def _connections(args: argparse.Namespace) -> int:
         print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
     if args.action in ("revoke", "withdraw"):
-        with appending(config.relative(config.audit.file) if config.audit.file else None) as audit:
+        with appending(config.audit_file()) as audit:
             actor = _Administrator(audit, _system_user(), _policy_revision(config))
             if args.action == "revoke":
                 return _revoke_connections(mounts, args.principal, actor)
@@ -481,9 +487,10 @@ def _expiry(expires_at: float | None) -> str:
 
 def _pins(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    if not config.policy.pins:
-        raise ConfigError(config.path, "policy.pins", 'pinning is off; set pins = "pins.json" in [policy]')
-    store = PinStore(config.relative(config.policy.pins))
+    pins = config.pins_file()
+    if pins is None:
+        raise ConfigError(config.path, "policy.pins", "pinning is off; set pins = true in [policy]")
+    store = PinStore(pins)
     shared = config.cluster.redis  # replicas keep their pins in Redis (catalog/shared_pins.py)
     if args.action == "accept" and not args.keys and not args.all:
         raise ConfigError("mcp-hub pins accept", "", "name the changes (MOUNT/TOOL ...) or pass --all")
@@ -567,7 +574,12 @@ def _split_target(kind: str, text: str) -> tuple[str, str]:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from mcp_hub.importer import import_client_config, merge_into, secret_env_names  # tomlkit: only this command
+    from mcp_hub.importer import (  # tomlkit: only this command
+        import_client_config,
+        merge_into,
+        new_config,
+        secret_env_names,
+    )
 
     source = Path(args.file)
     try:
@@ -577,8 +589,14 @@ def _import(args: argparse.Namespace) -> int:
     document = import_client_config(text, str(source))
     if args.output:
         output = Path(args.output)
-        existing = output.read_text(encoding="utf-8") if output.exists() else ""
-        output.write_text(merge_into(existing, document, file=str(output), force=args.force), encoding="utf-8")
+        if output.exists():
+            existing = output.read_text(encoding="utf-8")
+            output.write_text(merge_into(existing, document, file=str(output), force=args.force), encoding="utf-8")
+        else:  # a new hub.toml: with the shipped policies, pinning and the audit log on
+            policies = output.parent / "policies"
+            if write_policies(policies):
+                print(f"wrote {policies}{os.sep} (the default policies; see the README, Policy)", file=sys.stderr)
+            output.write_text(new_config(document), encoding="utf-8")
         print(f"wrote {output}", file=sys.stderr)
     else:
         print(document.as_string(), end="")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import ipaddress
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from mcp_hub.errors import ConfigError
+from mcp_hub.state import state_file
 
 MOUNT_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,31}\Z")
 """A mount name: a lowercase letter, then up to 31 lowercase letters, digits and hyphens."""
@@ -133,6 +135,11 @@ class HttpSettings(BaseModel):
             raise rule_error(f'the endpoint path must start with "/"; write "/{path}"')
         return path
 
+    allow_unauthenticated: bool = False
+    """Serve HTTP on an address other than loopback without client authentication (no `[auth] api_keys`, no
+    `[auth.oauth]`): only behind something that authenticates every request itself. False: such a hub refuses
+    to start (see `unauthenticated_exposure`)."""
+
     cors_origins: tuple[str, ...] = Field(default=(), strict=False)
     """The web origins (`https://host[:port]`) whose pages may call the endpoint from a browser (CORS); none
     by default."""
@@ -176,6 +183,22 @@ def _origin_problem(origin: str) -> str | None:
     return None
 
 
+def _file_setting(path: Any, key: str, example: str, off: str) -> Any:
+    """A setting that names a file: true (one in the user's state folder), false (`off`) or a path."""
+    if path is None or isinstance(path, bool):
+        return path
+    if not isinstance(path, str) or path == "":
+        got = "an empty string" if path == "" else _describe(path)
+        raise rule_error(
+            f"{key} is true (a file in the user's state folder), false ({off}) or the path of a file, "
+            f'like "{example}"; got {got}'
+        )
+    if path.endswith("/") or Path(path).name in ("", ".", ".."):
+        folder = path.rstrip("/") or "."
+        raise rule_error(f'{key} names a folder; name a file in it, like "{folder}/{example}"')
+    return path
+
+
 class PolicySettings(BaseModel):
     """The [policy] table: where the policy files are (relative paths: from hub.toml's folder)."""
 
@@ -185,8 +208,14 @@ class PolicySettings(BaseModel):
     """None: no policy; every principal may see and call everything."""
     reload: bool = True
     """Apply edits to the policy files without a restart."""
-    pins: str | None = Field(default=None, min_length=1)
-    """The tool pins file (fingerprints of approved tool definitions); None: no pinning."""
+    pins: bool | str | None = None
+    """The tool pins file (fingerprints of approved tool definitions): a path (relative: from hub.toml's folder);
+    true: a file of this hub.toml's own in the user's state folder (see state.py); false or None: no pinning."""
+
+    @field_validator("pins", mode="before")
+    @classmethod
+    def _pins_file(cls, path: Any) -> Any:
+        return _file_setting(path, "pins", "pins.json", "no pinning")
 
 
 class SearchSettings(BaseModel):
@@ -234,10 +263,17 @@ class AuditFileSettings(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    file: str | None = Field(default=None, min_length=1)
-    """None: decisions are not written anywhere."""
+    file: bool | str | None = None
+    """The audit log: a path (relative: from hub.toml's folder); true: a file of this hub.toml's own in the user's
+    state folder (see state.py); false or None: decisions are not written anywhere."""
+
     max_bytes: int = Field(default=10_000_000, ge=1024)
     backups: int = Field(default=5, ge=0)
+
+    @field_validator("file", mode="before")
+    @classmethod
+    def _audit_file(cls, path: Any) -> Any:
+        return _file_setting(path, "file", "audit.jsonl", "no audit log")
 
 
 class CacheSettings(BaseModel):
@@ -828,6 +864,19 @@ class HubConfig(BaseModel):
         """A path from the config, resolved against the folder of the config file."""
         return Path(self.path).parent / Path(path).expanduser()
 
+    def pins_file(self) -> Path | None:
+        """The tool pins file `[policy] pins` names, or None (no pinning)."""
+        return self._kept_file(self.policy.pins, "pins", ".json")
+
+    def audit_file(self) -> Path | None:
+        """The audit log `[audit] file` names, or None (no audit log)."""
+        return self._kept_file(self.audit.file, "audit", ".jsonl")
+
+    def _kept_file(self, setting: bool | str | None, kind: str, suffix: str) -> Path | None:
+        if isinstance(setting, str):
+            return self.relative(setting)
+        return state_file(self.path, kind, suffix) if setting else None
+
     def enabled_servers(self) -> dict[str, ServerConfig]:
         """The servers to mount, by name, in file order."""
         return {name: server for name, server in self.servers.items() if server.enabled}
@@ -879,8 +928,8 @@ class HubConfig(BaseModel):
         snapshot = os.path.normpath(self.relative(self.hub.catalog_snapshot))
         others = {
             "this hub.toml": os.path.normpath(self.path),
-            "[policy] pins": self.policy.pins and os.path.normpath(self.relative(self.policy.pins)),
-            "[audit] file": self.audit.file and os.path.normpath(self.relative(self.audit.file)),
+            "[policy] pins": isinstance(self.policy.pins, str) and os.path.normpath(self.relative(self.policy.pins)),
+            "[audit] file": isinstance(self.audit.file, str) and os.path.normpath(self.relative(self.audit.file)),
         }
         for what, path in others.items():
             if path == snapshot:
@@ -893,6 +942,31 @@ class HubConfig(BaseModel):
 
 
 # -- loading -----------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an address or a name to bind) listens on this machine only: `localhost`, 127.0.0.0/8, ::1."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def unauthenticated_exposure(config: HubConfig, host: str) -> ConfigError | None:
+    """The error a hub serving HTTP on `host` must refuse to start with: an address reachable from other machines,
+    no client authentication, and no `[http] allow_unauthenticated = true` (None: nothing to refuse)."""
+    if is_loopback(host) or config.auth.api_keys or config.auth.oauth is not None or config.http.allow_unauthenticated:
+        return None
+    return ConfigError(
+        config.path,
+        "http.host",
+        f"serving HTTP on {host}, which other machines can reach, with no client authentication would let anyone "
+        "who reaches the port call every tool as the principal 'anonymous'; add [auth] api_keys = { NAME = "
+        '"${KEY_VARIABLE}" } (or [auth.oauth]), or serve on host = "127.0.0.1", or, if a proxy in front '
+        "authenticates every request, set allow_unauthenticated = true in [http]",
+    )
 
 
 def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None = None) -> HubConfig:

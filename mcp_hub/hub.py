@@ -45,7 +45,7 @@ from mcp_hub.chain.guardrails import Guardrails, configured_secrets
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.cluster import Cluster
-from mcp_hub.config import HubConfig, ServerConfig
+from mcp_hub.config import HubConfig, ServerConfig, unauthenticated_exposure
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned
@@ -102,11 +102,8 @@ class Hub:
         self._served_tools: dict[str, list[dict[str, Any]]] = {}
         """Each mount's tool listing as the server sent it, before pinning held any back."""
         audit = config.audit
-        self.audit = AuditLog(
-            config.relative(audit.file) if audit.file else None, max_bytes=audit.max_bytes, backups=audit.backups
-        )
-        pins = config.relative(config.policy.pins) if config.policy.pins else None
-        self.pins = PinStore(pins, on_flag=self.audit.record_tool_changed)
+        self.audit = AuditLog(config.audit_file(), max_bytes=audit.max_bytes, backups=audit.backups)
+        self.pins = PinStore(config.pins_file(), on_flag=self.audit.record_tool_changed)
         self._tool_detectors = Detectors()
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
         access = config.hub.access_log and access_log.isEnabledFor(logging.INFO)
@@ -513,8 +510,11 @@ class Hub:
                 async with self.running(live=True, serving=serving):
                     await self._serve_stdio(serving)
             return
+        host = host or self.config.http.host
+        refusal = unauthenticated_exposure(self.config, host)
+        if refusal is not None:
+            raise refusal
         async with self.running(live=True, serving=serving):
-            host = host or self.config.http.host
             await self._serve_http(host, port if port is not None else self.config.http.port, serving)
 
     async def _listen_for_sign_ins(self, listeners: SignInListeners, change: MountsChanged) -> None:

@@ -129,6 +129,32 @@ def import_client_config(text: str, file: str) -> tomlkit.TOMLDocument:
     return doc
 
 
+NEW_CONFIG = """\
+# mcp-hub configuration (see the README, "Configuration"). Each server is mounted under its name:
+# its tools appear as NAME_tool. Try `mcp-hub check --connect` and `mcp-hub tools`.
+
+# Who may see and call what: the policies in ./policies, written beside this file (README, "Policy").
+# As written, the local user (stdio) and HTTP clients on this machine may call every tool, destructive
+# ones after a confirmation, and secrets in results are redacted before they reach the model.
+[policy]
+dir = "policies"
+# Every tool's definition is pinned when first seen: a tool that changes later, or that carries hidden
+# text or instructions to the model (tool poisoning), is held until accepted (`mcp-hub pins`).
+pins = true
+
+# Every decision as a JSON line, in a file of this hub.toml's own in the user's state folder.
+[audit]
+file = true
+
+"""
+"""The start of a hub.toml that `mcp-hub import` creates: the protections a new user gets, before the servers."""
+
+
+def new_config(imported: tomlkit.TOMLDocument) -> str:
+    """The text of a new hub.toml: `NEW_CONFIG`, then the imported servers."""
+    return NEW_CONFIG + imported.as_string()
+
+
 def merge_into(existing: str, imported: tomlkit.TOMLDocument, *, file: str, force: bool = False) -> str:
     """`existing` hub.toml text plus the imported [servers.*] tables, comments and layout kept.
 

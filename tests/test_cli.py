@@ -171,11 +171,12 @@ def test_import_rejects_a_file_without_servers(tmp_path: Path) -> None:
 
 
 def _with_policies(tmp_path: Path) -> Path:
+    """A copy of the shipped hub.toml and policies (the hub.toml names ./policies)."""
     import shutil
 
     shutil.copytree(ROOT / "policies", tmp_path / "policies")
     config = tmp_path / "hub.toml"
-    config.write_text((ROOT / "hub.toml").read_text(encoding="utf-8") + '\n[policy]\ndir = "policies"\n')
+    shutil.copy(ROOT / "hub.toml", config)
     return config
 
 

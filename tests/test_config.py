@@ -89,6 +89,7 @@ def test_full_example_loads() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "allow_unauthenticated": False,
         "cors_origins": (),
     }
     assert config.path == "hub.toml"
@@ -120,6 +121,7 @@ def test_defaults() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "allow_unauthenticated": False,
         "cors_origins": (),
     }
     s = config.servers["s"]

@@ -1,6 +1,6 @@
 """Dependencies point one way, floor by floor:
 
-    errors, wire, scopes, allocator, shown, streams, sdk   (the ground floor)
+    errors, wire, scopes, allocator, shown, streams, state, defaults, sdk   (the ground floor)
     cluster (the Redis replicas share)
     config <- importer
     observe, catalog, guardrails <- policy <- search; credentials, cache
@@ -24,7 +24,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
 
-BASE = {"errors", "wire", "scopes", "allocator", "shown", "streams"}
+BASE = {"errors", "wire", "scopes", "allocator", "shown", "streams", "state"}
 
 # module or package -> the mcp_hub modules and packages it may import
 ALLOWED = {
@@ -34,10 +34,12 @@ ALLOWED = {
     "allocator": set(),
     "shown": set(),
     "streams": set(),
-    "config": {"errors"},
+    "state": set(),
+    "defaults": set(),
+    "config": {"errors", "state"},
     "importer": {"errors", "config"},
     "observe": {"errors", "config", "shown", "__init__"},
-    "catalog": {"errors", "config", "cluster"},
+    "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},

@@ -64,6 +64,18 @@ def test_stdio_is_admin_and_destructive_tools_ask_first() -> None:
     assert outcome(policy, "stdio", "tool", "files", "read_multiple_files", paths=["/srv/docs/a"]) is Outcome.REFUSED
 
 
+def test_loopback_clients_without_a_key_are_admin_and_secrets_in_results_are_redacted_for_everyone() -> None:
+    """As shipped: HTTP clients with no key ("anonymous", served on loopback only) get what the local user gets,
+    and every profile redacts secrets in results (admin extends readonly, which carries the guard)."""
+    policy = shipped('[principals]\nci-bot = "readonly"\n')
+    assert policy.profile_for("anonymous") == "admin"
+    assert outcome(policy, "anonymous", "tool", "notes", "add_note", title="t", text="x") is Outcome.ALLOWED
+    for principal in ("stdio", "anonymous", "ci-bot"):
+        results = policy.guarding(principal, "tool", "notes", "list_notes", "results")
+        assert [(g.id, g.action) for g in results.guards] == [("secrets-in-results", "redact")], principal
+        assert not policy.guarding(principal, "tool", "notes", "add_note", "arguments"), principal
+
+
 def test_unlisted_principals_get_nothing() -> None:
     policy = load_policies(POLICIES)
     assert policy.profile_for("someone") is None

@@ -392,7 +392,7 @@ class _Pages:
 
     def _audit_file(self) -> tuple[Any, int]:
         settings = self.hub.config.audit
-        return (self.hub.config.relative(settings.file) if settings.file else None), settings.backups
+        return self.hub.config.audit_file(), settings.backups
 
     async def _audit(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()

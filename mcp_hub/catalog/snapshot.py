@@ -22,11 +22,7 @@ hub serves on.
 
 Where the file is: `catalog_snapshot = "PATH"` names it (relative to hub.toml's
 folder). By default (`true`), it is a file of the hub.toml's own in the user's
-state folder (platformdirs' `user_state_path`: `~/.local/state/mcp-hub` or
-`$XDG_STATE_HOME/mcp-hub` on Linux, `~/Library/Application Support/mcp-hub` on
-macOS, `%LOCALAPPDATA%\\mcp-hub` on Windows), `catalogs/STEM-HASH.json`: the config
-file's name and a hash of its resolved path, so that nothing is written beside
-the user's files and two configs never share a file. A config that did not come
+state folder (see mcp_hub/state.py), `catalogs/STEM-HASH.json`. A config that did not come
 from a file has no default snapshot. A state folder that cannot be made or
 written to is one warning; the hub starts without a snapshot.
 
@@ -52,11 +48,11 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from platformdirs import user_state_path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import to_json
 
 from mcp_hub.config import HubConfig, ServerConfig
+from mcp_hub.state import state_file
 
 logger = logging.getLogger("mcp_hub.snapshot")
 
@@ -100,9 +96,8 @@ def snapshot_path(config: HubConfig) -> Path | None:
     if "path" not in config.model_fields_set or not source.is_file():
         logger.info("no catalog snapshot: the config did not come from a file")
         return None
-    source = source.resolve()
-    digest = hashlib.sha256(os.fsencode(source)).hexdigest()[:16]
-    folder = user_state_path("mcp-hub", appauthor=False) / "catalogs"
+    file = state_file(source, "catalogs", ".json")
+    folder = file.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK):
@@ -115,7 +110,7 @@ def snapshot_path(config: HubConfig) -> Path | None:
             exc.strerror or exc,
         )
         return None
-    return folder / f"{source.stem}-{digest}.json"
+    return file
 
 
 def fingerprint(server: ServerConfig) -> str:
