@@ -189,6 +189,9 @@ def _check(args: argparse.Namespace) -> int:
         print(
             f"{config.relative(config.policy.dir)}: ok, revision {policy.revision}, {len(policy.profiles)} profile(s)"
         )
+    exposure = unauthenticated_exposure(config, config.http.host)
+    if exposure is not None:  # stdio still serves; HTTP would refuse to start
+        print(f"warning: `serve --transport http` would refuse to start: {exposure}", file=sys.stderr)
     oauth = config.auth.oauth
     if oauth is not None:
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")

@@ -148,6 +148,14 @@ async def test_the_quick_start_on_an_address_other_machines_reach_refuses_to_sta
     assert "[auth] api_keys" in said and 'host = "127.0.0.1"' in said and "allow_unauthenticated = true" in said
     assert "Traceback" not in said
 
+    config.write_text(config.read_text(encoding="utf-8").replace('host = "127.0.0.1"', 'host = "0.0.0.0"'))
+    checked = subprocess.run(
+        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stderr  # stdio still serves
+    assert "warning: `serve --transport http` would refuse to start: " in checked.stderr
+    assert "http.host: serving HTTP on 0.0.0.0" in checked.stderr
+
 
 @pytest.mark.parametrize(
     ("host", "extra", "refused"),
