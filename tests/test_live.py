@@ -129,6 +129,9 @@ class Recorder:
         self.config = self.config.model_copy(update={"servers": config.servers})
         return live.MountsChanged()
 
+    def adopt(self, config: HubConfig) -> None:
+        self.config = self.config.model_copy(update={"admin": config.admin})
+
     async def reload_policy(self) -> None:
         pass
 
