@@ -2,7 +2,8 @@
 
 With it, the policy's rate limits are counted in Redis (`limits`' async Redis storage, on the `redis`
 client) and kept results live there (cache/shared.py), so N replicas behind a load balancer keep one
-budget and one cache. Without `[cluster]` nothing here is used and nothing needs Redis.
+budget and one cache; the admin console keeps its sessions there and counts its login attempts there
+(admin/sessions.py, admin/throttle.py). Without `[cluster]` nothing here is used and nothing needs Redis.
 
 Each replica also has an id (`replica`), registered in Redis with the address of its MCP endpoint and a
 time to live its heartbeat renews (`register`, `address_of`): the ids the hub puts in what it hands
@@ -94,8 +95,8 @@ class Cluster:
         self.up = False
         logger.warning(
             "cluster: Redis is unreachable (%s); until it answers again, rate limits are counted and results kept "
-            "per replica, pins are this replica's own, a sealed state's single use is remembered here only, and "
-            "other replicas are found where they last were",
+            "per replica, pins and the admin console's sessions are this replica's own, a sealed state's single use "
+            "is remembered here only, and other replicas are found where they last were",
             self.last_error,
         )
 

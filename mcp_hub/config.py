@@ -499,7 +499,8 @@ class AdminSettings(BaseModel):
 
     enabled: bool = False
     keys: dict[str, str] = Field(default_factory=dict, repr=False)
-    """Administrator name -> the key that administrator logs in with (write keys as ${VAR})."""
+    """Administrator name -> the key that administrator logs in with (write keys as ${VAR}). Applies on a live
+    reload: the console's sessions signed in with a key removed or changed end (see mcp_hub/admin/sessions.py)."""
     session_hours: float = Field(default=8.0, gt=0, le=24 * 30, allow_inf_nan=False, strict=False)
     """How long a login lasts."""
 

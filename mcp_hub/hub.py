@@ -262,6 +262,12 @@ class Hub:
         scope.cancel()
         await stopped.wait()
 
+    def adopt(self, config: HubConfig) -> None:
+        """Serve with `config`'s settings outside `[servers]` that apply live (`live.APPLIED`: `[admin] keys`,
+        which the console reads as it checks a login or a session); the others are kept until a restart."""
+        admin = self.config.admin.model_copy(update={"keys": config.admin.keys})
+        self.config = self.config.model_copy(update={"admin": admin})
+
     async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> MountsChanged:
         """Serve `config`'s servers from now on (a configuration reload; the rest of `config` is not applied):
         mounts no longer enabled stop and their items leave the catalog, new ones start, those in `restart`

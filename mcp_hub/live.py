@@ -7,12 +7,14 @@ file again when it changes, and at once on SIGHUP, then applies what changed (`d
 - a server removed (or disabled) stops, and its items leave the catalog;
 - a server whose `[servers.NAME]` table changed in any key restarts with its new settings, except its
   tool overrides (`[servers.NAME.tools.TOOL]`), which apply to the catalog without a restart;
-- every other server goes on untouched: its sessions, calls in flight and clients notice nothing.
+- every other server goes on untouched: its sessions, calls in flight and clients notice nothing;
+- `[admin] keys` applies at once (`Hub.adopt`): a key added may log in to the console, and the console's
+  sessions signed in with a key removed or changed end (admin/sessions.py).
 
 Clients hear `list_changed` for the lists that changed. An edit the loader rejects (bad TOML, an
 unknown key, a failed rule, an unset variable) is logged with the file, key and reason, and the
-configuration in force stays. Settings outside `[servers]` are read once, at start-up (where the
-hub listens, its name, its policy and audit settings, API keys, telemetry): a change to one is a
+configuration in force stays. The other settings outside `[servers]` are read once, at start-up (where
+the hub listens, its name, its policy and audit settings, API keys, telemetry): a change to one is a
 warning naming the key, and takes effect at the next restart. The policy files themselves are
 reloaded by `PolicyStore` (policy/store.py) as they change; SIGHUP reloads them too.
 
@@ -52,6 +54,9 @@ QUIET = 0.2
 _READ_ONCE = tuple(table for table in HubConfig.model_fields if table not in ("servers", "path"))
 """The tables read at start-up only ([hub], [http], [policy], ...): a change to one of their keys needs a restart."""
 
+APPLIED = ("admin.keys",)
+"""The keys outside [servers] that apply as they change (`Hub.adopt`), without a restart."""
+
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "tools"))
 """The keys of a server's table whose change restarts it (its tool overrides apply without a restart)."""
 
@@ -77,6 +82,8 @@ class ConfigDiff:
     """Dotted keys outside [servers] that changed, which only a restart applies."""
     overridden: tuple[str, ...] = ()
     """Enabled servers whose tool overrides changed (applied to the catalog, without a restart)."""
+    applied: tuple[str, ...] = ()
+    """Dotted keys of `APPLIED` that changed (applied without a restart)."""
 
     @property
     def mounts(self) -> bool:
@@ -92,19 +99,20 @@ def diff(old: HubConfig, new: HubConfig) -> ConfigDiff:
         keys = tuple(key for key in _SERVER_KEYS if getattr(before[name], key) != getattr(after[name], key))
         if keys:
             changed[name] = keys
-    read_once: list[str] = []
+    keys: list[str] = []
     for table in _READ_ONCE:
         was, now = getattr(old, table), getattr(new, table)
         if isinstance(was, BaseModel):
-            read_once += [f"{table}.{key}" for key in type(was).model_fields if getattr(was, key) != getattr(now, key)]
+            keys += [f"{table}.{key}" for key in type(was).model_fields if getattr(was, key) != getattr(now, key)]
         elif was != now:
-            read_once.append(table)
+            keys.append(table)
     return ConfigDiff(
         added=tuple(name for name in after if name not in before),
         removed=tuple(name for name in before if name not in after),
         changed={name: changed[name] for name in after if name in changed},  # in file order
-        read_once=tuple(read_once),
+        read_once=tuple(key for key in keys if key not in APPLIED),
         overridden=tuple(name for name in after if name in before and before[name].tools != after[name].tools),
+        applied=tuple(key for key in keys if key in APPLIED),
     )
 
 
@@ -115,6 +123,8 @@ class Reloadable(Protocol):
     def config(self) -> HubConfig: ...
 
     async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> MountsChanged: ...
+
+    def adopt(self, config: HubConfig) -> None: ...
 
     async def reload_policy(self) -> None: ...
 
@@ -204,6 +214,8 @@ class LiveConfig:
         self.last_error = None
         change = diff(self._hub.config, new)
         _log(self.path, change)
+        if change.applied:
+            self._hub.adopt(new)
         if change.mounts or change.overridden:
             await self._hub.remount(new, restart=tuple(change.changed))
         return change
@@ -218,6 +230,8 @@ def _log(path: Path, change: ConfigDiff) -> None:
         logger.info("%s: server %r restarted: %s changed", path, name, _listed(keys))
     for name in change.overridden:
         logger.info("%s: server %r: tool overrides changed (applied without a restart)", path, name)
+    for key in change.applied:
+        logger.info("%s: %s changed (applied without a restart)", path, key)
     for key in change.read_once:
         logger.warning(
             "%s: %s changed, which applies only when the hub starts; restart the hub to apply it "

@@ -56,28 +56,42 @@ on_change = "hold"
 """
 
 
-def console_config(tmp_path: Path) -> Path:
-    """A hub.toml: the fixture server `srv` (with a secret env value), pins, an audit log, API keys for
-    alice and bob, and the console on with one administrator, "root"."""
+def console_config(
+    tmp_path: Path,
+    *,
+    mount_token: str = MOUNT_TOKEN,
+    servers: dict[str, dict[str, Any]] | None = None,
+    keys: str = 'root = "${ADMIN_KEY}"',
+    tail: str = "",
+) -> Path:
+    """A hub.toml: the fixture server `srv` (with a secret env value, `mount_token`) and `servers`, pins, an audit
+    log, API keys for alice and bob, and the console on with the administrators `keys` (by default one, "root"),
+    then `tail`. Written again over the last one, it is an edit a live hub applies."""
     policies = tmp_path / "policies"
-    policies.mkdir()
+    policies.mkdir(exist_ok=True)
     (policies / "policy.toml").write_text(POLICY, encoding="utf-8")
-    path = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", env={"API_TOKEN": MOUNT_TOKEN})})
+    every = {"srv": fixture_server("srv", env={"API_TOKEN": mount_token}), **(servers or {})}
+    path = write_config(tmp_path / "hub.toml.new", every)
     with path.open("a", encoding="utf-8") as file:
         file.write(
             '\n[policy]\ndir = "policies"\npins = "pins.json"\n'
             '\n[audit]\nfile = "audit.jsonl"\n'
             f'\n[auth]\napi_keys = {{ alice = "{ALICE_KEY}", bob = "{BOB_KEY}" }}\n'
-            '\n[admin]\nenabled = true\nkeys = { root = "${ADMIN_KEY}" }\n'
+            f"\n[admin]\nenabled = true\nkeys = {{ {keys} }}\n{tail}"
         )
-    return path
+    return path.replace(tmp_path / "hub.toml")  # renamed over the old one, as editors and deployment tools do
 
 
 @asynccontextmanager
-async def console_hub(tmp_path: Path) -> AsyncIterator[tuple[Hub, str]]:
-    """The hub of `console_config`, its HTTP endpoint and console served on loopback: the hub and the base URL."""
-    config = load_config(console_config(tmp_path), environ={"ADMIN_KEY": ADMIN_KEY})
-    async with running_hub(config) as hub:
+async def console_hub(tmp_path: Path, *, live: bool = False, **settings: Any) -> AsyncIterator[tuple[Hub, str]]:
+    """The hub of `console_config` (`settings`: its), its HTTP endpoint and console served on loopback: the hub
+    and the base URL. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve` does (live.py); the
+    environment it reads them with is the process's."""
+    environ = None if live else {"ADMIN_KEY": ADMIN_KEY}
+    config = load_config(console_config(tmp_path, **settings), environ=environ)
+    hub = Hub(config)
+    async with hub.running(live=live):
+        await hub.wait_settled(20.0)
         app = build_app(
             hub.endpoint.server,
             host="127.0.0.1",
@@ -275,6 +289,134 @@ async def test_the_catalog_shows_what_a_principal_sees_and_why(tmp_path: Path) -
         assert 'data-name="srv_crash"' in searched.text and 'data-name="srv_echo"' not in searched.text
 
 
+async def test_a_logged_out_session_is_refused_at_once(tmp_path: Path) -> None:
+    """The cookie of a session that logged out, replayed, opens nothing: a page sends to the login page, a live
+    stream and an action are refused (401), as with no cookie at all."""
+    async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
+        csrf = await logged_in(web, base)
+        cookie = web.cookies["mcp_hub_admin"]
+        assert (await web.post(f"{base}/admin/logout", data={"csrf": csrf})).status_code == 303
+        async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
+            page = await replay.get(f"{base}/admin/status")
+            assert page.status_code == 303 and page.headers["location"] == "/admin/login"
+            assert (await replay.get(f"{base}/admin/status/events")).status_code == 401
+            explained = await replay.post(
+                f"{base}/admin/explain", data={"csrf": csrf, "principal": "bob", "kind": "tool", "target": "srv/echo"}
+            )
+            assert explained.status_code == 401
+
+
+RELOAD_MARK = {"mark": fixture_server("mark")}
+"""A server an edit adds, to know when the hub has applied that edit."""
+
+
+async def _reloaded(hub: Hub) -> bool:
+    return "mark" in hub.upstreams and hub.upstreams["mark"].settled.is_set()
+
+
+async def test_the_secrets_of_a_reload_are_masked(tmp_path: Path) -> None:
+    """An edit of hub.toml adds a server with a secret env value and rotates `srv`'s: once the hub applied it,
+    an audit line holding the new values (and the old one) shows each masked."""
+    added, rotated = "added-password-" + "p" * 20, "rotated-token-" + "r" * 20
+    keys = f'root = "{ADMIN_KEY}"'
+    async with console_hub(tmp_path, live=True, keys=keys) as (hub, base), httpx2.AsyncClient(timeout=30) as web:
+        await logged_in(web, base)
+        servers = {"more": fixture_server("more", env={"SERVICE_PASSWORD": added}), **RELOAD_MARK}
+        console_config(tmp_path, mount_token=rotated, servers=servers, keys=keys)
+        await wait_for(lambda: _reloaded(hub), timeout=30)
+        await wait_for(lambda: _true(hub.upstreams["more"].settled.is_set()), timeout=30)
+        async with hub_client(hub) as client:
+            await client.call_tool("more_echo", {"text": f"one {added}"})
+            await client.call_tool("srv_echo", {"text": f"two {rotated} {MOUNT_TOKEN}"})
+        audit = tmp_path / "audit.jsonl"
+
+        def echoes() -> list[dict[str, Any]]:
+            text = audit.read_text(encoding="utf-8") if audit.exists() else ""
+            return [line for line in map(json.loads, text.splitlines()) if line.get("name") == "echo"]
+
+        await wait_for(lambda: _true(len(echoes()) == 2))
+        for line in echoes():
+            detail = await web.get(f"{base}/admin/audit/line/{line['decision_id']}")
+            assert detail.status_code == 200 and "••••••" in detail.text
+            for secret in (added, rotated, MOUNT_TOKEN):
+                assert secret not in detail.text
+
+
+async def test_an_admin_key_removed_or_changed_by_a_reload_ends_its_sessions_at_once(tmp_path: Path) -> None:
+    """root, ops and carol are signed in; an edit changes root's key and removes ops': as soon as the hub applied
+    it, root's and ops' sessions are refused (root's live stream ends), carol's goes on, and root signs in with
+    the new key only."""
+    ops_key, carol_key, new_key = "ops-key-" + "o" * 24, "carol-key-" + "c" * 24, "new-root-key-" + "n" * 24
+    keys = f'root = "{ADMIN_KEY}", ops = "{ops_key}", carol = "{carol_key}"'
+    async with (
+        console_hub(tmp_path, live=True, keys=keys) as (hub, base),
+        httpx2.AsyncClient(timeout=30) as root,
+        httpx2.AsyncClient(timeout=30) as ops,
+        httpx2.AsyncClient(timeout=30) as carol,
+    ):
+        await logged_in(root, base)
+        for web, key, name in ((ops, ops_key, "ops"), (carol, carol_key, "carol")):
+            form = await web.get(f"{base}/admin/login")
+            await web.post(f"{base}/admin/login", data={"csrf": _csrf(form.text), "key": key})
+            assert f'signed in as <b id="admin-name">{name}</b>' in (await web.get(f"{base}/admin/status")).text
+        async with root.stream("GET", f"{base}/admin/status/events") as events:
+            assert events.status_code == 200
+            chunks = events.aiter_text()
+            assert "event: replace" in await anext(chunks)
+            console_config(tmp_path, servers=RELOAD_MARK, keys=f'root = "{new_key}", carol = "{carol_key}"', tail="")
+            await wait_for(lambda: _reloaded(hub), timeout=30)
+            for web in (root, ops):
+                refused = await web.get(f"{base}/admin/status")
+                assert refused.status_code == 303 and refused.headers["location"] == "/admin/login"
+            assert 'signed in as <b id="admin-name">carol</b>' in (await carol.get(f"{base}/admin/status")).text
+            import anyio
+
+            with anyio.fail_after(5):  # the stream root opened ends with the session
+                async for _ in chunks:
+                    pass
+        form = await root.get(f"{base}/admin/login")
+        old = await root.post(f"{base}/admin/login", data={"csrf": _csrf(form.text), "key": ADMIN_KEY})
+        assert old.status_code == 401 and "not an admin key" in old.text
+        form = await root.get(f"{base}/admin/login")
+        new = await root.post(f"{base}/admin/login", data={"csrf": _csrf(form.text), "key": new_key})
+        assert new.status_code == 303
+        assert 'signed in as <b id="admin-name">root</b>' in (await root.get(f"{base}/admin/status")).text
+
+
+async def attempt(web: httpx2.AsyncClient, base: str, key: str, address: str | None = None) -> httpx2.Response:
+    """One login with `key`, from `address` (as a proxy on loopback names the client: uvicorn trusts it)."""
+    form = await web.get(f"{base}/admin/login")
+    headers = {"X-Forwarded-For": address} if address else {}
+    return await web.post(f"{base}/admin/login", data={"csrf": _csrf(form.text), "key": key}, headers=headers)
+
+
+def throttled(answer: httpx2.Response) -> bool:
+    """Whether a login was refused as one attempt too many, saying so and when to try again."""
+    said = re.search(r"too many sign-in attempts; try again in (\d+) s", answer.text)
+    return (
+        answer.status_code == 429
+        and said is not None
+        and 0 < int(said.group(1)) <= 60
+        and int(answer.headers["retry-after"]) == int(said.group(1))
+    )
+
+
+async def test_login_attempts_are_throttled_per_address_and_key_and_per_address(tmp_path: Path) -> None:
+    """5 a minute with one key from one address, 20 a minute from one address: the next is refused (429) with
+    when to try again, even with the right key; another key, or another address, is not held back."""
+    async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
+        wrong = "wrong-key-" + "w" * 20
+        for _ in range(5):
+            assert (await attempt(web, base, wrong, "10.0.0.1")).status_code == 401
+        assert throttled(await attempt(web, base, wrong, "10.0.0.1"))
+        assert (await attempt(web, base, wrong, "10.0.0.2")).status_code == 401  # another address
+        assert (await attempt(web, base, ADMIN_KEY, "10.0.0.1")).status_code == 303  # another key
+        for n in range(20):
+            assert (await attempt(web, base, f"wrong-key-{n:02d}-" + "w" * 20, "10.0.0.3")).status_code == 401
+        assert throttled(await attempt(web, base, ADMIN_KEY, "10.0.0.3"))  # the right key too, once held back
+        assert (await attempt(web, base, ADMIN_KEY, "10.0.0.4")).status_code == 303
+
+
 def test_audit_pages_walk_the_rotated_files_newest_first(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
 
@@ -306,18 +448,28 @@ def test_audit_pages_walk_the_rotated_files_newest_first(tmp_path: Path) -> None
     assert [e["decision_id"] for e in alice] == ["d69", "d67", "d65", "d63", "d61"]
 
 
-def test_a_session_cookie_is_signed_and_expires() -> None:
-    now = [1000.0]
-    sessions = Sessions({"root": ADMIN_KEY}, hours=1, clock=lambda: now[0])
+async def test_a_session_is_kept_on_the_server_and_ends_with_its_key() -> None:
+    """The cookie is only the session's id: a session ends when logged out, when it expires, and when the
+    administrator's key changes (even back again), and another process does not know it."""
+    now, current = [1000.0], [{"root": ADMIN_KEY}]
+    sessions = Sessions(lambda: current[0], hours=1, clock=lambda: now[0])
     assert sessions.admin_of(ADMIN_KEY) == "root" and sessions.admin_of(ADMIN_KEY + "x") is None
-    cookie = sessions.issue("root")
-    session = sessions.read(cookie)
-    assert session is not None and session.admin == "root"
-    body, signature = cookie.rsplit(".", 1)
-    assert sessions.read(f"{body}x.{signature}") is None
-    assert Sessions({"root": ADMIN_KEY}, hours=1).read(cookie) is None  # another process's key
+    cookie = await sessions.begin("root", ADMIN_KEY)
+    session = await sessions.read(cookie)
+    assert session is not None and session.admin == "root" and session.name != cookie
+    assert await sessions.current(session)
+    assert await sessions.read(cookie[:-1] + ("x" if cookie[-1] != "x" else "y")) is None
+    assert await Sessions(lambda: current[0], hours=1).read(cookie) is None  # another process's
+    await sessions.end(session)
+    assert await sessions.read(cookie) is None and not await sessions.current(session)
+    cookie = await sessions.begin("root", ADMIN_KEY)
     now[0] += 3601
-    assert sessions.read(cookie) is None
+    assert await sessions.read(cookie) is None
+    cookie = await sessions.begin("root", ADMIN_KEY)
+    current[0] = {"root": "another-root-key-" + "r" * 20}
+    assert await sessions.read(cookie) is None and sessions.admin_of(ADMIN_KEY) is None
+    current[0] = {"root": ADMIN_KEY}
+    assert await sessions.read(cookie) is None  # ended, not suspended
 
 
 async def _true(value: Any) -> bool:

@@ -359,3 +359,36 @@ def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path
         assert [(c.principal, c.client) for c in left.list_consents()] == [("alice", "claude-desktop")]
         assert [r.principal for r in left.list()] == ["alice"]
         assert browser.find_elements(By.CSS_SELECTOR, row.replace("bob", "alice"))
+
+
+def test_a_logged_out_cookie_is_refused(browser: WebDriver, hub: RunningHub) -> None:
+    """Sign in, keep the session cookie, log out, put the cookie back: the console asks for a key again (the
+    session ended on the server, not only in this browser), and so it does for an HTTP client replaying it."""
+    log_in(browser, hub)
+    kept = browser.get_cookie("mcp_hub_admin")
+    assert kept is not None
+    browser.find_element(By.ID, "logout").click()
+    wait(browser, lambda b: b.find_elements(By.ID, "key"), "the login form after logging out")
+    assert browser.get_cookie("mcp_hub_admin") is None
+    browser.add_cookie({key: kept[key] for key in ("name", "value", "path", "httpOnly", "sameSite")})
+    browser.get(f"{hub.base}/admin/status")
+    wait(browser, lambda b: b.find_elements(By.ID, "key"), "the login form, the replayed cookie refused")
+    assert not browser.find_elements(By.ID, "admin-name")
+    replayed = httpx2.get(f"{hub.base}/admin/status", cookies={"mcp_hub_admin": kept["value"]}, timeout=10)
+    assert replayed.status_code == 303 and replayed.headers["location"] == "/admin/login"
+
+
+def test_repeated_bad_logins_are_throttled(browser: WebDriver, hub: RunningHub) -> None:
+    """Five wrong keys in a row are each told so; the sixth attempt is held back with when to try again."""
+    browser.get(f"{hub.base}/admin/login")
+    answered = "return !document.body.dataset.sent && document.getElementById('login-error')?.textContent"
+    said = None
+    for n in range(6):
+        wait(browser, lambda b: b.find_elements(By.ID, "key"), "the login form")
+        browser.find_element(By.ID, "key").send_keys("not-the-admin-key-" + "x" * 12)
+        browser.execute_script("document.body.dataset.sent = 'yes'")  # gone once the answer's page replaced it
+        browser.find_element(By.ID, "login").click()
+        said = wait(browser, lambda b: b.execute_script(answered), f"the answer to attempt {n + 1}")
+        if n < 5:
+            assert said == "That key is not an admin key."
+    assert said is not None and said.startswith("too many sign-in attempts; try again in ") and said.endswith(" s")

@@ -53,7 +53,8 @@ ALLOWED = {
     "server": BASE
     | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "__init__"},
     "live": {"errors", "config"},
-    "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "credentials", "__init__"},
+    "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "credentials", "cluster"}
+    | {"__init__"},
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
     | {"chain", "server", "live", "cache", "cluster", "admin"},

@@ -117,6 +117,14 @@ def test_the_diff_names_servers_and_keys_never_values() -> None:
     assert not live.diff(new, new).mounts
 
 
+def test_admin_keys_apply_without_a_restart_and_the_rest_of_admin_at_the_next() -> None:
+    old = parse_config(f'[admin]\nenabled = true\nkeys = {{ root = "{"a" * 16}" }}\n')
+    new = parse_config(f'[admin]\nenabled = true\nsession_hours = 2\nkeys = {{ root = "{"b" * 16}" }}\n')
+    change = live.diff(old, new)
+    assert change.applied == ("admin.keys",) and change.read_once == ("admin.session_hours",)
+    assert not change.mounts
+
+
 class Recorder:
     """What `LiveConfig` asks of a hub, recorded (the hub's own `remount` is exercised by the tests below)."""
 
@@ -128,6 +136,9 @@ class Recorder:
         self.remounts.append((config, tuple(restart)))
         self.config = self.config.model_copy(update={"servers": config.servers})
         return live.MountsChanged()
+
+    def adopt(self, config: HubConfig) -> None:
+        self.config = self.config.model_copy(update={"admin": config.admin})
 
     async def reload_policy(self) -> None:
         pass

@@ -3,14 +3,19 @@
 Every request first passes `_Guard`: a foreign `Host` (when the hub is bound to loopback, as the MCP
 endpoint checks it) or an `Origin` that is not the console's own is refused, and every answer carries
 headers that keep it out of frames, caches and other origins' scripts. A page needs a session (else
-the login page); an action (a POST) needs the session's CSRF token too. Pages never show a secret: the
-hub's own secret values (its API keys, the admin keys, the secret-named env values and headers of its
-mounts) are masked in everything the console renders, on top of the audit log's own masking.
+the login page); an action (a POST) needs the session's CSRF token too. Sessions are kept on the server
+(sessions.py): a logout, or the key a session logged in with leaving `[admin] keys`, ends it at once, and
+the live streams it opened with it. Login attempts are rate-limited (throttle.py). Pages never show a
+secret: the hub's own secret values (its API keys, the admin keys, the secret-named env values and headers
+of its mounts, their client secrets and token keys) are masked in everything the console renders, on top
+of the audit log's own masking; they are read from the configuration in force as it is rendered, so the
+values a live reload brings are masked too (and those it replaced stay masked).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -31,9 +36,11 @@ from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.chain.guardrails import configured_secrets
+from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog
@@ -81,6 +88,7 @@ class ConsoleHub(Protocol):
     pins: PinStore
     audit: AuditLog
     upstreams: Mapping[str, Upstream]
+    cluster: Cluster | None
 
     def policy(self) -> PolicySet: ...
     def health(self) -> dict[str, Any]: ...
@@ -111,16 +119,11 @@ class _Pages:
     def __init__(self, hub: ConsoleHub) -> None:
         self.hub = hub
         self.closed = anyio.Event()
-        admin = hub.config.admin
-        self.sessions = Sessions(admin.keys, admin.session_hours)
+        self.sessions = Sessions(lambda: hub.config.admin.keys, hub.config.admin.session_hours, hub.cluster)
+        self.throttle = LoginThrottle(hub.cluster)
         self.started = time.monotonic()
-        config = hub.config
-        values = [*configured_secrets(config), *admin.keys.values(), *config.auth.api_keys.values()]
-        values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
-        values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
-        if config.auth.oauth is not None and config.auth.oauth.client_secret:
-            values.append(config.auth.oauth.client_secret)
-        self._secrets = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+        self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
+        """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
 
     def app(self) -> Starlette:
@@ -152,8 +155,8 @@ class _Pages:
 
     # -- sessions ------------------------------------------------------------------------------------
 
-    def _session(self, request: Request) -> Session | None:
-        return self.sessions.read(request.cookies.get(COOKIE))
+    async def _session(self, request: Request) -> Session | None:
+        return await self.sessions.read(request.cookies.get(COOKIE))
 
     def _render(
         self, request: Request, title: str, here: str, body: str, session: Session | None, status_code: int = 200
@@ -163,15 +166,26 @@ class _Pages:
         return HTMLResponse(self._masked(html), status_code=status_code)
 
     def _masked(self, text: str) -> str:
-        for value in self._secrets:
+        for value in self._secrets():
             text = text.replace(pages.e(value), _MASK).replace(value, _MASK)
         return text
+
+    def _secrets(self) -> list[str]:
+        """The secret values to mask, longest first: those of the configuration in force, read again when a
+        reload replaced it, and those of every configuration before it (a secret replaced is still one)."""
+        config = self.hub.config
+        seen, known, ordered = self._masks
+        if config is not seen:
+            known = known | _secret_values(config)
+            ordered = sorted(known, key=len, reverse=True)
+            self._masks = (config, known, ordered)
+        return ordered
 
     def _page(
         self, render: Callable[[Request, Session], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session = self._session(request)
+            session = await self._session(request)
             if session is None:
                 return RedirectResponse(f"{_base(request)}/login", status_code=303)
             return await render(request, session)
@@ -182,7 +196,7 @@ class _Pages:
         self, act: Callable[[Request, Session, Mapping[str, str]], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session = self._session(request)
+            session = await self._session(request)
             if session is None:
                 return PlainTextResponse("log in first", status_code=401)
             form = {key: value for key, value in (await request.form()).items() if isinstance(value, str)}
@@ -195,10 +209,15 @@ class _Pages:
     async def _home(self, request: Request) -> Response:
         return RedirectResponse(f"{_base(request)}/status", status_code=303)
 
-    async def _login_form(self, request: Request, error: str | None = None) -> Response:
+    async def _login_form(self, request: Request, error: str | None = None, status_code: int = 401) -> Response:
         token = secrets.token_urlsafe(24)
         response = self._render(
-            request, "Log in", "", pages.login(_base(request), token, error), None, status_code=401 if error else 200
+            request,
+            "Log in",
+            "",
+            pages.login(_base(request), token, error),
+            None,
+            200 if error is None else status_code,
         )
         _cookie(response, request, LOGIN_COOKIE, token, None)
         return response
@@ -208,45 +227,56 @@ class _Pages:
         token, key = form.get("csrf"), form.get("key")
         if not isinstance(token, str) or not same(token, request.cookies.get(LOGIN_COOKIE, "")):
             return PlainTextResponse("refused: the form's CSRF token is missing or wrong", status_code=403)
-        admin = self.sessions.admin_of(key) if isinstance(key, str) and key else None
+        key = key if isinstance(key, str) else ""
+        wait = await self.throttle.attempt(_client(request), key)
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            logger.warning("admin console: too many login attempts from %s; held back %d s", _client(request), seconds)
+            response = await self._login_form(
+                request, f"too many sign-in attempts; try again in {seconds} s", status_code=429
+            )
+            response.headers["Retry-After"] = str(seconds)
+            return response
+        admin = self.sessions.admin_of(key) if key else None
         if admin is None:
             logger.warning("admin console: a login with an unknown key from %s", _client(request))
             return await self._login_form(request, "That key is not an admin key.")
         logger.info("admin console: %s logged in from %s", admin, _client(request))
         response = RedirectResponse(f"{_base(request)}/status", status_code=303)
-        _cookie(response, request, COOKIE, self.sessions.issue(admin), self.sessions.lifetime)
+        _cookie(response, request, COOKIE, await self.sessions.begin(admin, key), self.sessions.lifetime)
         response.delete_cookie(LOGIN_COOKIE, path=_base(request) or "/")
         return response
 
     async def _logout(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
+        await self.sessions.end(session)
+        logger.info("admin console: %s logged out from %s", session.admin, _client(request))
         response = RedirectResponse(f"{_base(request)}/login", status_code=303)
         response.delete_cookie(COOKIE, path=_base(request) or "/")
         return response
 
     def _stream(
-        self, events: Callable[[Request], AsyncIterator[ServerSentEvent]]
+        self, events: Callable[[Request, Session], AsyncIterator[ServerSentEvent]]
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session = self._session(request)
+            session = await self._session(request)
             if session is None:
                 return PlainTextResponse("log in first", status_code=401)
 
-            async def until_expired() -> AsyncIterator[ServerSentEvent]:
-                async with aclosing(events(request)) as stream:
+            async def followed() -> AsyncIterator[ServerSentEvent]:
+                async with aclosing(events(request, session)) as stream:
                     async for event in stream:
-                        if time.time() >= session.expires:  # the login ended: so does what it opened
-                            return
                         yield event
 
-            return EventSourceResponse(until_expired(), ping=15, headers={"Cache-Control": "no-store"})
+            return EventSourceResponse(followed(), ping=15, headers={"Cache-Control": "no-store"})
 
         return endpoint
 
-    async def _closing(self) -> bool:
-        """Wait `REFRESH` seconds; True, at once, when the console is closed."""
+    async def _closing(self, session: Session) -> bool:
+        """Wait `REFRESH` seconds; True, at once, when the console is closed; True too when the session that
+        opened the stream has ended (logged out, expired, its key removed or changed): so does the stream."""
         with anyio.move_on_after(REFRESH):
             await self.closed.wait()
-        return self.closed.is_set()
+        return self.closed.is_set() or not await self.sessions.current(session)
 
     # -- status --------------------------------------------------------------------------------------
 
@@ -267,14 +297,14 @@ class _Pages:
             request, "Status", "status", pages.status(_base(request), facts, self._live_status()), session
         )
 
-    async def _status_events(self, request: Request) -> AsyncIterator[ServerSentEvent]:
+    async def _status_events(self, request: Request, session: Session) -> AsyncIterator[ServerSentEvent]:
         last = None
         while True:
             current = self._live_status()
             if current != last:
                 last = current
                 yield ServerSentEvent(current, event="replace")
-            if await self._closing():
+            if await self._closing(session):
                 return
 
     # -- catalog -------------------------------------------------------------------------------------
@@ -407,7 +437,7 @@ class _Pages:
         body = pages.audit(_base(request), path is not None, filters, events, offset, more, _OUTCOMES)
         return self._render(request, "Audit", "audit", body, session)
 
-    async def _audit_events(self, request: Request) -> AsyncIterator[ServerSentEvent]:
+    async def _audit_events(self, request: Request, session: Session) -> AsyncIterator[ServerSentEvent]:
         path, _ = self._audit_file()
         if path is None:
             return
@@ -417,7 +447,7 @@ class _Pages:
             fresh = [event for event in tail.read() if filters.admit(event)]
             if fresh:
                 yield ServerSentEvent(self._masked(pages.audit_rows(_base(request), reversed(fresh))), event="prepend")
-            if await self._closing():
+            if await self._closing(session):
                 return
 
     async def _audit_line(self, request: Request, session: Session) -> Response:
@@ -447,6 +477,16 @@ class _Pages:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)
         return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
+
+
+def _secret_values(config: HubConfig) -> set[str]:
+    """The secret values of `config` worth masking (six characters or more)."""
+    values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
+    values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
+    values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
+    if config.auth.oauth is not None and config.auth.oauth.client_secret:
+        values.append(config.auth.oauth.client_secret)
+    return {value for value in values if len(value) >= 6}
 
 
 def _target(form: Mapping[str, str]) -> Target:

@@ -1,15 +1,24 @@
-"""Administrators' logins: the key check, the signed session cookie and its CSRF token.
+"""Administrators' logins: the key check, and the sessions, kept on the server, with their CSRF tokens.
 
-An administrator logs in with a key of `[admin] keys`; the key is compared by its SHA-256 digest, with
-every key compared, so the time taken tells nothing about which one matched (or how much of one). The
-session cookie holds the administrator's name, the expiry and the session's CSRF token, signed with
-HMAC-SHA256 under a key of this process's own: no session outlives the hub, and a cookie names only
-an administrator `[admin] keys` still lists.
+An administrator logs in with a key of `[admin] keys` as the hub has it now (the keys apply on a live
+reload); the key is compared by its SHA-256 digest, with every key compared, so the time taken tells
+nothing about which one matched (or how much of one).
+
+The session cookie holds only the session's id, 32 random bytes; what the session is (the administrator,
+its CSRF token, when it expires, and a fingerprint of the key it logged in with) is kept on the server,
+under the SHA-256 of the id, for as long as the session lasts: in this process's memory, or, with
+`[cluster] redis`, in Redis, where every replica reads it (`mcp-hub:admin-session:...`, expiring with
+the session). So a session ends at once, on every replica: at logout (its record is deleted), and when
+the key it logged in with leaves `[admin] keys` or changes (each request compares the record's key
+fingerprint with the administrator's key in force, and deletes a record that no longer matches).
+
+While Redis is down (see mcp_hub/cluster.py), the sessions kept there are not readable: those
+administrators log in again, and that session is kept in this replica's memory until Redis answers again,
+when the sessions kept in memory meanwhile are dropped.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -18,11 +27,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import anyio
+
+from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, Cluster, errors
+
 COOKIE = "mcp_hub_admin"
-"""The session cookie (HttpOnly, SameSite=Strict, path /admin)."""
+"""The session cookie (HttpOnly, SameSite=Strict, path /admin): the session's id."""
 
 LOGIN_COOKIE = "mcp_hub_admin_login"
 """The login form's CSRF token (double submit: the form and this cookie carry the same value)."""
+
+_SHARED_PREFIX = KEY_PREFIX + "admin-session:"
 
 
 @dataclass(frozen=True)
@@ -30,18 +45,37 @@ class Session:
     admin: str
     csrf: str
     expires: float
+    key: str
+    """The fingerprint of the key the administrator logged in with (`fingerprint`)."""
+    name: str
+    """Where the session is kept: the SHA-256 of its id (never the id itself)."""
 
 
 def _digest(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
+def fingerprint(key: str) -> str:
+    """What a session keeps of the key it logged in with: enough to tell it changed, not to find it."""
+    return hashlib.sha256(b"mcp-hub admin key\0" + key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 class Sessions:
-    def __init__(self, keys: Mapping[str, str], hours: float, *, clock: Callable[[], float] = time.time) -> None:
-        self._keys = [(name, _digest(key)) for name, key in keys.items()]
+    """The console's sessions. `keys()`: the administrators' keys in force (name -> key)."""
+
+    def __init__(
+        self,
+        keys: Callable[[], Mapping[str, str]],
+        hours: float,
+        cluster: Cluster | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._keys = keys
+        self._digests: tuple[Mapping[str, str] | None, list[tuple[str, bytes]]] = (None, [])
         self._lifetime = hours * 3600
-        self._secret = secrets.token_bytes(32)
         self._clock = clock
+        self._store: _Memory | _Shared = _Shared(cluster) if cluster is not None else _Memory(clock)
 
     @property
     def lifetime(self) -> int:
@@ -49,38 +83,127 @@ class Sessions:
 
     def admin_of(self, key: str) -> str | None:
         """The administrator whose key this is, or None."""
+        keys = self._keys()
+        if self._digests[0] is not keys:  # the keys changed (a reload): their digests, once
+            self._digests = (keys, [(name, _digest(value)) for name, value in keys.items()])
         given = _digest(key)
         found = None
-        for name, digest in self._keys:  # every key compared
+        for name, digest in self._digests[1]:  # every key compared
             if hmac.compare_digest(given, digest):
                 found = name
         return found
 
-    def issue(self, admin: str) -> str:
-        """A session cookie's value for `admin`."""
-        payload = {"a": admin, "c": secrets.token_urlsafe(24), "e": self._clock() + self._lifetime}
-        body = base64.urlsafe_b64encode(json.dumps(payload, separators=(",", ":")).encode()).decode().rstrip("=")
-        return f"{body}.{self._sign(body)}"
+    async def begin(self, admin: str, key: str) -> str:
+        """A new session for `admin`, who just logged in with `key`: its cookie's value."""
+        cookie = secrets.token_urlsafe(32)
+        record = {
+            "a": admin,
+            "c": secrets.token_urlsafe(24),
+            "e": self._clock() + self._lifetime,
+            "k": fingerprint(key),
+        }
+        await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
+        return cookie
 
-    def read(self, cookie: str | None) -> Session | None:
-        """The session a cookie carries; None when it is missing, forged, expired or names no administrator."""
-        if not cookie or "." not in cookie:
+    async def read(self, cookie: str | None) -> Session | None:
+        """The session a cookie names; None when there is none (never was, logged out, expired, or its key is
+        no longer the administrator's)."""
+        if not cookie or len(cookie) > 128:
             return None
-        body, signature = cookie.rsplit(".", 1)
-        if not hmac.compare_digest(signature.encode(), self._sign(body).encode()):
+        return await self._find(_name(cookie))
+
+    async def current(self, session: Session) -> bool:
+        """Whether `session` still holds (a live stream asks as it goes)."""
+        return await self._find(session.name) is not None
+
+    async def end(self, session: Session) -> None:
+        """Log out: the session is gone, on every replica."""
+        await self._store.delete(session.name)
+
+    async def _find(self, name: str) -> Session | None:
+        value = await self._store.get(name)
+        if value is None:
             return None
         try:
-            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            session = Session(str(payload["a"]), str(payload["c"]), float(payload["e"]))
+            record = json.loads(value)
+            session = Session(str(record["a"]), str(record["c"]), float(record["e"]), str(record["k"]), name)
         except (ValueError, KeyError, TypeError):
             return None
-        if session.expires <= self._clock() or session.admin not in {name for name, _ in self._keys}:
+        key = self._keys().get(session.admin)
+        if session.expires <= self._clock() or key is None or not hmac.compare_digest(fingerprint(key), session.key):
+            await self._store.delete(name)  # expired, or the key it logged in with was removed or changed
             return None
         return session
 
-    def _sign(self, body: str) -> str:
-        mac = hmac.new(self._secret, body.encode(), hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+def _name(cookie: str) -> str:
+    return hashlib.sha256(cookie.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _Memory:
+    """Sessions in this process's memory: name -> (record, when it expires)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._records: dict[str, tuple[bytes, float]] = {}
+        self._clock = clock
+
+    async def put(self, name: str, value: bytes, ttl: float) -> None:
+        now = self._clock()
+        for old in [old for old, (_, until) in self._records.items() if until <= now]:
+            del self._records[old]
+        self._records[name] = (value, now + ttl)
+
+    async def get(self, name: str) -> bytes | None:
+        found = self._records.get(name)
+        return found[0] if found is not None and found[1] > self._clock() else None
+
+    async def delete(self, name: str) -> None:
+        self._records.pop(name, None)
+
+    def clear(self) -> None:
+        self._records.clear()
+
+
+class _Shared:
+    """Sessions in the cluster's Redis, expiring with them; in this replica's memory while Redis is down."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._local = _Memory()
+        cluster.on_recovered.append(self._recovered)
+
+    async def put(self, name: str, value: bytes, ttl: float) -> None:
+        if self._cluster.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    await self._cluster.client.set(_SHARED_PREFIX + name, value, px=max(1, int(ttl * 1000)))
+                return
+            except errors() as exc:  # a TimeoutError is an OSError
+                self._cluster.failed(exc)
+        await self._local.put(name, value, ttl)
+
+    async def get(self, name: str) -> bytes | None:
+        if self._cluster.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    value = await self._cluster.client.get(_SHARED_PREFIX + name)
+                return value if isinstance(value, bytes) else None
+            except errors() as exc:
+                self._cluster.failed(exc)
+        return await self._local.get(name)
+
+    async def delete(self, name: str) -> None:
+        await self._local.delete(name)
+        if self._cluster.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    await self._cluster.client.delete(_SHARED_PREFIX + name)
+            except errors() as exc:
+                self._cluster.failed(exc)
+
+    async def _recovered(self) -> None:
+        """Redis answers again: the sessions begun meanwhile, here only, end."""
+        self._local.clear()
 
 
 def same(given: str | None, expected: str) -> bool:

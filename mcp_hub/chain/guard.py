@@ -45,7 +45,8 @@ _CONFIRM_SCHEMA = {
 
 
 class RateLimiter:
-    """Counts calls against the policy's rate limits (`limits`, moving windows), in memory; with a `cluster`,
+    """Counts calls against the policy's rate limits (and the admin console its login attempts, against its
+    own: admin/throttle.py) with `limits`' moving windows, in memory; with a `cluster`,
     in its Redis (`limits`' async Redis storage), one budget for every replica, and in memory while Redis
     is down (a budget per replica: the limits loosen to N times, for N replicas, until Redis is back)."""
 
@@ -61,10 +62,14 @@ class RateLimiter:
 
     async def over(self, limit: RateLimit, principal: str) -> float | None:
         """Count one call; None when within the limit, else the seconds until a call may succeed."""
-        item = self._items.get(limit.rate)
+        return await self.hit(limit.rate, *((limit.rule, principal) if limit.scope == "principal" else (limit.rule,)))
+
+    async def hit(self, rate: str, *keys: str) -> float | None:
+        """Count one hit against `rate` ("5/minute", as `limits` writes rates) for what `keys` name; None when
+        within it, else the seconds until a hit may succeed."""
+        item = self._items.get(rate)
         if item is None:
-            item = self._items[limit.rate] = parse(limit.rate)
-        keys = (limit.rule, principal) if limit.scope == "principal" else (limit.rule,)
+            item = self._items[rate] = parse(rate)
         if self._shared is not None and self._cluster is not None and self._cluster.up:
             try:
                 return await _over(self._shared, item, keys)

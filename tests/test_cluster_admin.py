@@ -1,0 +1,118 @@
+"""The admin console on replicas sharing one Redis (`[cluster]`): one set of sessions, one login throttle.
+
+Real parts only: a real `redis-server` on a free loopback port (tests/test_cluster.py's), two in-process hubs
+with the console on and `[cluster] redis` set, each serving its HTTP app (`Hub.http_app`) on its own port, and
+an HTTP client speaking to both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+import redis
+
+from mcp_hub.admin import console
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from tests.conftest import running_hub, serve_app, wait_for
+from tests.test_admin import ADMIN_KEY, attempt, console_config, logged_in, throttled
+from tests.test_cluster import REDIS_SERVER, RedisServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@asynccontextmanager
+async def console_replicas(
+    tmp_path: Path, url: str, count: int = 2, hubs: list[Hub] | None = None
+) -> AsyncIterator[list[str]]:
+    """`count` hubs with the console on and `[cluster] redis = url`, each served on its own port: their base URLs
+    (and the hubs, appended to `hubs`)."""
+    async with AsyncExitStack() as stack:
+        bases = []
+        for index in range(count):
+            folder = tmp_path / f"replica{index}"
+            folder.mkdir()
+            path = console_config(folder, tail=f'\n[cluster]\nredis = "{url}"\n')
+            hub = await stack.enter_async_context(running_hub(load_config(path, environ={"ADMIN_KEY": ADMIN_KEY})))
+            if hubs is not None:
+                hubs.append(hub)
+            app = hub.http_app("127.0.0.1", console(hub, "127.0.0.1"))
+            bases.append(await stack.enter_async_context(serve_app(app)))
+        yield bases
+
+
+async def test_a_session_is_every_replicas_and_a_logout_on_one_ends_it_on_all(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    async with console_replicas(tmp_path, redis_server.url) as (a, b), httpx2.AsyncClient() as web:
+        await logged_in(web, a)
+        cookie = web.cookies["mcp_hub_admin"]
+        async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
+            on_b = await replay.get(f"{b}/admin/status")
+            assert on_b.status_code == 200 and 'signed in as <b id="admin-name">root</b>' in on_b.text
+            csrf = on_b.text.split('name="csrf" value="')[1].split('"')[0]
+            assert (await replay.post(f"{b}/admin/logout", data={"csrf": csrf})).status_code == 303
+        async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
+            for base in (a, b):
+                refused = await replay.get(f"{base}/admin/status")
+                assert refused.status_code == 303 and refused.headers["location"] == "/admin/login"
+
+
+async def test_login_attempts_are_counted_across_replicas(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Five attempts with one key from one address, made on either replica, use up that key's budget on both."""
+    async with console_replicas(tmp_path, redis_server.url) as (a, b), httpx2.AsyncClient() as web:
+        wrong = "wrong-key-" + "w" * 20
+        for base in (a, b, a, b, a):
+            assert (await attempt(web, base, wrong, "10.0.0.1")).status_code == 401
+        assert throttled(await attempt(web, b, wrong, "10.0.0.1"))
+        assert throttled(await attempt(web, a, wrong, "10.0.0.1"))
+        assert (await attempt(web, b, wrong, "10.0.0.2")).status_code == 401
+
+
+async def test_while_redis_is_down_a_login_is_the_replicas_own_until_redis_is_back(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Redis stops answering (`CLIENT PAUSE`: it keeps what it holds): the session kept there cannot be read, so
+    the administrator logs in again, on that replica; once Redis answers again, that session ends, and the one
+    kept in Redis holds again."""
+    hubs: list[Hub] = []
+    async with console_replicas(tmp_path, redis_server.url, count=1, hubs=hubs) as (a,), httpx2.AsyncClient() as web:
+        cluster = hubs[0].cluster
+        assert cluster is not None
+        await logged_in(web, a)
+        shared = web.cookies["mcp_hub_admin"]
+        pauser = redis.Redis(port=redis_server.port)
+        try:
+            pauser.execute_command("CLIENT", "PAUSE", 8000, "ALL")
+        finally:
+            pauser.close()
+        assert (await web.get(f"{a}/admin/status")).status_code == 303
+        assert not cluster.up
+        web.cookies.clear()
+        await logged_in(web, a)  # kept by this replica
+        local = web.cookies["mcp_hub_admin"]
+        assert not cluster.up
+        await wait_for(lambda: _true(cluster.up), timeout=20)
+        for cookie, status in ((local, 303), (shared, 200)):
+            async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
+                assert (await replay.get(f"{a}/admin/status")).status_code == status
+
+
+async def _true(value: bool) -> bool:
+    return value
