@@ -73,7 +73,8 @@ def _found_lines(guarding: Guarding, arguments: Mapping[str, Any]) -> list[str]:
     for path, match in scan.hits:
         guard = guarding.handling(match)
         where = "/".join(shown(str(step)) for step in path)
-        lines.append(f"  argument {where}: {match.kind} ({match.detector}) -> {guard.action} by {guard.id}")
+        what = ", ".join(f"{kind} ({detector})" for detector, kind in match.found)
+        lines.append(f"  argument {where}: {what} -> {guard.action} by {guard.id}")
     return lines
 
 
