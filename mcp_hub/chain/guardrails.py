@@ -24,8 +24,9 @@ as the call's result would have been (the guards in force now, for the principal
 that created it), its `statusMessage`, a failed task's `error` and an `input_required` task's
 `inputRequests` as progress messages.
 
-Every hit leaves one audit line per guard and detector ("redacted", "blocked" or "flagged", the guard as
-the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
+Overlapping matches are one match, handled by the strongest action of the guards that detect any of its
+findings (policy/guards.py). Every hit leaves one audit line per guard and detector ("redacted", "blocked" or
+"flagged", the guard that handled it as the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
 arguments as redacted. With no guard in the policy, a call passes straight through.
 """
 

@@ -2,7 +2,8 @@
 
 The names a policy's `detect` lists: "secrets", "card", "iban", "national_id", "phone", "email",
 "hidden", "instructions", and the groups "personal" (card, iban, national_id, phone, email) and "all" (all of
-them but "instructions").
+them but "instructions"). The matches of the detectors of values (secrets and personal data) cover the whole
+token they lie in; a scan merges overlapping matches into one that keeps what each found (matches.py).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def scan_value(
     """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
     by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
     by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
-    found."""
+    found. Overlapping matches are merged first: `redact` sees one match with every finding (`Match.found`)."""
     scan = Scan()
     return _walk(value, (), find, redact, scan, frozenset(skip)), scan
 
