@@ -477,3 +477,10 @@ def test_phone_regions_as_written_win_over_the_locale() -> None:
     assert config.guardrails.regions == ("US", "GB", "DE")
     assert config.guardrails.phone_regions({"LANG": "fr_FR.UTF-8"}) == ("US", "GB", "DE")
     assert parse("[guardrails]\nregions = []").guardrails.phone_regions({"LANG": "fr_FR.UTF-8"}) == ()
+
+
+def test_a_change_of_phone_regions_is_read_at_start_up_as_the_other_tables_outside_servers() -> None:
+    from mcp_hub import live
+
+    old, new = parse("[guardrails]\nregions = ['US']"), parse("[guardrails]\nregions = ['US', 'GB']")
+    assert live.diff(old, new).read_once == ("guardrails.regions",)  # logged: restart the hub to apply it
