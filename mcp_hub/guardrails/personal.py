@@ -59,9 +59,10 @@ _CARD_NETWORKS = re.compile(
 _IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])\+\s?\d[\d\s().\-/]{5,24}\d(?:\s?(?:ext\.?|x|#)\s?\d{1,6})?")
 """Where a number in international form may be: a "+", digits and the separators phone numbers are written with."""
-_NATIONAL_PHONE = re.compile(r"[(\d](?<![\w+.:/-][(\d])[\d ().\-/]{5,22}\d(?![\w:/]|[.\-]\d)")
+_NATIONAL_PHONE = re.compile(r"[(\d](?<![\w+./-][(\d])(?<!\d:[(\d])[\d ().\-/]{5,22}\d(?![\w:/]|[.\-]\d)")
 """Where a number in national form may be: digits (an opening parenthesis first, maybe) and the separators,
-not inside a word, a longer number, a path, a time or a version (`v1.2.3`, `10.0.0.1`, `12:30:45`)."""
+not inside a word, a longer number, a path, a time or a version (`v1.2.3`, `10.0.0.1`, `12:30:45`); after a
+label's colon it may (`phone:07911 123456`)."""
 _SEPARATED = re.compile(r"\d[ ().\-/]+\d")
 _NOT_PHONE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|\d{4}-\d\d-\d\d|\d\d?([./-])\d\d?\1\d{2,4}")
 """An IPv4 address (some are valid numbers written with dots, in Germany say) and a date (2026-11-25, 25.11.2026,
