@@ -197,6 +197,7 @@ def test_national_phones_need_a_region() -> None:
     assert [text[m.start : m.end] for m in Detectors(regions=["us"]).find(text, ["phone"])] == ["(650) 253-0000"]
     assert [text[m.start : m.end] for m in Detectors(regions=["GB"]).find(text, ["phone"])] == ["07911 123456"]
     assert Detectors(regions=["XX"]).find(text, ["phone"]) == []  # a region phonenumbers has no plan for
+    assert Detectors(regions=["GB"]).knowing(["a-mount-secret-value"]).regions == ("GB",)  # a reload keeps them
     labelled = 'phone:07911 123456, "tel":"020 7946 0958", Tel. 030 90182044; at 12:30 2026'
     found = [labelled[m.start : m.end] for m in detectors.find(labelled, ["phone"])]
     assert found == ["07911 123456", "020 7946 0958", "030 90182044"]
