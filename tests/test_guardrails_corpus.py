@@ -79,6 +79,10 @@ SECRETS: dict[str, tuple[str, str]] = {
     "mailchimp key": (chars(32, "mc", string.digits + "abcdef") + "-us14", "mailchimp_key"),
     "square token": ("sq0csp-" + chars(43, "square", URLSAFE), "square_token"),
     "telegram bot token": ("123456789:" + chars(35, "telegram", URLSAFE), "telegram_token"),
+    "discord bot token": (
+        "M" + chars(23, "discord1", URLSAFE) + "." + chars(6, "discord2", URLSAFE) + "." + chars(27, "d3", URLSAFE),
+        "discord_token",
+    ),
     "jwt": (JWT, "jwt"),
     "private key": (PEM, "private_key"),
     "configured secret": ("hub-own-value-8d2f51", "configured_secret"),
@@ -184,6 +188,20 @@ def test_a_pair_of_aws_keys_in_a_credentials_file() -> None:
         "aws_secret_access_key = [REDACTED:high_entropy]\nregion = eu-west-1\n"
     )
     assert kinds == {"aws_access_key": 1, "high_entropy": 1}
+
+
+def test_tokens_known_by_their_setting_npmrc_and_azure_connection_strings() -> None:
+    npm = "npm_" + chars(36, "npm")
+    azure = chars(86, "azure", BASE62 + "+/") + "=="
+    text = (
+        f"//registry.npmjs.org/:_authToken={npm}\n"
+        f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={azure};EndpointSuffix=core.windows.net"
+    )
+    out, kinds = redact_all(text)
+    assert set(kinds) == {"npm_token", "azure_storage_key"}
+    assert leftovers(npm, out) == [] and leftovers(azure, out) == []
+    assert out.startswith("//registry.npmjs.org/:_authToken=[REDACTED:npm_token]\n")
+    assert out.endswith(";EndpointSuffix=core.windows.net")
 
 
 def test_an_email_in_a_sentence_keeps_the_sentence() -> None:
