@@ -37,10 +37,12 @@ from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
+from mcp_hub.chain.guardrails import configured_secrets
 from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config, unauthenticated_exposure
 from mcp_hub.defaults import write_policies
 from mcp_hub.errors import ConfigError
+from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
@@ -534,7 +536,9 @@ def _explain(args: argparse.Namespace) -> int:
     kind: Kind = "tool" if args.tool else "prompt" if args.prompt else "resource"
     mount, name = _split_target(kind, args.tool or args.prompt or args.resource)
     principal = args.principal if args.claims is None else _token_principal(config, args.claims)
-    print(explain(policy, principal, Target(kind, mount, name, arguments if kind != "resource" else None)))
+    target = Target(kind, mount, name, arguments if kind != "resource" else None)
+    detectors = Detectors(configured_secrets(config), config.guardrails.phone_regions(os.environ))
+    print(explain(policy, principal, target, detectors=detectors))
     return 0
 
 

@@ -237,6 +237,51 @@ class SearchSettings(BaseModel):
     call_tool: str = Field(default="call_tool", pattern=r"^[A-Za-z0-9_-]{1,64}$")
 
 
+class GuardrailsSettings(BaseModel):
+    """The [guardrails] table: what the policy's guards' detectors need to know of the hub's surroundings."""
+
+    model_config = _MODEL_CONFIG
+
+    regions: tuple[str, ...] | None = Field(default=None, strict=False)
+    """The regions (ISO 3166 codes, "US", "GB", "DE") whose phone numbers the "phone" detector also finds in
+    national form (`(650) 253-0000`, `07911 123456`); numbers in international form (`+44 ...`) are found
+    whatever this says. None: the locale's country (`locale_regions`); `[]`: international form only."""
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, regions: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if not regions:
+            return regions
+        import phonenumbers  # only for a hub.toml that names regions: the detectors load it anyway
+
+        known = phonenumbers.SUPPORTED_REGIONS
+        for index, region in enumerate(regions):
+            if region.upper() not in known:
+                hint = {"UK": "GB", "EN": "GB", "EL": "GR"}.get(region.upper())
+                fix = f'write "{hint}"' if hint else 'use a two-letter ISO 3166 country code, like "US", "GB" or "DE"'
+                raise rule_error(f"{region!r} is not a region phone numbers are known for; {fix}", index)
+        return tuple(dict.fromkeys(region.upper() for region in regions))
+
+    def phone_regions(self, environ: Mapping[str, str]) -> tuple[str, ...]:
+        """`regions`, or when unset the locale's country in `environ` (`locale_regions`)."""
+        return self.regions if self.regions is not None else locale_regions(environ)
+
+
+def locale_regions(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The country of the locale, as a region ("en_US.UTF-8" -> "US"), from `LC_ALL`, `LC_TELEPHONE` or
+    `LANG`, the first one set (as the C library picks a category's locale); none for "C", "POSIX" or a locale
+    without a country."""
+    for name in ("LC_ALL", "LC_TELEPHONE", "LANG"):
+        value = environ.get(name)
+        if value:
+            country = _LOCALE_COUNTRY.match(value)
+            return (country.group(1).upper(),) if country else ()
+    return ()
+
+
+_LOCALE_COUNTRY = re.compile(r"[A-Za-z]{2,3}_([A-Za-z]{2})(?![A-Za-z])")
+
+
 class EndpointSettings(BaseModel):
     """An [endpoints.NAME] table: a curated view of the hub, served at `/mcp/NAME` over HTTP and with
     `mcp-hub serve --endpoint NAME` over stdio (see mcp_hub/server/curated.py). What it selects is
@@ -856,6 +901,7 @@ class HubConfig(BaseModel):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    guardrails: GuardrailsSettings = Field(default_factory=GuardrailsSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
     admin: AdminSettings = Field(default_factory=AdminSettings)
@@ -1016,6 +1062,7 @@ _TOP_KEYS = (
     "telemetry",
     "cache",
     "search",
+    "guardrails",
     "cluster",
     "endpoints",
     "admin",
@@ -1030,6 +1077,7 @@ _SECTION_KEYS = {
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
     "search": tuple(SearchSettings.model_fields),
+    "guardrails": tuple(GuardrailsSettings.model_fields),
     "cluster": tuple(ClusterSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)

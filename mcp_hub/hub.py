@@ -127,7 +127,8 @@ class Hub:
 
             links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
-                guardrails = Guardrails(self.policy, Detectors(configured_secrets(config)), self.audit)
+                regions = config.guardrails.phone_regions(os.environ)
+                guardrails = Guardrails(self.policy, Detectors(configured_secrets(config), regions), self.audit)
                 links.append(guardrails)
         kept = config.cache
         store: CacheStore = MemoryStore(kept.max_entries, kept.max_bytes)

@@ -207,6 +207,25 @@ def test_explain_names_the_deciding_rule(tmp_path: Path) -> None:
     assert bad_args.returncode == 2 and "--args" in bad_args.stderr
 
 
+def test_explain_finds_what_the_hub_would_find_with_its_phone_regions(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "policy.toml").write_text(
+        '[principals]\n"*" = "agent"\n[profiles.agent]\ndefault = "allow"\n'
+        '[[profiles.agent.guards]]\nid = "no-personal"\ndetect = ["personal"]\naction = "redact"\n',
+        encoding="utf-8",
+    )
+    config = tmp_path / "hub.toml"
+    config.write_text(
+        '[servers.notes]\ncommand = "notes"\n[policy]\ndir = "policies"\n[guardrails]\nregions = ["GB"]\n',
+        encoding="utf-8",
+    )
+    args = ("explain", "--config", str(config), "--principal", "stdio", "--tool", "notes/add_note", "--args")
+    done = mcp_hub(*args, '{"note": "call 07911 123456"}')
+    assert done.returncode == 0, done.stderr
+    assert "argument note: phone (phone) -> redact by no-personal" in done.stdout
+    assert "123456" not in done.stdout
+
+
 def test_connections_lists_the_clients_people_allowed_and_withdraw_forgets_one_keeping_the_tokens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

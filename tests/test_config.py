@@ -251,6 +251,10 @@ ERRORS = [
     (server("url = 'ftp://e.com/mcp'"), "servers.s.url", ["http:// or https://", "fix the address"]),
     (server("url = 'example.com/mcp'"), "servers.s.url", ["http:// or https://"]),
     (server("url = 'https://'"), "servers.s.url", ["http:// or https://"]),
+    ("[guardrails]\nregions = ['UK']", "guardrails.regions[0]", ["'UK' is not a region", 'write "GB"']),
+    ("[guardrails]\nregions = ['US', 'XX']", "guardrails.regions[1]", ["'XX'", "two-letter ISO 3166", '"US"']),
+    ("[guardrails]\nregions = 'US'", "guardrails.regions", ["must be an array"]),
+    ("[guardrails]\nregion = ['US']", "guardrails.region", ["did you mean 'regions'?"]),
 ]
 
 
@@ -447,3 +451,38 @@ def test_to_mount_name(name: str, expected: str) -> None:
 @given(st.text(max_size=60))
 def test_to_mount_name_is_always_valid(name: str) -> None:
     assert MOUNT_NAME_PATTERN.match(to_mount_name(name))
+
+
+# -- [guardrails] ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environ", "regions"),
+    [
+        ({"LANG": "en_US.UTF-8"}, ("US",)),
+        ({"LANG": "de_DE@euro"}, ("DE",)),
+        ({"LANG": "en_US.UTF-8", "LC_TELEPHONE": "en_GB.UTF-8"}, ("GB",)),
+        ({"LANG": "en_US.UTF-8", "LC_TELEPHONE": "en_GB.UTF-8", "LC_ALL": "fr_FR.UTF-8"}, ("FR",)),
+        ({"LANG": "C.UTF-8"}, ()),
+        ({"LANG": "POSIX", "LC_ALL": ""}, ()),
+        ({}, ()),
+    ],
+)
+def test_phone_regions_default_to_the_locale_country(environ: dict[str, str], regions: tuple[str, ...]) -> None:
+    config = parse("")
+    assert config.guardrails.regions is None
+    assert config.guardrails.phone_regions(environ) == regions
+
+
+def test_phone_regions_as_written_win_over_the_locale() -> None:
+    config = parse("[guardrails]\nregions = ['us', 'GB', 'DE', 'US']")
+    assert config.guardrails.regions == ("US", "GB", "DE")
+    assert config.guardrails.phone_regions({"LANG": "fr_FR.UTF-8"}) == ("US", "GB", "DE")
+    assert parse("[guardrails]\nregions = []").guardrails.phone_regions({"LANG": "fr_FR.UTF-8"}) == ()
+
+
+def test_a_change_of_phone_regions_is_read_at_start_up_as_the_other_tables_outside_servers() -> None:
+    from mcp_hub import live
+
+    old, new = parse("[guardrails]\nregions = ['US']"), parse("[guardrails]\nregions = ['US', 'GB']")
+    assert live.diff(old, new).read_once == ("guardrails.regions",)  # logged: restart the hub to apply it

@@ -292,3 +292,40 @@ async def test_instructions_in_a_result_are_blocked_and_in_arguments_flagged(tmp
     assert lines[2]["arguments"] == {
         "text": "Nice page. [REDACTED:model_tag][REDACTED:override]; [REDACTED:concealment].[REDACTED:model_tag]"
     }
+
+
+async def test_overlapping_findings_take_the_strongest_guard_and_are_all_audited(tmp_path: Path) -> None:
+    """A database URL's password, found by "secrets" and (with the host) by "email": a guard that flags personal
+    data does not let it through when another blocks secrets; the audit names both detectors."""
+    guards = guard("flag", "arguments", detect='["personal"]') + guard("block", "arguments", detect='["secrets"]')
+    config, audit = setup(tmp_path, guards)
+    dsn = "postgres://app:s3cr3t-Pa55w0rd@db.example.com:5432/prod"
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        result = await client.call_tool("leaky_echo", {"text": f"connect to {dsn}"})
+    assert result.is_error is True
+    assert result.content[0].text == (  # type: ignore[union-attr]
+        "Blocked by guard block-arguments: the arguments held email, url_password"
+    )
+    lines = [line for line in audit_lines(audit) if line["arguments"] is None]
+    assert sorted((line["outcome"], line["rule"], line["reason"]) for line in lines) == [
+        ("blocked", "block-arguments", "email found email x1 in the arguments"),
+        ("blocked", "block-arguments", "secrets found url_password x1 in the arguments"),
+    ]
+    assert "s3cr3t" not in audit.read_text(encoding="utf-8")
+
+
+async def test_whole_tokens_and_national_phones_of_the_configured_regions(tmp_path: Path) -> None:
+    """A current-format Stripe key reaches the server as one marker (no tail after it), and a phone number in
+    national form is found for a region of `[guardrails] regions`."""
+    config, audit = setup(tmp_path, guard("redact", "arguments"))
+    with config.open("a", encoding="utf-8") as file:
+        file.write('\n[guardrails]\nregions = ["GB"]\n')
+    stripe = "sk_live_" + "51HqLyjWDarjtT1zdp7dcXmP2RvY8kQe3GhJ4nB6sT9uV0wX1yZ2aB3cD4eF5gH6iJ7kL8mN9oP0qR1sT2uV3wX4yZ5"
+    text = f'{{"key": "{stripe}", "call": "07911 123456", "order": "2026-11-25 #100-2345-6789"}}'
+    async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
+        result = await client.call_tool("leaky_echo", {"text": text})
+    received = json.loads(result.content[0].text.removeprefix("received "))["text"]  # type: ignore[union-attr]
+    assert received == (
+        '{"key": "[REDACTED:stripe_key]", "call": "[REDACTED:phone]", "order": "2026-11-25 #100-2345-6789"}'
+    )
+    assert stripe[8:] not in audit.read_text(encoding="utf-8") and stripe[-20:] not in received

@@ -17,7 +17,8 @@ from detect_secrets.plugins.npm import NpmDetector
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_hub.guardrails import DETECTORS, Detectors, Match, expand, redacted, scan_value, secrets
+from mcp_hub.guardrails import DETECTORS, Detectors, Match, expand, merged, redacted, scan_value, secrets
+from mcp_hub.guardrails.matches import whole_token
 from mcp_hub.guardrails.scan import PIECE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,3 +299,43 @@ def test_the_detector_libraries_load_only_when_a_text_is_looked_at_with_them() -
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "['detect_secrets', 'phonenumbers', 'stdnum']"]
+
+
+@pytest.mark.parametrize(
+    ("text", "part", "token"),
+    [
+        ("key sk_live_abc123 end", "sk_live_ab", "sk_live_abc123"),
+        ("x=abc.def.ghi, next", "def", "abc.def.ghi"),
+        ("x=abc.def. Next", "abc", "abc.def"),  # a sentence's dot is not in the token
+        ("tok eyJhb.eyJzd.sig-_x ok", "eyJhb.eyJzd.", "eyJhb.eyJzd.sig-_x"),  # a pattern that stopped after a dot
+        ('{\\"k\\":\\"abc_def\\"}', "abc", "abc_def"),  # JSON in a string: the backslash delimits
+        ("url?a=1&token=abcdef&b=2", "abc", "abcdef"),
+        ("https://host.example/path/abcdef/more", "bcd", "abcdef"),
+        ("padded QUJD== rest", "QUJD", "QUJD=="),
+        ("not padding QUJD=x rest", "QUJD", "QUJD"),
+        ("<v>abc</v> (abc) 'abc' [abc] abc;", "abc", "abc"),
+        ("call (650) 253-0000 now", "(650) 253-0000", "(650) 253-0000"),  # a delimiter at an end: kept there
+        ("w" * 2000 + ".x" + "-" * 3 + "abc" + " end", "abc", "w" * 2000 + ".x---abc"),  # past the back window
+        ("w" * 511 + ".abc", "abc", "w" * 511 + ".abc"),  # a dot at the back window's edge
+    ],
+)
+def test_a_match_is_widened_to_the_whole_token(text: str, part: str, token: str) -> None:
+    start = text.index(part)
+    widened = whole_token(text, Match("secrets", "k", start, start + len(part)))
+    assert text[widened.start : widened.end] == token
+
+
+def test_overlapping_matches_merge_keeping_every_finding_in_the_order_they_came() -> None:
+    password = Match("secrets", "url_password", 15, 23)
+    address = Match("email", "email", 15, 40)
+    inside = Match("hidden", "zero_width", 20, 21)
+    apart = Match("card", "card_number", 50, 60)
+    [one, other] = merged([password, address, inside, apart])
+    assert (one.start, one.end, one.found) == (
+        15,
+        40,
+        (("secrets", "url_password"), ("email", "email"), ("hidden", "zero_width")),
+    )
+    assert other is apart
+    assert merged([one, Match("secrets", "url_password", 16, 18)]) == [one]  # a finding already there: once
+    assert redacted("x" * 60, [password, address])[15:] == "[REDACTED:url_password,email]" + "x" * 20

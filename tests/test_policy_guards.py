@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mcp_hub.errors import ConfigError
-from mcp_hub.guardrails import Match
+from mcp_hub.guardrails import Detectors, Match, scan_value
 from mcp_hub.policy import Target, empty_policy, explain, load_policies, parse_policies
 
 GUARD = '[profiles.p]\n[[profiles.p.guards]]\ndetect = ["secrets"]\naction = "redact"\n'  # guard lines 2-4
@@ -126,6 +126,28 @@ def test_the_strongest_action_handles_a_match_named_by_the_first_such_guard() ->
     secret = Match("secrets", "aws_access_key", 0, 20)
     assert arguments.blocking([card, secret]) is not None
     assert arguments.blocking([card, secret]).id == "no-secrets-out"  # type: ignore[union-attr]
+
+
+def test_overlapping_findings_are_handled_by_the_strongest_guard_of_any_of_them() -> None:
+    """A database URL: its password found by "secrets", and with the host by "email". One guard flags personal
+    data, another blocks secrets: the URL is blocked, and both detectors are told."""
+    policy = parse_policies({"p.toml": POLICY})
+    arguments = policy.guarding("bob", "tool", "web", "x", "arguments")
+    text = "postgres://app:s3cr3t-Pa55w0rd@db.example.com/prod"
+    detectors = Detectors()
+    _, scan = scan_value(text, lambda value: detectors.find(value, arguments.detectors))
+    [(_, match)] = scan.hits
+    assert match.found == (("secrets", "url_password"), ("email", "email"))
+    assert arguments.handling(match).id == "no-secrets-out"
+    assert arguments.blocking([match]) is not None
+    merged_the_other_way = Match("email", "email", 0, 9, (("secrets", "url_password"),))
+    assert arguments.handling(merged_the_other_way).action == "block"  # whichever finding came first
+    results = policy.guarding("bob", "tool", "crm", "x", "results")
+    card_in_comment = Match("hidden", "html_comment", 0, 30, (("email", "email"),))
+    assert results.handling(card_in_comment).action == "redact"  # redact (hidden) over flag (email)
+    explained = explain(policy, "bob", Target("tool", "web", "lookup", {"dsn": text}))
+    assert "argument dsn: url_password (secrets), email (email) -> block by no-secrets-out" in explained
+    assert "s3cr3t" not in explained and "[REDACTED:url_password,email]" in explained
 
 
 def test_explain_shows_the_guards_and_what_they_find_without_the_value() -> None:

@@ -61,8 +61,9 @@ def test_instructions_in_plain_sight_are_told_by_kind() -> None:
     assert poisoned(tools["shadow"], detectors, both) == (
         "instructions to the model: model_tag, shadowing, concealment in description"
     )
-    # inside the HTML comment: told as the comment
-    assert poisoned(tools["poisoned"], detectors, both) == REASON
+    # inside the HTML comment: told as the comment and as what it says (overlapping matches keep every finding)
+    told = poisoned(tools["poisoned"], detectors, both)
+    assert told == f"{REASON}; instructions to the model: sensitive_file in description"
     assert poisoned(tools["poisoned"], detectors, {"instructions"}) == (
         "instructions to the model: sensitive_file in description"
     )

@@ -24,8 +24,9 @@ as the call's result would have been (the guards in force now, for the principal
 that created it), its `statusMessage`, a failed task's `error` and an `input_required` task's
 `inputRequests` as progress messages.
 
-Every hit leaves one audit line per guard and detector ("redacted", "blocked" or "flagged", the guard as
-the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
+Overlapping matches are one match, handled by the strongest action of the guards that detect any of its
+findings (policy/guards.py). Every hit leaves one audit line per guard and detector ("redacted", "blocked" or
+"flagged", the guard that handled it as the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
 arguments as redacted. With no guard in the policy, a call passes straight through.
 """
 
@@ -201,14 +202,16 @@ class Guardrails:
         raise Refused(message, guard.id)
 
     def _record(self, ctx: CallContext, guarding: Guarding, scan: Scan, direction: str, revision: str) -> None:
-        """One audit line per guard and detector: what was found (kinds and counts), never the value."""
+        """One audit line per guard and detector: what was found (kinds and counts), never the value. Each
+        detector that found a match that overlapping ones merged has its line, under the guard that handled it."""
         found: dict[tuple[str, str], dict[str, int]] = {}
         guards: dict[str, CompiledGuard] = {}
         for _, match in scan.hits:
             guard = guarding.handling(match)
             guards[guard.id] = guard
-            kinds = found.setdefault((guard.id, match.detector), {})
-            kinds[match.kind] = kinds.get(match.kind, 0) + 1
+            for detector, kind in match.found:
+                kinds = found.setdefault((guard.id, detector), {})
+                kinds[kind] = kinds.get(kind, 0) + 1
         for (guard_id, detector), kinds in found.items():
             action = guards[guard_id].action
             counts = ", ".join(f"{kind} x{count}" for kind, count in sorted(kinds.items()))

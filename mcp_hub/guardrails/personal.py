@@ -11,8 +11,12 @@
   (`stdnum.es.dni`), Italian codice fiscale (`stdnum.it.codicefiscale`), Finnish HETU
   (`stdnum.fi.hetu`), Swedish personnummer written YYMMDD-NNNN (`stdnum.se.personnummer`);
 - `phone`: numbers written in international form (+CC ...), that `phonenumbers` says are valid
-  numbers of that country. Numbers without a country code are not reported: without knowing the
-  country, any run of digits could be one;
+  numbers of that country; and, for the regions the hub is told (`[guardrails] regions`, by default
+  the locale's country), numbers in those regions' national form (`(650) 253-0000`, `07911 123456`,
+  `030 90182044`) that are valid there and grouped as that region writes them (`phonenumbers`'
+  STRICT_GROUPING leniency), written with at least one separator (space, dash, dot, slash or
+  parentheses) and 7 to 15 digits: a bare run of digits (an order number, a timestamp) is not
+  reported, nor an IPv4 address, nor a date or a version (not grouped as a phone number is);
 - `email`: a mailbox `local@domain.tld` with a letters-only top-level domain (not the user of a URL,
   `ssh://git@host/`, nor of an scp-style address, `git@github.com:owner/repo.git`).
 
@@ -21,6 +25,7 @@ Digits and letters adjacent to a candidate disqualify it (a card number inside a
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -54,6 +59,15 @@ _CARD_NETWORKS = re.compile(
 _IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}(?![\w])")
 _PHONE_CANDIDATE = re.compile(r"(?<![\w+])\+\s?\d[\d\s().\-/]{5,24}\d(?:\s?(?:ext\.?|x|#)\s?\d{1,6})?")
 """Where a number in international form may be: a "+", digits and the separators phone numbers are written with."""
+_NATIONAL_PHONE = re.compile(r"[(\d](?<![\w+./-][(\d])(?<!\d:[(\d])[\d ().\-/]{5,22}\d(?![\w:/]|[.\-]\d)")
+"""Where a number in national form may be: digits (an opening parenthesis first, maybe) and the separators,
+not inside a word, a longer number, a path, a time or a version (`v1.2.3`, `10.0.0.1`, `12:30:45`); after a
+label's colon it may (`phone:07911 123456`)."""
+_SEPARATED = re.compile(r"\d[ ().\-/]+\d")
+_NOT_PHONE = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}|\d{4}-\d\d-\d\d|\d\d?([./-])\d\d?\1\d{2,4}")
+"""An IPv4 address (some are valid numbers written with dots, in Germany say) and a date (2026-11-25, 25.11.2026,
+11/25/2026): never a phone number, and common in data, so told apart before `phonenumbers` is asked."""
+_STRICT = phonenumbers.Leniency.STRICT_GROUPING
 _EMAIL = re.compile(
     r"(?<![\w.%+-])(?<!://)[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}"
     r"(?![\w-]|:[\w~/])"
@@ -97,17 +111,38 @@ def find_national_ids(text: str) -> list[Match]:
     ]
 
 
-def find_phones(text: str) -> list[Match]:
-    """`phonenumbers`' matcher, run only where a number in international form may start (it is slow on long
-    texts: about 1 s a megabyte)."""
-    if "+" not in text:
-        return []
+def phone_regions(regions: tuple[str, ...]) -> tuple[str, ...]:
+    """The regions among `regions` that `phonenumbers` knows (a locale's country it has no plan for is left out)."""
+    return tuple(region for region in regions if region in phonenumbers.SUPPORTED_REGIONS)
+
+
+def find_phones(text: str, regions: tuple[str, ...] = ()) -> list[Match]:
+    """`phonenumbers`' matcher, run only where a number may be (it is slow on long texts: about 1 s a
+    megabyte): in international form everywhere, in national form for each of `regions`."""
     found: list[Match] = []
-    for candidate in _PHONE_CANDIDATE.finditer(text):
-        start = candidate.start()
-        for m in phonenumbers.PhoneNumberMatcher(candidate.group(), None, leniency=phonenumbers.Leniency.VALID):
-            found.append(Match("phone", "phone", start + m.start, start + m.end))
+    if "+" in text:
+        for candidate in _PHONE_CANDIDATE.finditer(text):
+            start = candidate.start()
+            for m in phonenumbers.PhoneNumberMatcher(candidate.group(), None, leniency=phonenumbers.Leniency.VALID):
+                found.append(Match("phone", "phone", start + m.start, start + m.end))
+    if regions:
+        for candidate in _NATIONAL_PHONE.finditer(text):
+            number = candidate.group()
+            if not 7 <= sum(c.isdigit() for c in number) <= 15 or not _SEPARATED.search(number):
+                continue
+            if _NOT_PHONE.fullmatch(number):
+                continue
+            start = candidate.start()
+            spans = {(start + s, start + e) for region in regions for s, e in _national(number, region)}
+            found += [Match("phone", "phone", s, e) for s, e in sorted(spans)]
     return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _national(number: str, region: str) -> tuple[tuple[int, int], ...]:
+    """The spans of the numbers `phonenumbers` finds in a candidate in `region`'s national form (about 60 us a
+    candidate and region: kept for the candidates that come again, as in logs and tables)."""
+    return tuple((m.start, m.end) for m in phonenumbers.PhoneNumberMatcher(number, region, leniency=_STRICT))
 
 
 def find_emails(text: str) -> list[Match]:

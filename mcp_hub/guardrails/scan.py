@@ -2,7 +2,8 @@
 
 The names a policy's `detect` lists: "secrets", "card", "iban", "national_id", "phone", "email",
 "hidden", "instructions", and the groups "personal" (card, iban, national_id, phone, email) and "all" (all of
-them but "instructions").
+them but "instructions"). The matches of the detectors of values (secrets and personal data) cover the whole
+token they lie in; a scan merges overlapping matches into one that keeps what each found (matches.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 from mcp_hub.guardrails.hidden import find_hidden
 from mcp_hub.guardrails.instructions import find_instructions
-from mcp_hub.guardrails.matches import Match, merged, redacted
+from mcp_hub.guardrails.matches import Match, merged, redacted, whole_token
 
 DETECTORS: tuple[str, ...] = ("secrets", "card", "iban", "national_id", "phone", "email", "hidden", "instructions")
 GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -24,6 +25,9 @@ GROUPS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 README that names `mcp.json`, a page about prompt injection), so a policy that wants it names it."""
 NAMES: tuple[str, ...] = DETECTORS + tuple(GROUPS)
 
+WHOLE_TOKENS = frozenset(("secrets", "card", "iban", "national_id", "phone", "email"))
+"""Detectors of values (a key, a number, an address) whose matches are widened to the whole token they lie in
+(`matches.whole_token`); hidden text and instructions are characters and phrases, reported as found."""
 LINE_LOCAL = frozenset(("card", "iban", "national_id"))
 """Detectors whose matches never hold a line break, nor depend on what lies beyond the lines they are in."""
 PIECE = 64 * 1024
@@ -48,15 +52,18 @@ def expand(names: Iterable[str]) -> frozenset[str]:
 
 
 class Detectors:
-    """The hub's detectors, with its own secret values (`known`) for the "secrets" detector.
+    """The hub's detectors, with its own secret values (`known`) for the "secrets" detector, and the regions
+    (ISO 3166 codes, "US", "GB") whose phone numbers the "phone" detector finds in national form (`regions`;
+    without, it finds numbers in international form only). Regions `phonenumbers` does not know are left out.
 
     The libraries behind the secrets and personal-data detectors (detect-secrets, python-stdnum,
     phonenumbers) take about a tenth of a second to import, so they are imported when a text is first
     looked at with one of them: a hub whose policy has no guards never loads them.
     """
 
-    def __init__(self, known: Iterable[str] = ()) -> None:
+    def __init__(self, known: Iterable[str] = (), regions: Iterable[str] = ()) -> None:
         self._known = tuple(known)
+        self.regions = tuple(dict.fromkeys(region.upper() for region in regions))
         self._finders: dict[str, Callable[[str], list[Match]]] = {
             "hidden": find_hidden,
             "instructions": find_instructions,
@@ -65,11 +72,17 @@ class Detectors:
     def knowing(self, known: Iterable[str]) -> Detectors:
         """These detectors, knowing `known` secret values too (a configuration reload added a mount's)."""
         more = tuple(value for value in dict.fromkeys(known) if value not in self._known)
-        return Detectors((*self._known, *more)) if more else self
+        return Detectors((*self._known, *more), self.regions) if more else self
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
-        """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""
-        return [match for name in DETECTORS if name in detectors for match in self._find(name, text)]
+        """Every match in `text` of the named detectors, in the order of `DETECTORS`, each widened to the whole
+        token it lies in for the `WHOLE_TOKENS` detectors (not merged; see `matches.merged`)."""
+        found: list[Match] = []
+        for name in DETECTORS:
+            if name in detectors:
+                matches = self._find(name, text)
+                found += [whole_token(text, m) for m in matches] if name in WHOLE_TOKENS else matches
+        return found
 
     def _finder(self, name: str) -> Callable[[str], list[Match]]:
         finder = self._finders.get(name)
@@ -77,13 +90,14 @@ class Detectors:
             from mcp_hub.guardrails import personal, secrets
 
             pattern = secrets.known_secrets(self._known)
+            regions = personal.phone_regions(self.regions)
             self._finders.update(
                 {
                     "secrets": lambda text: secrets.find_secrets(text, pattern),
                     "card": personal.find_cards,
                     "iban": personal.find_ibans,
                     "national_id": personal.find_national_ids,
-                    "phone": personal.find_phones,
+                    "phone": lambda text: personal.find_phones(text, regions),
                     "email": personal.find_emails,
                 }
             )
@@ -106,14 +120,16 @@ class Detectors:
 
 @dataclass
 class Scan:
-    """What a scan of one JSON value found: each match with the JSON path of its string."""
+    """What a scan of one JSON value found: each match (overlapping ones merged) with the JSON path of its
+    string."""
 
     hits: list[tuple[tuple[str | int, ...], Match]] = field(default_factory=list)
 
     def kinds(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for _, match in self.hits:
-            counts[match.kind] = counts.get(match.kind, 0) + 1
+            for kind in match.kinds:
+                counts[kind] = counts.get(kind, 0) + 1
         return counts
 
 
@@ -127,7 +143,7 @@ def scan_value(
     """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
     by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
     by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
-    found."""
+    found. Overlapping matches are merged first: `redact` sees one match with every finding (`Match.found`)."""
     scan = Scan()
     return _walk(value, (), find, redact, scan, frozenset(skip)), scan
 

@@ -3,8 +3,13 @@
 - Known formats, by the regular expressions of `detect-secrets`' plugins (used as a library: no
   baseline, no files, no network): AWS access keys, private key blocks, GitHub, GitLab, Slack, Stripe,
   OpenAI, PyPI, npm, SendGrid, Twilio, Discord, Mailchimp, Telegram, Square and Azure storage keys,
-  JSON web tokens, passwords in URLs. A private key match runs from its BEGIN line to its END line.
-- `high_entropy`: a run of 24 to 256 characters of the base64 alphabet (letters, digits, + / = _ -)
+  JSON web tokens, passwords in URLs; and three formats it has no plugin for (`_OWN`): Anthropic and
+  Google API keys, GitHub fine-grained tokens. A private key match runs from its BEGIN line to its END
+  line. A match covers the whole token it lies in (`matches.whole_token`): a pattern that stops short
+  (Stripe's first 24 characters, OpenAI's 20 after its marker, a JWT without its signature, a Slack
+  token's lower-case part) does not leave the rest.
+- `high_entropy`: a run of 24 to 256 characters of the base64 alphabet (letters, digits, + / _ -, and
+  = as padding at its end: `key=<value>` is two tokens)
   with upper case, lower case and digits, whose Shannon entropy (`detect-secrets`' own measure, over
   its base64 alphabet) is above 4.5 bits per character, the plugin's default, and that does not look
   like a path or an identifier (no more than a third of it in runs of 5 or more lower-case letters),
@@ -46,7 +51,7 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-from mcp_hub.guardrails.matches import Match
+from mcp_hub.guardrails.matches import Match, whole_token
 
 DETECTOR = "secrets"
 
@@ -75,8 +80,16 @@ _PLUGINS: tuple[tuple[str, RegexBasedDetector], ...] = (
     ("telegram_token", TelegramBotTokenDetector()),
     ("twilio_key", TwilioKeyDetector()),
 )
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, pattern) for kind, plugin in _PLUGINS for pattern in plugin.denylist
+_OWN: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("anthropic_key", re.compile(r"sk-ant-[a-z]{3,8}\d{2}-[A-Za-z0-9_-]{32,}")),
+    ("google_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
+    ("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}")),
+)
+"""Formats `detect-secrets` has no plugin for: Anthropic API keys (`sk-ant-api03-...`), Google API keys
+(`AIza...`), GitHub's fine-grained personal access tokens (`github_pat_...`)."""
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    *((kind, pattern) for kind, plugin in _PLUGINS for pattern in plugin.denylist),
+    *_OWN,
 )
 _NEEDS: dict[re.Pattern[str], str] = {pattern: "/:_authToken=" for pattern in NpmDetector.denylist}
 """A literal a pattern cannot match without, looked for first: the npm pattern (`//.+/:_authToken=...`)
@@ -87,7 +100,8 @@ _PRIVATE_KEY_END = re.compile(
     r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|---- END SSH2 ENCRYPTED PRIVATE KEY ----"
 )
 _BASE64 = Base64HighEntropyString(limit=ENTROPY_LIMIT)
-_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{" + str(MIN_ENTROPY_LENGTH) + ",}")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{" + str(MIN_ENTROPY_LENGTH) + ",}={0,2}")
+"""A run of the base64 alphabets, `=` only as its padding: `token=<value>` is a name and a value."""
 _DIGEST = re.compile(r"(?:sha1|sha256|sha384|sha512)-[A-Za-z0-9+/]+={0,2}\Z")
 _PATH_SEGMENT = re.compile(r"(?:^|/)[a-z-]{4,}(?:/|$)")
 _DATA_URI = re.compile(r"data(?::|%3A)[^\s,\"']*?(?:;|%3B)base64(?:,|%2C)[A-Za-z0-9+/=%_-]+", re.IGNORECASE)
@@ -107,7 +121,7 @@ def find_secrets(text: str, known: re.Pattern[str] | None = None) -> list[Match]
             if kind == "private_key":
                 block_end = _PRIVATE_KEY_END.search(text, end)
                 start, end = _line_start(text, start), block_end.end() if block_end else end
-            found.append(Match(DETECTOR, kind, start, end))
+            found.append(whole_token(text, Match(DETECTOR, kind, start, end)))
     found += [e for e in _high_entropy(text) if not any(f.start < e.end and e.start < f.end for f in found)]
     if known is not None:
         found += [Match(DETECTOR, "configured_secret", m.start(), m.end()) for m in known.finditer(text)]

@@ -31,9 +31,10 @@ def poisoned(tool: Mapping[str, Any], detectors: Detectors, names: Collection[st
     found: dict[str, dict[str, list[str]]] = {}
     for path, match in scan.hits:
         place = "/".join(str(step) for step in path)
-        kinds = found.setdefault(match.detector, {}).setdefault(place, [])
-        if match.kind not in kinds:
-            kinds.append(match.kind)
+        for detector, kind in match.found:
+            kinds = found.setdefault(detector, {}).setdefault(place, [])
+            if kind not in kinds:
+                kinds.append(kind)
     return "; ".join(
         f"{_LABELS.get(detector, detector)}: "
         + "; ".join(f"{', '.join(kinds)} in {place}" for place, kinds in places.items())

@@ -25,16 +25,33 @@ from mcp_hub.shown import shown, shown_json
 _MAX_ARGUMENTS_TEXT = 300
 
 
-def explain(policy: PolicySet, principal: str, target: Target, *, realpath: Realpath = os.path.realpath) -> str:
-    """A multi-line account of `policy`'s decision: profile, every rule considered, constraints, outcome."""
-    return render(policy, principal, target, policy.decide(principal, target, realpath=realpath), realpath)
+def explain(
+    policy: PolicySet,
+    principal: str,
+    target: Target,
+    *,
+    realpath: Realpath = os.path.realpath,
+    detectors: Detectors | None = None,
+) -> str:
+    """A multi-line account of `policy`'s decision: profile, every rule considered, constraints, outcome.
+    `detectors`: those the hub's guards use (its own secret values, its phone regions); by default plain ones."""
+    decision = policy.decide(principal, target, realpath=realpath)
+    return render(policy, principal, target, decision, realpath, detectors or Detectors())
 
 
-def render(policy: PolicySet, principal: str, target: Target, decision: Decision, realpath: Realpath) -> str:
+def render(
+    policy: PolicySet,
+    principal: str,
+    target: Target,
+    decision: Decision,
+    realpath: Realpath,
+    detectors: Detectors | None = None,
+) -> str:
+    detectors = detectors or Detectors()
     files = f" ({', '.join(policy.sources)})" if policy.sources else " (built-in policy)"
     lines = [f"Policy revision {policy.revision}{files}", _principal_line(policy, principal)]
     target_text = f"{target.kind} {shown(repr(target.name))} on mount {shown(repr(target.mount))}"
-    lines.append(f"Target: {target_text}; {_arguments_text(policy, principal, target)}")
+    lines.append(f"Target: {target_text}; {_arguments_text(policy, principal, target, detectors)}")
     if decision.profile is not None:
         lines.extend(_profile_lines(policy, target, realpath, decision.profile, scopes_of(principal)))
     lines.append(_outcome_line(decision))
@@ -46,11 +63,11 @@ def render(policy: PolicySet, principal: str, target: Target, decision: Decision
             "readOnlyHint (never an error, nor a call that asked its client something)"
         )
     if decision.profile is not None and decision.outcome != "denied":
-        lines.extend(_guard_lines(policy, principal, target))
+        lines.extend(_guard_lines(policy, principal, target, detectors))
     return "\n".join(lines)
 
 
-def _guard_lines(policy: PolicySet, principal: str, target: Target) -> list[str]:
+def _guard_lines(policy: PolicySet, principal: str, target: Target, detectors: Detectors) -> list[str]:
     """The guards that apply, by direction; with arguments, what they find in them (kinds, never values)."""
     lines: list[str] = []
     for direction in ("arguments", "results"):
@@ -59,21 +76,22 @@ def _guard_lines(policy: PolicySet, principal: str, target: Target) -> list[str]
             origin = f", from profile {guard.profile!r}" if guard.profile != policy.profile_for(principal) else ""
             lines.append(f"Guard {guard.id} on {direction}{origin}: {guard.describe()}")
         if direction == "arguments" and guarding and target.kind != "resource" and target.arguments:
-            lines.extend(_found_lines(guarding, target.arguments))
+            lines.extend(_found_lines(guarding, target.arguments, detectors))
     if not lines:
         lines.append("Guards: none apply (arguments and results pass unexamined)")
     return lines
 
 
-def _found_lines(guarding: Guarding, arguments: Mapping[str, Any]) -> list[str]:
+def _found_lines(guarding: Guarding, arguments: Mapping[str, Any], detectors: Detectors) -> list[str]:
     """What the guards find in the arguments: where, which kind, what happens (never the value)."""
-    detectors, names = Detectors(), guarding.detectors
+    names = guarding.detectors
     _, scan = scan_value(dict(arguments), lambda text: detectors.find(text, names))
     lines: list[str] = []
     for path, match in scan.hits:
         guard = guarding.handling(match)
         where = "/".join(shown(str(step)) for step in path)
-        lines.append(f"  argument {where}: {match.kind} ({match.detector}) -> {guard.action} by {guard.id}")
+        what = ", ".join(f"{kind} ({detector})" for detector, kind in match.found)
+        lines.append(f"  argument {where}: {what} -> {guard.action} by {guard.id}")
     return lines
 
 
@@ -92,7 +110,7 @@ def _principal_line(policy: PolicySet, principal: str) -> str:
     return f"Principal {who}: profile {profile!r}, from {shown(entry)}"
 
 
-def _arguments_text(policy: PolicySet, principal: str, target: Target) -> str:
+def _arguments_text(policy: PolicySet, principal: str, target: Target, detectors: Detectors) -> str:
     if target.kind == "resource":
         return "resources take no arguments"
     if target.arguments is None:
@@ -100,7 +118,7 @@ def _arguments_text(policy: PolicySet, principal: str, target: Target) -> str:
     arguments: Any = mask_arguments(target.arguments, policy.audit.mask_arguments)
     guarding = policy.guarding(principal, target.kind, target.mount, target.name, "arguments")
     if guarding:  # what a guard finds is not shown either
-        detectors, names = Detectors(), guarding.detectors
+        names = guarding.detectors
         arguments, _ = scan_value(arguments, lambda text: detectors.find(text, names), lambda match: True)
     text = shown_json(arguments)
     if len(text) > _MAX_ARGUMENTS_TEXT:

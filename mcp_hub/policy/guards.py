@@ -7,9 +7,14 @@ principal's guards are its profile's own followed by those of the profiles it ex
 
 Precedence, written down once: each match is handled by the strongest action among the guards
 that apply to the call and direction and detect it, `block` > `redact` > `flag`, named by the
-first such guard (profile order). One blocked match blocks the whole call or result; otherwise
-every match to redact is replaced by `[REDACTED:<kind>]`, and the flagged ones pass. Every hit
-is audited with its detector and guard, never its value.
+first such guard (profile order). Overlapping matches are one match (guardrails.merged) that keeps
+every detector's finding, and is handled by the strongest action of the guards that detect any of
+them: a database URL's password, found by "secrets" and, overlapping, as part of an e-mail address
+by "email", is blocked by a guard that blocks secrets even where another only flags e-mail. One
+blocked match blocks the whole call or result; otherwise every match to redact is replaced by
+`[REDACTED:<kind>]` (`[REDACTED:url_password,email]` for a match of several kinds), and the flagged
+ones pass. Every hit is audited with each of its detectors and the guard that handled it, never
+its value.
 """
 
 from __future__ import annotations
@@ -95,9 +100,10 @@ class Guarding:
         return bool(self.guards)
 
     def handling(self, match: Match) -> CompiledGuard:
-        """The guard whose action applies to `match`: the strongest, the first in profile order among equals.
-        `match` must come from one of `detectors`."""
-        found = [guard for guard in self.guards if match.detector in guard.detectors]
+        """The guard whose action applies to `match`: the strongest among those that detect any of its findings
+        (`Match.found`), the first in profile order among equals. `match` must come from one of `detectors`."""
+        detectors = {detector for detector, _ in match.found}
+        found = [guard for guard in self.guards if not guard.detectors.isdisjoint(detectors)]
         return max(found, key=lambda guard: STRENGTH[guard.action])  # max keeps the first among equals
 
     def blocking(self, matches: Iterable[Match]) -> CompiledGuard | None:
