@@ -113,10 +113,33 @@ def test_lookalikes_are_not_reported(text: str) -> None:
     assert kinds(text) == []
 
 
-def test_binary_payloads_are_not_scanned_and_keys_are_names() -> None:
-    value = {"type": "image", "data": AWS_SECRET * 3, "mimeType": "image/png", AWS_KEY: "fine"}
+def test_binary_payloads_are_not_scanned_and_keys_are() -> None:
+    value = {"type": "image", "data": AWS_SECRET * 3, "mimeType": "image/png"}
     new, scan = scan_value(value, lambda text: detectors.find(text, DETECTORS), lambda m: True)
     assert new is value and scan.hits == []
+    new, scan = scan_value({**value, AWS_KEY: "fine"}, lambda text: detectors.find(text, DETECTORS), lambda m: True)
+    assert new == {**value, "[REDACTED:aws_access_key]": "fine"}
+    assert [(path, match.kind) for path, match in scan.hits] == [(("[REDACTED:aws_access_key]",), "aws_access_key")]
+
+
+def test_keys_that_redact_alike_keep_every_value_and_paths_never_hold_what_was_found() -> None:
+    """The second key to redact to the same text is numbered (as is one that would take an existing key's place);
+    a flagged key passes as it is, but the paths show it redacted."""
+    other = "AKIAI44QH8DHBEXAMPLE"
+    value = {"a": {AWS_KEY: 1, "[REDACTED:aws_access_key]#2": 2, other: 3, "b": {f"x {AWS_KEY}": [4]}}}
+    new, scan = scan_value(value, lambda text: detectors.find(text, {"secrets"}), lambda m: True)
+    assert new == {
+        "a": {
+            "[REDACTED:aws_access_key]": 1,
+            "[REDACTED:aws_access_key]#2": 2,
+            "[REDACTED:aws_access_key]#3": 3,
+            "b": {"x [REDACTED:aws_access_key]": [4]},
+        }
+    }
+    flagged, scan = scan_value(value, lambda text: detectors.find(text, {"secrets"}))
+    assert flagged is value
+    assert AWS_KEY not in repr([path for path, _ in scan.hits]) and other not in repr(scan.hits)
+    assert ("a", "b", "x [REDACTED:aws_access_key]") in [path for path, _ in scan.hits]
 
 
 def test_scan_redacts_in_a_copy_and_reports_paths() -> None:

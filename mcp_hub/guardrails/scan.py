@@ -124,12 +124,42 @@ def scan_value(
     *,
     skip: Collection[str] = BINARY_KEYS,
 ) -> tuple[Any, Scan]:
-    """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
-    by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
-    by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
-    found."""
+    """Scan every string in a JSON value, object keys too, but not the values of keys in `skip` (by default the
+    base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced by
+    `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was found.
+
+    A key is a value a client or server can put anything in (`{"AKIA...": 1}`): it is scanned as any string,
+    once per distinct key in a scan. A redacted key becomes its redacted text; when several keys of one object
+    redact to the same text, none of their values is lost: the second is suffixed `#2`, the third `#3`, in the
+    object's order. The paths in `Scan.hits` show every key with all of its matches redacted, whatever `redact`
+    chose: a path never holds what was found."""
     scan = Scan()
-    return _walk(value, (), find, redact, scan, frozenset(skip)), scan
+    return _walk(value, (), _Keys(find, redact), scan, frozenset(skip)), scan
+
+
+class _Keys:
+    """The detectors, and what they found in each distinct object key of one scan (keys repeat: the same fields
+    in every record of a list)."""
+
+    __slots__ = ("_seen", "find", "redact")
+
+    def __init__(self, find: Callable[[str], list[Match]], redact: Callable[[Match], bool] | None) -> None:
+        self.find = find
+        self.redact = redact
+        self._seen: dict[str, tuple[list[Match], str, str] | None] = {}
+
+    def of(self, key: str) -> tuple[list[Match], str, str] | None:
+        """(merged matches, the key as sent on, the key as a path shows it) of a key with matches; else None."""
+        if key in self._seen:
+            return self._seen[key]
+        matches = self.find(key)
+        found = None
+        if matches:
+            matches = merged(matches)
+            chosen = [m for m in matches if self.redact is not None and self.redact(m)]
+            found = (matches, redacted(key, chosen) if chosen else key, redacted(key, matches))
+        self._seen[key] = found
+        return found
 
 
 def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> int:
@@ -142,6 +172,7 @@ def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None
             total += len(item)
         elif isinstance(item, Mapping):
             mapping = cast(Mapping[str, Any], item)
+            total += sum(len(k) for k in mapping if isinstance(k, str))
             stack += [v for k, v in mapping.items() if not (k in skip and (isinstance(v, str) or k not in BINARY_KEYS))]
         elif isinstance(item, list | tuple):
             stack += cast(Sequence[Any], item)
@@ -151,32 +182,58 @@ def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None
 def _walk(
     value: Any,
     path: tuple[str | int, ...],
-    find: Callable[[str], list[Match]],
-    redact: Callable[[Match], bool] | None,
+    keys: _Keys,
     scan: Scan,
     skip: frozenset[str],
 ) -> Any:
     if isinstance(value, str):
-        matches = find(value)
+        matches = keys.find(value)
         if not matches:
             return value
         matches = merged(matches)
         scan.hits.extend((path, match) for match in matches)
+        redact = keys.redact
         chosen = [m for m in matches if redact is not None and redact(m)]
         return redacted(value, chosen) if chosen else value
     if isinstance(value, Mapping):
         mapping = cast(Mapping[str, Any], value)
         out: dict[str, Any] | None = None
+        renamed = False
         for key, item in mapping.items():
+            step, sent = key, key
+            found = keys.of(key) if isinstance(key, str) else None
+            if found is not None:
+                matches, sent, step = found
+                scan.hits.extend(((*path, step), match) for match in matches)
+                renamed = renamed or sent != key
             if key in skip and (isinstance(item, str) or key not in BINARY_KEYS):
-                continue
-            new = _walk(item, (*path, key), find, redact, scan, skip)
+                new = item
+            else:
+                new = _walk(item, (*path, step), keys, scan, skip)
             if new is not item:
                 out = dict(mapping) if out is None else out
                 out[key] = new
+        if renamed:
+            return _renamed(out if out is not None else mapping, keys)
         return value if out is None else out
     if isinstance(value, list | tuple):
         items = cast(Sequence[Any], value)
-        new_items = [_walk(item, (*path, index), find, redact, scan, skip) for index, item in enumerate(items)]
+        new_items = [_walk(item, (*path, index), keys, scan, skip) for index, item in enumerate(items)]
         return value if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
     return value
+
+
+def _renamed(mapping: Mapping[str, Any], keys: _Keys) -> dict[str, Any]:
+    """`mapping` with its redacted keys as sent on (see `_Keys.of`), in order; a key that would take the place
+    of one already there is suffixed `#2`, `#3`... so that no value is lost."""
+    out: dict[str, Any] = {}
+    for key, item in mapping.items():
+        found = keys.of(key) if isinstance(key, str) else None
+        sent = found[1] if found is not None else key
+        if sent in out or (sent != key and sent in mapping):
+            count = 2
+            while f"{sent}#{count}" in out or f"{sent}#{count}" in mapping:
+                count += 1
+            sent = f"{sent}#{count}"
+        out[sent] = item
+    return out
