@@ -151,7 +151,9 @@ class AuditTrail:
 
 def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
     """An audit line about the call `ctx`: when, who, which session, what and where, by which name; `fields`
-    say the rest (arguments, outcome, rule, reason, latency, policy revision)."""
+    say the rest (arguments, outcome, rule, reason, latency, policy revision). A resource URI in which a guard
+    found something is shown redacted (`Verdict.target`)."""
+    target = ctx.verdict.target
     return AuditEvent(
         time=AuditLog.now(),
         decision_id=AuditLog.new_decision_id(),
@@ -159,7 +161,7 @@ def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
         session=ctx.session,
         method=ctx.method,
         mount=ctx.mount,
-        name=ctx.native,
+        name=ctx.native if target is None else target[0],
         via=ctx.via,
         **credential_of(ctx.principal),
         **fields,

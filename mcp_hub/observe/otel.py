@@ -76,6 +76,10 @@ class MountStatus(NamedTuple):
 CURRENT: ContextVar[Telemetry | None] = ContextVar("mcp_hub.telemetry", default=None)
 """The telemetry of the hub this task serves a request (or supervises a mount) for; None when off."""
 
+SHOWN_TARGET: ContextVar[tuple[str, str] | None] = ContextVar("mcp_hub.shown_target", default=None)
+"""(target, as shown) while a call whose target (a resource URI) a guard found something in is sent on: the spans
+and measurements of requests to servers show that target redacted (the chain's guardrails link sets it)."""
+
 
 class Telemetry:
     """Tracer, meter and instruments, built by `start()` from the settings and torn down by `shutdown()`.
@@ -218,7 +222,8 @@ class Telemetry:
         target = target_of(method, params)
         attributes: dict[str, Any] = {"mcp.method.name": method, "mcp_hub.mount": config.name}
         if target is not None:
-            attributes[target[0]] = target[1]
+            shown = SHOWN_TARGET.get()
+            attributes[target[0]] = shown[1] if shown is not None and shown[0] == target[1] else target[1]
         span = None
         token = None
         if self.tracer is not None and trace.get_current_span().get_span_context().is_valid:

@@ -35,6 +35,7 @@ from mcp_hub import __version__
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.chain.guardrails import Guardrails
 from mcp_hub.chain.router import Router
 from mcp_hub.errors import HubError, UnknownName
 from mcp_hub.policy import PolicySet
@@ -53,7 +54,7 @@ from mcp_hub.server.origin import (
 )
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
-from mcp_hub.server.tasks import TASK_METHODS, TaskGuard, Tasks
+from mcp_hub.server.tasks import TASK_METHODS, Tasks
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
 
@@ -72,7 +73,8 @@ class Endpoint:
 
     Lists are the catalog's views filtered by the policy's `visible()`; calls go
     through `call` (the chain: audit, policy, router) with a `CallContext` that
-    names the caller. Completion is answered for visible prompts and templates only.
+    names the caller. Completion is answered for visible prompts and templates only, its
+    arguments through the guards on arguments (`guardrails`), as are a task's `tasks/update`s.
     """
 
     def __init__(
@@ -89,7 +91,7 @@ class Endpoint:
         confirms: bool = False,
         startup: Startup | None = None,
         on_refused: Callable[[CallContext, str], None] | None = None,
-        guard_task: TaskGuard | None = None,
+        guardrails: Guardrails | None = None,
         search: ToolSearch | None = None,
         selection: Selection | None = None,
     ) -> None:
@@ -141,7 +143,8 @@ class Endpoint:
             ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
             ("subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen),
         ]
-        self._tasks = Tasks(router, guard_task)
+        self._guardrails = guardrails
+        self._tasks = Tasks(router, guardrails)
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
@@ -263,8 +266,22 @@ class Endpoint:
         if not self._visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         origin = ClientOrigin(ctx, self._clients.of(ctx))  # a client's own session, where it has one
+        forwarded: Mapping[str, Any] = route.params
+        if self._guardrails is not None:  # the value completed and the context's arguments, as a call's arguments
+            completing = CallContext(
+                method="completion/complete",
+                kind=route.kind,
+                mount=route.mount,
+                native=route.native,
+                public=route.public,
+                params=route.params,
+                principal=principal_of(ctx),
+                session=session_of(ctx),
+                origin=origin,
+            )
+            forwarded = await self._guardrails.guard_completion(completing)
         return _complete_result(
-            await self._router.forward("completion/complete", route.mount, route.params, origin=origin)
+            await self._router.forward("completion/complete", route.mount, forwarded, origin=origin)
         )
 
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
