@@ -321,3 +321,16 @@ def test_the_detector_libraries_load_only_when_a_text_is_looked_at_with_them() -
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert done.stdout.split("\n")[:2] == ["[]", "['detect_secrets', 'phonenumbers', 'stdnum']"]
+
+
+def test_short_texts_found_clean_are_remembered_and_secrets_are_not() -> None:
+    """A key or short value in which nothing was found is not looked at again (it is in every call); one in
+    which something was found is looked at every time, so nothing found is kept."""
+    watched = Detectors()
+    names = frozenset({"secrets", "email"})
+    assert watched.find("content", names) == [] and watched.find("content", names) == []
+    assert "content" in watched._clean[names]
+    assert [m.kind for m in watched.find(AWS_KEY, names)] == ["aws_access_key"]
+    assert [m.kind for m in watched.find(AWS_KEY, names)] == ["aws_access_key"]
+    assert AWS_KEY not in watched._clean[names]
+    assert watched.find("content", {"secrets"}) == []  # another set of detectors, remembered apart

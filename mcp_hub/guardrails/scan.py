@@ -30,6 +30,13 @@ PIECE = 64 * 1024
 """The length of the pieces, whole lines, a long text is given to the `LINE_LOCAL` detectors in: `re` holds the
 GIL for a pattern's whole pass over a text, so shorter passes let other threads (the event loop) run between."""
 
+CLEAN_LENGTH = 64
+"""Texts up to this length (object keys, enum-like values) in which nothing was found are remembered as clean..."""
+CLEAN_KEPT = 4096
+"""...this many, per set of detectors: the same few keys (`content`, `type`, `text`, a tool's own fields) are in
+every call, and each would otherwise cost every detector's fixed overhead (some 20 microseconds) every time.
+Only what holds nothing is kept, so a secret never stays in memory on this account."""
+
 BINARY_KEYS = frozenset(("data", "blob"))
 """Keys of base64 payloads in MCP content (image and audio `data`, a resource's `blob`): not text, not scanned."""
 
@@ -61,6 +68,8 @@ class Detectors:
             "hidden": find_hidden,
             "instructions": find_instructions,
         }
+        self._clean: dict[frozenset[str], dict[str, None]] = {}
+        """Short texts in which the detectors (a set of names) found nothing (see `CLEAN_LENGTH`)."""
 
     def knowing(self, known: Iterable[str]) -> Detectors:
         """These detectors, knowing `known` secret values too (a configuration reload added a mount's)."""
@@ -69,7 +78,20 @@ class Detectors:
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
         """Every match in `text` of the named detectors (not merged; see `matches.merged`)."""
-        return [match for name in DETECTORS if name in detectors for match in self._find(name, text)]
+        if len(text) > CLEAN_LENGTH:
+            return [match for name in DETECTORS if name in detectors for match in self._find(name, text)]
+        names = detectors if isinstance(detectors, frozenset) else frozenset(detectors)
+        clean = self._clean.get(names)
+        if clean is None:
+            clean = self._clean[names] = {}
+        elif text in clean:
+            return []
+        found = [match for name in DETECTORS if name in names for match in self._find(name, text)]
+        if not found:
+            if len(clean) >= CLEAN_KEPT:
+                clean.clear()  # (a bound, not an order: the common texts are back after a call or two)
+            clean[text] = None
+        return found
 
     def _finder(self, name: str) -> Callable[[str], list[Match]]:
         finder = self._finders.get(name)
