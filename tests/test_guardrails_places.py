@@ -9,6 +9,7 @@ guard redacts or blocks; the SDK's client."""
 from __future__ import annotations
 
 import json
+import logging
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ ERAS = ["legacy", "2026-07-28"]
 class Places:
     """A hub mounting the leaky server as `leaky`, with the given guards; where the secret must not be."""
 
-    def __init__(self, tmp_path: Path, guards: str, upstream: str = "auto") -> None:
+    def __init__(self, tmp_path: Path, guards: str, upstream: str = "auto", **hub: Any) -> None:
         policies = tmp_path / "policies"
         policies.mkdir()
         policy = '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n\n' + textwrap.dedent(guards)
@@ -46,7 +47,7 @@ class Places:
         server = script_server(LEAKY)
         server["env"] = {"LEAKY_RECORD": str(self.record)}
         server["protocol"] = upstream  # the era the hub speaks to the server
-        self.config = write_config(tmp_path / "hub.toml", {"leaky": server})
+        self.config = write_config(tmp_path / "hub.toml", {"leaky": server}, **hub)
         with self.config.open("a", encoding="utf-8") as file:
             file.write('\n[policy]\ndir = "policies"\nreload = false\n\n[audit]\nfile = "audit.jsonl"\n')
 
@@ -135,10 +136,11 @@ async def test_a_read_whose_uri_holds_a_secret_is_refused(tmp_path: Path, mode: 
     places.assert_kept_from_server_and_audit(KEY)
 
 
-async def test_a_flagged_uri_is_read_and_audited_redacted(tmp_path: Path) -> None:
-    """Under a guard that only flags, the read goes on; the audit line, the span and its attributes show the URI
-    redacted all the same."""
-    places = Places(tmp_path, guard("flag", "arguments"))
+async def test_a_flagged_uri_is_read_and_audited_redacted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Under a guard that only flags, the read goes on; the audit line, the access log, the spans (the hub's and
+    that of its request to the server) show the URI redacted all the same."""
+    caplog.set_level(logging.INFO, logger="mcp_hub.access")
+    places = Places(tmp_path, guard("flag", "arguments"), access_log=True)
     async with observed(load_config(places.config)) as (hub, spans, _), hub_client(hub) as client:
         read = await client.read_resource(f"leaky+leaky://notes/{KEY}")
         exported = finished(hub, spans)
@@ -150,6 +152,8 @@ async def test_a_flagged_uri_is_read_and_audited_redacted(tmp_path: Path) -> Non
     assert span.attributes["mcp.resource.uri"] == f"leaky+leaky://notes/{MARKER}"
     assert span.attributes["mcp_hub.native_name"] == f"leaky://notes/{MARKER}"
     assert [(s.name, s.kind, k) for s in exported for k, v in (s.attributes or {}).items() if KEY in str(v)] == []
+    (access,) = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.access" and "resources/read" in r.msg]
+    assert f"name=leaky+leaky://notes/{MARKER} " in access and KEY not in access
 
 
 # -- prompt and completion arguments ------------------------------------------------------
