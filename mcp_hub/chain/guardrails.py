@@ -138,12 +138,13 @@ class Guardrails:
                 if blocked is not None:
                     return blocked
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
-        if guarding or sending:  # the server's questions to the client, and their answers
+        if guarding or sending:  # the server's questions and their answers, its progress messages (one copy)
             question = functools.partial(self._guard_question, ctx, guarding, revision)
             answer = functools.partial(self._guard_answer, ctx, sending, revision)
-            ctx = dataclasses.replace(ctx, origin=GuardedOrigin(ctx.origin, question, answer))
-        if guarding and ctx.on_progress is not None:
-            ctx = dataclasses.replace(ctx, on_progress=self._progress(ctx, guarding, ctx.on_progress, revision))
+            relay = ctx.on_progress
+            if guarding and relay is not None:
+                relay = self._progress(ctx, guarding, relay, revision)
+            ctx = dataclasses.replace(ctx, origin=GuardedOrigin(ctx.origin, question, answer), on_progress=relay)
         shown = ctx.verdict.target
         token = SHOWN_TARGET.set((ctx.native, shown[0])) if shown is not None else None
         try:
