@@ -199,6 +199,26 @@ async def test_completion_arguments_are_guarded(tmp_path: Path, mode: str) -> No
     places.assert_kept_from_server_and_audit(KEY, DATA["email"])
 
 
+@pytest.mark.parametrize("mode", ERAS)
+@pytest.mark.parametrize("action", ["redact", "block"])
+async def test_the_values_a_completion_suggests_are_guarded(tmp_path: Path, mode: str, action: str) -> None:
+    places = Places(tmp_path, guard(action, "results"))
+    prompt = types.PromptReference(type="ref/prompt", name="leaky_greet")
+    async with running_hub(load_config(places.config)) as hub, hub_client(hub, mode) as client:
+        plain = await client.complete(prompt, {"name": "name", "value": "o"})
+        if action == "redact":
+            done = await client.complete(prompt, {"name": "name", "value": "aws"})
+            assert done.completion.values == [MARKER]
+        else:
+            with pytest.raises(MCPError) as blocked:
+                await client.complete(prompt, {"name": "name", "value": "aws"})
+            assert blocked.value.message == "Blocked by guard block-results: the result held aws_access_key"
+    assert plain.completion.values == ["one", "two"]
+    reasons = [(line["method"], line["reason"]) for line in places.audit_lines()]
+    assert reasons == [("completion/complete", "secrets found aws_access_key x1 in the results")]
+    places.assert_kept_from_server_and_audit(KEY)
+
+
 # -- a server's questions and the client's answers -------------------------------------------
 
 

@@ -17,8 +17,9 @@ by the detectors of the guards that apply to the call and the direction:
     `observe.otel.SHOWN_TARGET`);
   - the client's answers to a server's questions during the call (elicitation, sampling; questions.py):
     a blocked answer is not delivered, the server gets the guard's error;
-  - `completion/complete`'s value and context arguments (`guard_completion`), and a `tasks/update`'s
-    answers (`guard_task_update`): outside the chain, called by the endpoint and server/tasks.py;
+  - `completion/complete`'s value and context arguments (`guard_completion`, which guards the values
+    suggested as a result), and a `tasks/update`'s answers (`guard_task_update`): outside the chain, called
+    by the endpoint and server/tasks.py;
 - toward the client (the guards on results):
   - results: text content, structuredContent, embedded resources, `resources/read` contents and prompt
     messages, every string at any depth, object keys too, but base64 payloads (`data`, `blob`) and the
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, cast
 
 import anyio
@@ -240,26 +241,36 @@ class Guardrails:
             raise self._refusal(blocker, scan, f"the {where}")
         return cast(Mapping[str, Any], checked)
 
-    async def guard_completion(self, ctx: CallContext) -> Mapping[str, Any]:
-        """A `completion/complete` request (`ctx`, for the prompt or resource template it completes): the value
-        of the argument being completed and the context's arguments, on their way to the server, as a call's
-        arguments. Its params as they go on (redacted). Raises `Refused` when blocked."""
+    async def guard_completion(
+        self, ctx: CallContext, send: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """`send` a `completion/complete` request (`ctx`, for the prompt or resource template it completes): the
+        value of the argument being completed and the context's arguments, on their way to the server, guarded as
+        a call's arguments; the values the server suggests, on their way back, as a result. Its answer. Raises
+        `Refused` when either is blocked."""
         policy = self._policy()
         if not policy.has_guards:
-            return ctx.params
-        guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+            return await send(ctx.params)
+        sending = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+        params = await self._completing(ctx, sending, policy.revision) if sending else ctx.params
+        result = await send(params)
+        guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
+        return await self._guard_result(ctx, guarding, result, policy.revision) if guarding else result
+
+    async def _completing(self, ctx: CallContext, guarding: Guarding, revision: str) -> Mapping[str, Any]:
+        """A `completion/complete`'s params as they go on (see `guard_completion`). Raises `Refused`."""
         argument, context = ctx.params.get("argument"), ctx.params.get("context")
         sent: dict[str, Any] = {}
         if isinstance(argument, Mapping) and "value" in argument:
             sent["value"] = cast(Mapping[str, Any], argument)["value"]
         if isinstance(context, Mapping) and "arguments" in context:
             sent["arguments"] = cast(Mapping[str, Any], context)["arguments"]
-        if not guarding or not sent:
+        if not sent:
             return ctx.params
         checked, scan = await self._scan(guarding, sent, ())
         if not scan.hits:
             return ctx.params
-        self._record(ctx, guarding, scan, "arguments", policy.revision)
+        self._record(ctx, guarding, scan, "arguments", revision)
         blocker = guarding.blocking(match for _, match in scan.hits)
         if blocker is not None:
             raise self._refusal(blocker, scan, "the arguments")

@@ -266,23 +266,25 @@ class Endpoint:
         if not self._visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         origin = ClientOrigin(ctx, self._clients.of(ctx))  # a client's own session, where it has one
-        forwarded: Mapping[str, Any] = route.params
-        if self._guardrails is not None:  # the value completed and the context's arguments, as a call's arguments
-            completing = CallContext(
-                method="completion/complete",
-                kind=route.kind,
-                mount=route.mount,
-                native=route.native,
-                public=route.public,
-                params=route.params,
-                principal=principal_of(ctx),
-                session=session_of(ctx),
-                origin=origin,
-            )
-            forwarded = await self._guardrails.guard_completion(completing)
-        return _complete_result(
-            await self._router.forward("completion/complete", route.mount, forwarded, origin=origin)
+
+        async def send(params: Mapping[str, Any]) -> dict[str, Any]:
+            return await self._router.forward("completion/complete", route.mount, params, origin=origin)
+
+        if self._guardrails is None:
+            return _complete_result(await send(route.params))
+        completing = CallContext(
+            method="completion/complete",
+            kind=route.kind,
+            mount=route.mount,
+            native=route.native,
+            public=route.public,
+            params=route.params,
+            principal=principal_of(ctx),
+            session=session_of(ctx),
+            origin=origin,
         )
+        # The value completed and the context's arguments as a call's arguments, the values suggested as a result.
+        return _complete_result(await self._guardrails.guard_completion(completing, send))
 
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
         client = self._clients.of(ctx) or self._clients.register(ctx.session)

@@ -16,8 +16,8 @@ documented example IBAN, a reserved example phone number and domain. Runs as a s
   era, an `input_required` round on 2026-07-28) and says what it answered;
 - tool `sample` {"prompt": ...}: asks the client's model (sampling) and says what it answered;
 - resource `leaky://record`: every datum; prompt `letter`: a message with every datum;
-- resource template `leaky://notes/{name}`, prompt `greet` {"name"} and completion of either: say what they
-  were asked.
+- resource template `leaky://notes/{name}` and prompt `greet` {"name"}; completion of either suggests the
+  datum of the kind the value names (`aws`, ...), else "one" and "two".
 
 With `LEAKY_RECORD` set to a file, every request the server receives (and every answer to its questions) is
 appended to it, one JSON line each: what reached the server.
@@ -218,7 +218,9 @@ async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> Any:
 
 
 async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> Any:
-    return {"completion": {"values": ["one", "two"]}}
+    """Suggests the datum of the kind the value names (`aws`, ...), else "one" and "two"."""
+    value = params.argument.value
+    return {"completion": {"values": [DATA[value]] if value in DATA else ["one", "two"]}}
 
 
 def final(handler: Any, method: str) -> Any:
