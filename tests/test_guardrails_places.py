@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind
 from mcp_hub.config import load_config
 from tests.conftest import hub_client, running_hub, script_server, write_config
 from tests.servers.leaky import DATA
-from tests.test_telemetry import finished, observed, one
+from tests.test_telemetry import finished, observed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
@@ -143,17 +143,26 @@ async def test_a_flagged_uri_is_read_and_audited_redacted(tmp_path: Path, caplog
     places = Places(tmp_path, guard("flag", "arguments"), access_log=True)
     async with observed(load_config(places.config)) as (hub, spans, _), hub_client(hub) as client:
         read = await client.read_resource(f"leaky+leaky://notes/{KEY}")
+        with pytest.raises(MCPError) as missing:  # the server's error quotes the URI
+            await client.read_resource(f"leaky+leaky://missing/{KEY}")
         exported = finished(hub, spans)
     assert read.contents[0].text == "a note"  # type: ignore[union-attr]
-    assert [line["name"] for line in places.audit_lines()] == [f"leaky://notes/{MARKER}"] * 2
+    assert KEY in missing.value.message  # (the client's own URI, as the server says it)
+    assert [line["name"] for line in places.audit_lines()] == [f"leaky://notes/{MARKER}"] * 2 + [
+        f"leaky://missing/{MARKER}"
+    ] * 2
+    assert places.audit_lines()[-1]["reason"] == f"no such resource: leaky://missing/{MARKER}"
     assert KEY not in places.audit.read_text(encoding="utf-8")
-    span = one(exported, "resources/read", SpanKind.SERVER)
+    span = next(s for s in exported if s.kind == SpanKind.SERVER and s.name == "resources/read")
     assert span.attributes is not None
     assert span.attributes["mcp.resource.uri"] == f"leaky+leaky://notes/{MARKER}"
     assert span.attributes["mcp_hub.native_name"] == f"leaky://notes/{MARKER}"
     assert [(s.name, s.kind, k) for s in exported for k, v in (s.attributes or {}).items() if KEY in str(v)] == []
-    (access,) = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.access" and "resources/read" in r.msg]
-    assert f"name=leaky+leaky://notes/{MARKER} " in access and KEY not in access
+    assert [(s.name, s.kind) for s in exported if KEY in str(s.status.description)] == []
+    assert sum(s.status.description is not None and MARKER in s.status.description for s in exported) == 2
+    access = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.access" and "resources/read" in r.msg]
+    assert len(access) == 2 and f"name=leaky+leaky://notes/{MARKER} " in access[0]
+    assert all(KEY not in line for line in access)
 
 
 # -- prompt and completion arguments ------------------------------------------------------

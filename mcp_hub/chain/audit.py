@@ -134,6 +134,8 @@ class AuditTrail:
             policy = self._policy()
             revision, mask = policy.revision, policy.audit.mask_arguments
         shown = verdict.arguments if verdict.arguments is not None else ctx.arguments  # as a guard redacted them
+        if verdict.target is not None and reason:  # a server's error may quote the URI a guard found something in
+            reason = reason.replace(ctx.native, verdict.target[0])
         arguments = mask_arguments(shown, mask) if ctx.kind != "resource" else None
         decided = verdict.outcome not in _DECIDED_ALLOWED
         self._log.record(

@@ -116,8 +116,9 @@ class RequestObserver:
             call = request.call
             outcome = _outcome(call, failure)
             shown = call.verdict.target if call is not None else None
-            if shown is not None and target is not None:  # a guard found something in the URI: shown redacted
-                target = (target[0], shown[1])
+            if shown is not None and call is not None:  # a guard found something in the URI: shown redacted
+                target = (target[0], shown[1]) if target is not None else None
+                failure = failure.showing((call.native, shown[0])) if failure is not None else None
             if span is not None:
                 if call is not None:
                     native = call.native if shown is None else shown[0]

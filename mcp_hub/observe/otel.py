@@ -221,8 +221,8 @@ class Telemetry:
         """
         target = target_of(method, params)
         attributes: dict[str, Any] = {"mcp.method.name": method, "mcp_hub.mount": config.name}
+        shown = SHOWN_TARGET.get() if target is not None else None
         if target is not None:
-            shown = SHOWN_TARGET.get()
             attributes[target[0]] = shown[1] if shown is not None and shown[0] == target[1] else target[1]
         span = None
         token = None
@@ -250,7 +250,7 @@ class Telemetry:
                 failure = Failure("tool_error")
             return result
         except BaseException as exc:
-            failure = Failure.of(exc)
+            failure = Failure.of(exc).showing(shown)
             raise
         finally:
             elapsed = time.perf_counter() - started
@@ -283,6 +283,13 @@ class Failure(NamedTuple):
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             return cls("cancelled")
         return cls(type(exc).__qualname__, None, str(exc))
+
+    def showing(self, target: tuple[str, str] | None) -> Failure:
+        """This failure, its message showing `target[0]` as `target[1]` (a URI as a guard redacted it: a server's
+        error may quote what it was asked)."""
+        if target is None or not self.message:
+            return self
+        return self._replace(message=self.message.replace(*target))
 
     def mark(self, span: trace.Span) -> None:
         """Record the failure on `span`: `error.type`, the JSON-RPC code, an ERROR status."""

@@ -16,7 +16,8 @@ documented example IBAN, a reserved example phone number and domain. Runs as a s
   era, an `input_required` round on 2026-07-28) and says what it answered;
 - tool `sample` {"prompt": ...}: asks the client's model (sampling) and says what it answered;
 - resource `leaky://record`: every datum; prompt `letter`: a message with every datum;
-- resource template `leaky://notes/{name}` and prompt `greet` {"name"}; completion of either suggests the
+- resource template `leaky://notes/{name}` (and `leaky://missing/...`, an error that quotes the URI) and
+  prompt `greet` {"name"}; completion of either suggests the
   datum of the kind the value names (`aws`, ...), else "one" and "two".
 
 With `LEAKY_RECORD` set to a file, every request the server receives (and every answer to its questions) is
@@ -35,6 +36,7 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
@@ -199,6 +201,8 @@ async def list_resource_templates(ctx: Ctx, params: types.PaginatedRequestParams
 
 
 async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
+    if str(params.uri).startswith("leaky://missing/"):
+        raise MCPError(code=-32002, message=f"no such resource: {params.uri}")
     if str(params.uri).startswith("leaky://notes/"):
         return {"contents": [{"uri": str(params.uri), "mimeType": "text/plain", "text": "a note"}]}
     text = "\n".join(f"{kind}: {value}" for kind, value in DATA.items())
