@@ -136,6 +136,43 @@ async def test_a_read_whose_uri_holds_a_secret_is_refused(tmp_path: Path, mode: 
     places.assert_kept_from_server_and_audit(KEY)
 
 
+@pytest.mark.parametrize("action", ["block", "redact"])
+async def test_a_subscription_whose_uri_holds_a_secret_is_refused(tmp_path: Path, action: str) -> None:
+    """A handshake-era client's `resources/subscribe`, to a handshake-era server (which is sent the same)."""
+    places = Places(tmp_path, guard(action, "arguments"), "legacy")
+
+    async def subscribe(client: Any, uri: str) -> None:
+        request = types.Request[dict[str, Any], str](method="resources/subscribe", params={"uri": uri})
+        await client.session.send_request(request, types.EmptyResult)
+
+    async with running_hub(load_config(places.config)) as hub, hub_client(hub) as client:
+        with pytest.raises(MCPError) as refused:
+            await subscribe(client, f"leaky+leaky://notes/{KEY}")
+        await subscribe(client, "leaky+leaky://notes/groceries")
+    assert refused.value.message.startswith(
+        f"Blocked by guard {action}-arguments: the resource URI held aws_access_key"
+    )
+    assert [r["uri"] for r in places.received("resources/subscribe")] == ["leaky://notes/groceries"]
+    assert [(line["method"], line["name"], line["outcome"]) for line in places.audit_lines()] == [
+        ("resources/subscribe", f"leaky://notes/{MARKER}", "blocked")
+    ]
+    places.assert_kept_from_server_and_audit(KEY)
+
+
+async def test_a_listen_filters_uri_holding_a_secret_is_left_out(tmp_path: Path) -> None:
+    """A 2026-07-28 client's `subscriptions/listen`: a URI a guard refuses is left out of the honored filter."""
+    places = Places(tmp_path, guard("block", "arguments"), "legacy")
+    wanted = [f"leaky+leaky://notes/{KEY}", "leaky+leaky://notes/groceries"]
+    async with (
+        running_hub(load_config(places.config)) as hub,
+        hub_client(hub, "2026-07-28") as client,
+        client.listen(resource_subscriptions=wanted) as subscription,
+    ):
+        assert subscription.honored.resource_subscriptions == ["leaky+leaky://notes/groceries"]
+    assert [r["uri"] for r in places.received("resources/subscribe")] == ["leaky://notes/groceries"]
+    places.assert_kept_from_server_and_audit(KEY)
+
+
 async def test_a_flagged_uri_is_read_and_audited_redacted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Under a guard that only flags, the read goes on; the audit line, the access log, the spans (the hub's and
     that of its request to the server) show the URI redacted all the same."""

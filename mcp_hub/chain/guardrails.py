@@ -11,10 +11,10 @@ by the detectors of the guards that apply to the call and the direction:
     server receives (a redacted key by its redacted text, numbered `#2`, `#3`... where keys would
     collide), flagged ones pass;
   - a retry's answers to a 2026-07-28 server's questions (`inputResponses`), as arguments;
-  - a `resources/read`'s URI (a template's expansion included): a guard that blocks or redacts refuses
-    the read (a redacted URI would name another resource, and a server may act on whatever it names);
-    whatever was found, the audit line, the logs and the spans show the URI redacted (`Verdict.target`,
-    `observe.otel.SHOWN_TARGET`);
+  - a `resources/read`'s URI (a template's expansion included), and a subscription's (`guard_uri`): a guard
+    that blocks or redacts refuses the read (a redacted URI would name another resource, and a server may
+    act on whatever it names); whatever was found, the audit line, the logs and the spans show the URI
+    redacted (`Verdict.target`, `observe.otel.SHOWN_TARGET`);
   - the client's answers to a server's questions during the call (elicitation, sampling; questions.py):
     a blocked answer is not delivered, the server gets the guard's error;
   - `completion/complete`'s value and context arguments (`guard_completion`, which guards the values
@@ -186,6 +186,15 @@ class Guardrails:
         if changed:
             ctx = dataclasses.replace(ctx, params={**ctx.params, **changed})
         return ctx, None
+
+    def guard_uri(self, ctx: CallContext) -> None:
+        """A resource URI sent to its server outside a read (`ctx`: a `resources/subscribe`, a URI of a
+        `subscriptions/listen` filter), guarded as a read's (see `_guard_uri`). Raises `Refused`."""
+        policy = self._policy()
+        if policy.has_guards:
+            guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+            if guarding:
+                self._guard_uri(ctx, guarding, policy.revision)
 
     def _guard_uri(self, ctx: CallContext, guarding: Guarding, revision: str) -> None:
         """The URI a `resources/read` sends the server (a template's expansion included). A URI in which a guard

@@ -37,7 +37,7 @@ from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.guardrails import Guardrails
 from mcp_hub.chain.router import Router
-from mcp_hub.errors import HubError, UnknownName
+from mcp_hub.errors import HubError, Refused, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.search import ToolSearch
@@ -302,8 +302,27 @@ class Endpoint:
             raise UnknownName(route.kind, route.public)
         return route.public, route.mount, route.native
 
+    def _guard_uri(self, ctx: ServerRequestContext[Any, Any], public: str, mount: str, native: str) -> None:
+        """A URI on its way to its server in a subscription, through the guards on arguments, as a read's.
+        Raises `Refused`."""
+        if self._guardrails is not None:
+            self._guardrails.guard_uri(
+                CallContext(
+                    method=ctx.method,
+                    kind="resource",
+                    mount=mount,
+                    native=native,
+                    public=public,
+                    params={"uri": native},
+                    principal=principal_of(ctx),
+                    session=session_of(ctx),
+                    origin=ClientOrigin(ctx, None),
+                )
+            )
+
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
         public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
+        self._guard_uri(ctx, public, mount, native)
         client = self._clients.of(ctx) or self._clients.register(ctx.session)
         client.subscriptions.add(public)
         await self._subscriptions.add(sdk_runner.connection_of(ctx.session), mount, native)
@@ -322,8 +341,8 @@ class Endpoint:
     ) -> types.SubscriptionsListenResult:
         """A 2026-07-28 client's event stream; the resources it names are subscribed while it lasts.
 
-        URIs of resources the caller may not see, or that no mount has, are left
-        out of the acknowledged filter.
+        URIs of resources the caller may not see, or that no mount has, or that a guard
+        refuses (see `_guard_uri`), are left out of the acknowledged filter.
         """
         wanted = params.notifications
         held: list[tuple[str, str]] = []
@@ -331,7 +350,8 @@ class Endpoint:
         for uri in wanted.resource_subscriptions or ():
             try:
                 public, mount, native = self._visible_resource(ctx, uri)
-            except UnknownName:
+                self._guard_uri(ctx, public, mount, native)
+            except (UnknownName, Refused):
                 continue
             kept.append(public)
             held.append((mount, native))

@@ -17,7 +17,7 @@ documented example IBAN, a reserved example phone number and domain. Runs as a s
 - tool `sample` {"prompt": ...}: asks the client's model (sampling) and says what it answered;
 - resource `leaky://record`: every datum; prompt `letter`: a message with every datum;
 - resource template `leaky://notes/{name}` (and `leaky://missing/...`, an error that quotes the URI) and
-  prompt `greet` {"name"}; completion of either suggests the
+  prompt `greet` {"name"}; resources can be subscribed to (nothing changes); completion of either suggests the
   datum of the kind the value names (`aws`, ...), else "one" and "two".
 
 With `LEAKY_RECORD` set to a file, every request the server receives (and every answer to its questions) is
@@ -227,6 +227,10 @@ async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> Any:
     return {"completion": {"values": [DATA[value]] if value in DATA else ["one", "two"]}}
 
 
+async def subscribed(ctx: Ctx, params: Any) -> Any:
+    return {}
+
+
 def final(handler: Any, method: str) -> Any:
     async def wrapped(ctx: Ctx, params: Any) -> Any:
         record(method, params)
@@ -248,6 +252,8 @@ def build_server() -> Server:
         on_list_prompts=final(list_prompts, "prompts/list"),
         on_get_prompt=final(get_prompt, "prompts/get"),
         on_completion=final(complete, "completion/complete"),
+        on_subscribe_resource=final(subscribed, "resources/subscribe"),
+        on_unsubscribe_resource=final(subscribed, "resources/unsubscribe"),
     )
 
 
