@@ -223,15 +223,7 @@ class Guardrails:
         messages), on its way to the person or the model: guarded as a result. Raises `Refused` when blocked."""
         if not guarding:
             return params
-        checked, scan = await self._scan(guarding, params, QUESTION_SKIP)
-        if not scan.hits:
-            return params
-        where = f"{method} question"
-        self._record(ctx, guarding, scan, where, revision)
-        blocker = guarding.blocking(match for _, match in scan.hits)
-        if blocker is not None:
-            raise self._refusal(blocker, scan, f"the {where}")
-        return cast(Mapping[str, Any], checked)
+        return await self._guard_value(ctx, guarding, revision, params, QUESTION_SKIP, f"{method} question")
 
     async def _guard_answer(
         self, ctx: CallContext, guarding: Guarding, revision: str, method: str, answer: Mapping[str, Any]
@@ -240,15 +232,21 @@ class Guardrails:
         the server: guarded as arguments. Raises `Refused` when blocked."""
         if not guarding:
             return answer
-        checked, scan = await self._scan(guarding, answer, ANSWER_SKIP)
+        return await self._guard_value(ctx, guarding, revision, answer, ANSWER_SKIP, f"answer to {method}")
+
+    async def _guard_value(
+        self, ctx: CallContext, guarding: Guarding, revision: str, value: Any, skip: Iterable[str], where: str
+    ) -> Any:
+        """`value` as it may go on (what the guards redact, redacted), found in `where` (for the audit and the
+        error). Raises `Refused` when a guard blocks it (what is not a call's result cannot become a tool error)."""
+        checked, scan = await self._scan(guarding, value, skip)
         if not scan.hits:
-            return answer
-        where = f"answer to {method}"
+            return value
         self._record(ctx, guarding, scan, where, revision)
         blocker = guarding.blocking(match for _, match in scan.hits)
         if blocker is not None:
             raise self._refusal(blocker, scan, f"the {where}")
-        return cast(Mapping[str, Any], checked)
+        return checked
 
     async def guard_completion(
         self, ctx: CallContext, send: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
@@ -274,15 +272,9 @@ class Guardrails:
             sent["value"] = cast(Mapping[str, Any], argument)["value"]
         if isinstance(context, Mapping) and "arguments" in context:
             sent["arguments"] = cast(Mapping[str, Any], context)["arguments"]
-        if not sent:
+        checked = await self._guard_value(ctx, guarding, revision, sent, (), "arguments") if sent else sent
+        if checked is sent:
             return ctx.params
-        checked, scan = await self._scan(guarding, sent, ())
-        if not scan.hits:
-            return ctx.params
-        self._record(ctx, guarding, scan, "arguments", revision)
-        blocker = guarding.blocking(match for _, match in scan.hits)
-        if blocker is not None:
-            raise self._refusal(blocker, scan, "the arguments")
         params = dict(ctx.params)
         if "value" in sent:
             params["argument"] = {**cast(Mapping[str, Any], argument), "value": checked["value"]}
@@ -301,14 +293,8 @@ class Guardrails:
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
         if not guarding:
             return params
-        checked, scan = await self._scan(guarding, responses, ANSWER_SKIP)
-        if not scan.hits:
-            return params
-        self._record(ctx, guarding, scan, "answers", policy.revision)
-        blocker = guarding.blocking(match for _, match in scan.hits)
-        if blocker is not None:
-            raise self._refusal(blocker, scan, "the answers")
-        return {**params, "inputResponses": checked}
+        checked = await self._guard_value(ctx, guarding, policy.revision, responses, ANSWER_SKIP, "answers")
+        return params if checked is responses else {**params, "inputResponses": checked}
 
     async def guard_task(self, ctx: CallContext, answer: dict[str, Any]) -> dict[str, Any]:
         """A `tasks/get` answer for the task that the call `ctx` created: its `result` guarded as that call's
