@@ -149,13 +149,14 @@ class Tasks:
             )
         task_id = params.get("taskId")
         task = self._find(principal, task_id)
-        guards = self._guards if origin is not None else None
-        if method == "tasks/update" and guards is not None:
-            params = await guards.guard_task_update(task.call.context(principal, task.mount, origin), params)
+        guards = self._guards
+        call = task.call.context(principal, task.mount, origin) if guards is not None and origin is not None else None
+        if method == "tasks/update" and guards is not None and call is not None:
+            params = await guards.guard_task_update(call, params)
         native = {**params, "taskId": task.native}
         result = await self._router.forward(method, task.mount, native, origin=origin)
         if result.get("taskId") == task.native:
             result["taskId"] = task_id
-        if method == "tasks/get" and guards is not None:
-            result = await guards.guard_task(task.call.context(principal, task.mount, origin), result)
+        if method == "tasks/get" and guards is not None and call is not None:
+            result = await guards.guard_task(call, result)
         return result
