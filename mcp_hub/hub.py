@@ -160,7 +160,7 @@ class Hub:
                 confirms=self.policy.directory is not None,
                 startup=self.startup,
                 on_refused=trail.refused if trail is not None else None,
-                guard_task=guardrails.guard_task if guardrails is not None else None,
+                guardrails=guardrails,
                 search=search,
                 selection=selection,
             )

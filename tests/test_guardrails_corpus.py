@@ -59,14 +59,22 @@ SECRETS: dict[str, tuple[str, str]] = {
     "gitlab token": ("glpat-" + chars(20, "glpat", URLSAFE), "gitlab_token"),
     "slack bot token": ("xoxb-" + "123456789012-1234567890123-" + chars(24, "slack"), "slack_token"),
     "slack webhook": (
-        "https://hooks.slack.com/services/T" + chars(8, "t").upper() + "/B" + chars(10, "b").upper() + "/"
+        "https://hooks.slack.com/services/T"
+        + chars(8, "t").upper()
+        + "/B"
+        + chars(10, "b").upper()
+        + "/"
         + chars(24, "hook"),
         "slack_token",
     ),
     "stripe live key": ("sk_live_" + chars(99, "stripe"), "stripe_key"),
     "stripe restricted key": ("rk_live_" + chars(99, "stripe-rk"), "stripe_key"),
     "openai project key": (
-        "sk-proj-" + chars(54, "oai1", URLSAFE) + chars(20, "oai2") + "T3BlbkFJ" + chars(20, "oai3")
+        "sk-proj-"
+        + chars(54, "oai1", URLSAFE)
+        + chars(20, "oai2")
+        + "T3BlbkFJ"
+        + chars(20, "oai3")
         + chars(54, "oai4", URLSAFE),
         "openai_key",
     ),
@@ -165,7 +173,8 @@ def test_a_stripe_key_and_an_openai_project_key_leave_no_tail() -> None:
         ("redis://default:Rd5-9sK2-x@localhost:6379/0", "Rd5-9sK2-x", {"url_password"}),
         (
             "https://deploy:Gh5-0nly-f0r-t3st@git.example.com/org/repo.git",
-            "Gh5-0nly-f0r-t3st", {"url_password", "email"},
+            "Gh5-0nly-f0r-t3st",
+            {"url_password", "email"},
         ),
     ],
 )
@@ -245,15 +254,29 @@ NEGATIVE: list[str] = [
     "CONFIG_MAX_RETRY_ATTEMPTS_BEFORE_CIRCUIT_BREAKER_OPENS",
     "pk_test_placeholder, sk_test_, the sk_live_ prefix",
     # dates, times and numbers
-    "2026-11-25", "2026-11-25T10:00:00Z", "2026-11-25T10:00:00.123+01:00", "25.11.2026", "11/25/2026", "2026/11/25",
-    "Tue, 25 Nov 2026 10:00:00 GMT", "12:30:45", "1732540000", "1732540000123", "1,204 tests in 61.3 s",
+    "2026-11-25",
+    "2026-11-25T10:00:00Z",
+    "2026-11-25T10:00:00.123+01:00",
+    "25.11.2026",
+    "11/25/2026",
+    "2026/11/25",
+    "Tue, 25 Nov 2026 10:00:00 GMT",
+    "12:30:45",
+    "1732540000",
+    "1732540000123",
+    "1,204 tests in 61.3 s",
     "order 100234 shipped; order #4155550123 and order no. 2025550199",
     "Order #100-2345-6789, ref 20261125-0042, ticket 12345-67890",
     "Total: 1,234,567.89 EUR; 3.14159265; -273.15; 6.022e23",
     "ISBN 978-3-16-148410-0, ISSN 2049-3630",
     "port 8080, pid 12345, uid 1000, exit 137",
     # network
-    "10.0.0.1", "192.168.100.200", "172.16.254.1:8443", "203.0.113.42/24", "2001:db8::8a2e:370:7334", "fe80::1%eth0",
+    "10.0.0.1",
+    "192.168.100.200",
+    "172.16.254.1:8443",
+    "203.0.113.42/24",
+    "2001:db8::8a2e:370:7334",
+    "fe80::1%eth0",
     "https://api.example.com/v1/items/8812?page=2&per_page=50",
     "https://github.com/inspect-js/hasOwn/commit/fdab00e2703e65411424e19bf86a7e72a8f10da9",
     "https://docs.google.com/document/d/1aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789/edit",
@@ -264,7 +287,7 @@ NEGATIVE: list[str] = [
     "~/.config/mcp-hub/hub.toml",
     f"data:image/png;base64,{PNG}",
     f'<img src="data:image/png;base64,{PNG}" alt="chart">',
-    "MIME-Version: 1.0; Content-Type: multipart/mixed; boundary=\"----=_Part_123_456.789\"",
+    'MIME-Version: 1.0; Content-Type: multipart/mixed; boundary="----=_Part_123_456.789"',
     "[2026-11-25T10:00:00Z] GET /api/v1/items/8812 200 12 ms trace=4bf92f3577b34da6a3ce929d0e0e4736",
 ]
 

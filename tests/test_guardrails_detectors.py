@@ -114,10 +114,33 @@ def test_lookalikes_are_not_reported(text: str) -> None:
     assert kinds(text) == []
 
 
-def test_binary_payloads_are_not_scanned_and_keys_are_names() -> None:
-    value = {"type": "image", "data": AWS_SECRET * 3, "mimeType": "image/png", AWS_KEY: "fine"}
+def test_binary_payloads_are_not_scanned_and_keys_are() -> None:
+    value = {"type": "image", "data": AWS_SECRET * 3, "mimeType": "image/png"}
     new, scan = scan_value(value, lambda text: detectors.find(text, DETECTORS), lambda m: True)
     assert new is value and scan.hits == []
+    new, scan = scan_value({**value, AWS_KEY: "fine"}, lambda text: detectors.find(text, DETECTORS), lambda m: True)
+    assert new == {**value, "[REDACTED:aws_access_key]": "fine"}
+    assert [(path, match.kind) for path, match in scan.hits] == [(("[REDACTED:aws_access_key]",), "aws_access_key")]
+
+
+def test_keys_that_redact_alike_keep_every_value_and_paths_never_hold_what_was_found() -> None:
+    """The second key to redact to the same text is numbered (as is one that would take an existing key's place);
+    a flagged key passes as it is, but the paths show it redacted."""
+    other = "AKIAI44QH8DHBEXAMPLE"
+    value = {"a": {AWS_KEY: 1, "[REDACTED:aws_access_key]#2": 2, other: 3, "b": {f"x {AWS_KEY}": [4]}}}
+    new, scan = scan_value(value, lambda text: detectors.find(text, {"secrets"}), lambda m: True)
+    assert new == {
+        "a": {
+            "[REDACTED:aws_access_key]": 1,
+            "[REDACTED:aws_access_key]#2": 2,
+            "[REDACTED:aws_access_key]#3": 3,
+            "b": {"x [REDACTED:aws_access_key]": [4]},
+        }
+    }
+    flagged, scan = scan_value(value, lambda text: detectors.find(text, {"secrets"}))
+    assert flagged is value
+    assert AWS_KEY not in repr([path for path, _ in scan.hits]) and other not in repr(scan.hits)
+    assert ("a", "b", "x [REDACTED:aws_access_key]") in [path for path, _ in scan.hits]
 
 
 def test_scan_redacts_in_a_copy_and_reports_paths() -> None:
@@ -339,3 +362,16 @@ def test_overlapping_matches_merge_keeping_every_finding_in_the_order_they_came(
     assert other is apart
     assert merged([one, Match("secrets", "url_password", 16, 18)]) == [one]  # a finding already there: once
     assert redacted("x" * 60, [password, address])[15:] == "[REDACTED:url_password,email]" + "x" * 20
+
+
+def test_short_texts_found_clean_are_remembered_and_secrets_are_not() -> None:
+    """A key or short value in which nothing was found is not looked at again (it is in every call); one in
+    which something was found is looked at every time, so nothing found is kept."""
+    watched = Detectors()
+    names = frozenset({"secrets", "email"})
+    assert watched.find("content", names) == [] and watched.find("content", names) == []
+    assert "content" in watched._clean[names]
+    assert [m.kind for m in watched.find(AWS_KEY, names)] == ["aws_access_key"]
+    assert [m.kind for m in watched.find(AWS_KEY, names)] == ["aws_access_key"]
+    assert AWS_KEY not in watched._clean[names]
+    assert watched.find("content", {"secrets"}) == []  # another set of detectors, remembered apart

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from mcp.client.extension import advertise
+from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
 from tests.conftest import ROOT, hub_client, running_hub, write_config
@@ -29,21 +30,23 @@ KEY = DATA["aws"]
 MARKER = "[REDACTED:aws_access_key]"
 
 
-def setup(tmp_path: Path, action: str | None) -> tuple[Path, Path]:
-    """The hub mounting the tasks server as `work`, its policy guarding results with `action` (None: no guard)."""
+def setup(tmp_path: Path, action: str | None, on: str = "results") -> tuple[Path, Path]:
+    """The hub mounting the tasks server as `work`, its policy guarding `on` with `action` (None: no guard); what
+    `tasks/update`s bring the server is noted in `updates.jsonl`."""
     policies = tmp_path / "policies"
     policies.mkdir()
     policy = '[principals]\nstdio = "agent"\n\n[profiles.agent]\ndefault = "allow"\n'
     if action is not None:
         policy += textwrap.dedent(f"""
             [[profiles.agent.guards]]
-            id = "{action}-results"
+            id = "{action}-{on}"
             detect = ["secrets"]
             action = "{action}"
-            on = "results"
+            on = "{on}"
             """)
     (policies / "policy.toml").write_text(policy, encoding="utf-8")
-    config = write_config(tmp_path / "hub.toml", {"work": {"command": sys.executable, "args": [SERVER]}})
+    server = {"command": sys.executable, "args": [SERVER], "env": {"TASKS_RECORD": str(tmp_path / "updates.jsonl")}}
+    config = write_config(tmp_path / "hub.toml", {"work": server})
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\nreload = false\n\n[audit]\nfile = "audit.jsonl"\n')
     return config, tmp_path / "audit.jsonl"
@@ -148,3 +151,38 @@ async def test_a_failed_tasks_error_and_a_tasks_questions_are_guarded_as_message
         ("confirm_delete", "the input requests"),
     ]
     assert all(KEY not in json.dumps(line) for line in lines)
+
+
+@pytest.mark.parametrize("action", ["redact", "block"])
+async def test_the_answers_a_tasks_update_brings_are_guarded_as_the_calls_arguments(
+    tmp_path: Path, action: str
+) -> None:
+    """A `tasks/update` answers the task's questions on their way to the server: a secret in them is redacted, or
+    the update refused, as in the arguments of the call that created the task."""
+    config, audit = setup(tmp_path, action, "arguments")
+    answer = {"confirm": {"action": "accept", "content": {"confirm": True, "note": f"use {KEY}"}}}
+    async with (
+        running_hub(load_config(config)) as hub,
+        hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
+    ):
+        asking = await call(client, "work_confirm_delete", filename="notes.txt")
+        if action == "block":
+            with pytest.raises(MCPError) as blocked:
+                await follow(client, "tasks/update", asking["taskId"], inputResponses=answer)
+            assert blocked.value.message == "Blocked by guard block-arguments: the answers held aws_access_key"
+        else:
+            await follow(client, "tasks/update", asking["taskId"], inputResponses=answer)
+            assert (await settled(client, asking["taskId"]))["status"] == "completed"
+    updates = tmp_path / "updates.jsonl"
+    received = (
+        [json.loads(line) for line in updates.read_text(encoding="utf-8").splitlines()] if updates.exists() else []
+    )
+    if action == "block":
+        assert received == []
+    else:
+        assert received == [{"confirm": {"action": "accept", "content": {"confirm": True, "note": f"use {MARKER}"}}}]
+    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+    assert [
+        (line["name"], line["outcome"], line["reason"]) for line in lines if line["rule"] == f"{action}-arguments"
+    ] == [("confirm_delete", f"{action}ed", "secrets found aws_access_key x1 in the answers")]
+    assert KEY not in audit.read_text(encoding="utf-8")

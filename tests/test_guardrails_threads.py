@@ -48,7 +48,8 @@ class Watched(Detectors):
         self.threads: dict[str, set[int]] = {"large": set(), "small": set()}
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
-        self.threads["large" if len(text) > INLINE_SCAN else "small"].add(threading.get_ident())
+        if len(text) > INLINE_SCAN or text.startswith("key "):  # (not the keys of the large result's objects)
+            self.threads["large" if len(text) > INLINE_SCAN else "small"].add(threading.get_ident())
         if len(text) > INLINE_SCAN:
             self.large.set()
         return super().find(text, detectors)

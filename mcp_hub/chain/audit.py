@@ -134,6 +134,8 @@ class AuditTrail:
             policy = self._policy()
             revision, mask = policy.revision, policy.audit.mask_arguments
         shown = verdict.arguments if verdict.arguments is not None else ctx.arguments  # as a guard redacted them
+        if verdict.target is not None and reason:  # a server's error may quote the URI a guard found something in
+            reason = reason.replace(ctx.native, verdict.target[0])
         arguments = mask_arguments(shown, mask) if ctx.kind != "resource" else None
         decided = verdict.outcome not in _DECIDED_ALLOWED
         self._log.record(
@@ -151,7 +153,9 @@ class AuditTrail:
 
 def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
     """An audit line about the call `ctx`: when, who, which session, what and where, by which name; `fields`
-    say the rest (arguments, outcome, rule, reason, latency, policy revision)."""
+    say the rest (arguments, outcome, rule, reason, latency, policy revision). A resource URI in which a guard
+    found something is shown redacted (`Verdict.target`)."""
+    target = ctx.verdict.target
     return AuditEvent(
         time=AuditLog.now(),
         decision_id=AuditLog.new_decision_id(),
@@ -159,7 +163,7 @@ def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
         session=ctx.session,
         method=ctx.method,
         mount=ctx.mount,
-        name=ctx.native,
+        name=ctx.native if target is None else target[0],
         via=ctx.via,
         **credential_of(ctx.principal),
         **fields,

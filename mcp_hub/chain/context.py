@@ -36,6 +36,9 @@ class Verdict:
     """That policy's `[audit] mask_arguments`: the audit record is masked as the deciding policy says."""
     arguments: Mapping[str, Any] | None = None
     """The arguments as the audit record may show them, when a guard found something in them (redacted)."""
+    target: tuple[str, str] | None = None
+    """(native, public) URI of the resource read as the audit line, the logs and the spans may show them, when a
+    guard found something in it (redacted); None: as they are."""
     cache: float | None = None
     """Seconds the policy lets the result of this call be kept, if its tool is read-only (a rule's `cache`)."""
     asked: bool = False

@@ -1,19 +1,35 @@
 """The guardrails link: what a call sends to a server, and what its result brings back to the model.
 
 The policy's guards (policy/guards.py) decide; this link enforces them, after the policy link (a
-denied call is never looked at) and around the router:
+denied call is never looked at) and around the router. Every place a value travels is scanned once,
+by the detectors of the guards that apply to the call and the direction:
 
-- arguments, on their way to the server: every string at any depth is scanned by the detectors of
-  the guards that apply; a blocked match answers the call without sending it (a tool error naming
-  the guard for tools, an invalid-params error for prompts), redacted matches are replaced by
-  `[REDACTED:<kind>]` in what the server receives, flagged ones pass;
-- results, on their way back: text content, structuredContent, embedded resources, `resources/read`
-  contents and prompt messages, every string at any depth but base64 payloads (`data`, `blob`) and the
-  protocol's own fields (`_meta`, `requestState`, `type`, `mimeType`, `uri`, `taskId`); a blocked match replaces
-  the whole result (a tool error for tools, an error for prompts and resources), redacted ones are
-  replaced;
-- progress messages, on their way to the client while the call runs, as results are, one by one (each
-  is relayed at once, nothing is held back): a match is redacted whether its guard redacts or blocks.
+- toward the server (the guards on arguments):
+  - a call's arguments (a tool's, a prompt's), every string at any depth, object keys too; a blocked
+    match answers the call without sending it (a tool error naming the guard for tools, an
+    invalid-params error for prompts), redacted matches are replaced by `[REDACTED:<kind>]` in what the
+    server receives (a redacted key by its redacted text, numbered `#2`, `#3`... where keys would
+    collide), flagged ones pass;
+  - a retry's answers to a 2026-07-28 server's questions (`inputResponses`), as arguments;
+  - a `resources/read`'s URI (a template's expansion included), and a subscription's (`guard_uri`): a guard
+    that blocks or redacts refuses the read (a redacted URI would name another resource, and a server may
+    act on whatever it names); whatever was found, the audit line, the logs and the spans show the URI
+    redacted (`Verdict.target`, `observe.otel.SHOWN_TARGET`);
+  - the client's answers to a server's questions during the call (elicitation, sampling; questions.py):
+    a blocked answer is not delivered, the server gets the guard's error;
+  - `completion/complete`'s value and context arguments (`guard_completion`, which guards the values
+    suggested as a result), and a `tasks/update`'s answers (`guard_task_update`): outside the chain, called
+    by the endpoint and server/tasks.py;
+- toward the client (the guards on results):
+  - results: text content, structuredContent, embedded resources, `resources/read` contents and prompt
+    messages, every string at any depth, object keys too, but base64 payloads (`data`, `blob`) and the
+    protocol's own fields (`_meta`, `requestState`, `type`, `mimeType`, `uri`, `taskId`); a blocked match
+    replaces the whole result (a tool error for tools, an error for prompts and resources), redacted ones
+    are replaced;
+  - a server's questions to the client during the call (an elicitation's message and schema, a sampling
+    request's messages; questions.py): a blocked question is not asked, the server gets the guard's error;
+  - progress messages, while the call runs, as results are, one by one (each is relayed at once,
+    nothing is held back): a match is redacted whether its guard redacts or blocks.
 
 A value with more than `INLINE_SCAN` characters of text is scanned in a worker thread (at most
 `SCAN_THREADS` at a time), so that the event loop serves other clients meanwhile; smaller ones, the
@@ -25,17 +41,18 @@ that created it), its `statusMessage`, a failed task's `error` and an `input_req
 `inputRequests` as progress messages.
 
 Overlapping matches are one match, handled by the strongest action of the guards that detect any of its
-findings (policy/guards.py). Every hit leaves one audit line per guard and detector ("redacted", "blocked" or
-"flagged", the guard that handled it as the rule, the kinds and counts as the reason), never the value; the call's own audit line shows its
-arguments as redacted. With no guard in the policy, a call passes straight through.
+findings (policy/guards.py). Every hit leaves one audit line per guard and detector ("redacted", "blocked"
+or "flagged", the guard that handled it as the rule, the kinds and counts and where as the reason), never
+the value; the call's own audit line shows its arguments as redacted. With no guard in the policy, a call
+passes straight through.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -43,15 +60,30 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_hub.chain.audit import call_event
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.chain.questions import GuardedOrigin
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import Refused
-from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, scan_value, text_size
+from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, marker, merged, redacted, scan_value, text_size
 from mcp_hub.observe.audit_log import AuditLog
+from mcp_hub.observe.otel import SHOWN_TARGET
 from mcp_hub.policy import PolicySet
-from mcp_hub.policy.guards import CompiledGuard, Direction, Guarding
+from mcp_hub.policy.guards import STRENGTH, CompiledGuard, Guarding
 
 RESULT_SKIP = BINARY_KEYS | {"_meta", "requestState", "type", "mimeType", "uri", "taskId"}
 """Fields of a result that are the protocol's, not content for the model: changing them would break it."""
+
+QUESTION_SKIP = RESULT_SKIP | {"url", "elicitationId", "mode"}
+"""Fields of a server's question that are the protocol's: a URL-mode elicitation's address (a sign-in page, its
+state and nonce) must reach the client as it is."""
+ANSWER_SKIP = RESULT_SKIP | {"action"}
+"""Fields of a client's answer that are the protocol's (an elicitation's `action`, a sampled message's `type`)."""
+
+_SENT: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("arguments", "arguments", frozenset()),
+    ("inputResponses", "answers", ANSWER_SKIP),
+)
+"""What a call sends the server, where the audit says it was found, and the protocol's fields in it: its arguments,
+and a retry's answers to a 2026-07-28 server's questions."""
 
 _TASK_ASIDES = (("statusMessage", "status message"), ("error", "task's error"), ("inputRequests", "input requests"))
 """What a `tasks/get` answer brings the client besides the result: guarded as messages (see `_guard_message`). A
@@ -99,26 +131,172 @@ class Guardrails:
         policy = self._policy()
         if not policy.has_guards:
             return await call_next(ctx)
-        if ctx.kind != "resource" and ctx.arguments:
-            guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
-            if guarding:
-                sent = dict(ctx.arguments)
-                arguments, scan = await self._scan(guarding, sent, ())
-                if scan.hits:
-                    ctx.verdict.arguments = (await self._scan(guarding, sent, (), everything=True))[0]
-                    self._record(ctx, guarding, scan, "arguments", policy.revision)
-                    blocker = guarding.blocking(match for _, match in scan.hits)
-                    if blocker is not None:
-                        return self._blocked(ctx, blocker, scan, "arguments")
-                    if arguments is not sent:  # something was redacted
-                        ctx = dataclasses.replace(ctx, params={**ctx.params, "arguments": arguments})
+        revision = policy.revision
+        sending = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+        if sending:
+            if ctx.method == "resources/read":
+                self._guard_uri(ctx, sending, revision)
+            else:
+                ctx, blocked = await self._guard_sent(ctx, sending, revision)
+                if blocked is not None:
+                    return blocked
         guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
-        if guarding and ctx.on_progress is not None:
-            ctx = dataclasses.replace(ctx, on_progress=self._progress(ctx, guarding, ctx.on_progress, policy.revision))
-        result = await call_next(ctx)
+        if guarding or sending:  # the server's questions and their answers, its progress messages (one copy)
+            question = functools.partial(self._guard_question, ctx, guarding, revision)
+            answer = functools.partial(self._guard_answer, ctx, sending, revision)
+            relay = ctx.on_progress
+            if guarding and relay is not None:
+                relay = self._progress(ctx, guarding, relay, revision)
+            ctx = dataclasses.replace(ctx, origin=GuardedOrigin(ctx.origin, question, answer), on_progress=relay)
+        shown = ctx.verdict.target
+        token = SHOWN_TARGET.set((ctx.native, shown[0])) if shown is not None else None
+        try:
+            result = await call_next(ctx)
+        finally:
+            if token is not None:
+                SHOWN_TARGET.reset(token)
         if not guarding:
             return result
-        return await self._guard_result(ctx, guarding, result, policy.revision)
+        return await self._guard_result(ctx, guarding, result, revision)
+
+    async def _guard_sent(
+        self, ctx: CallContext, guarding: Guarding, revision: str
+    ) -> tuple[CallContext, dict[str, Any] | None]:
+        """What a call sends the server: its arguments, and a retry's answers to a 2026-07-28 server's questions
+        (`inputResponses`). The call as it goes on (redacted), and a blocked call's tool error (None: not blocked).
+        Raises `Refused` for a blocked prompt."""
+        changed: dict[str, Any] = {}
+        for key, where, skip in _SENT:
+            value = ctx.params.get(key)
+            if not value or not isinstance(value, Mapping):
+                continue
+            sent = dict(cast(Mapping[str, Any], value))
+            checked, scan = await self._scan(guarding, sent, skip)
+            if not scan.hits:
+                continue
+            if key == "arguments":  # as the audit line may show them: every match redacted
+                flagged = any(guarding.handling(match).action != "redact" for _, match in scan.hits)
+                ctx.verdict.arguments = (
+                    (await self._scan(guarding, sent, skip, everything=True))[0] if flagged else checked
+                )
+            self._record(ctx, guarding, scan, where, revision)
+            blocker = guarding.blocking(match for _, match in scan.hits)
+            if blocker is not None:
+                return ctx, self._blocked(ctx, blocker, scan, f"the {where}")
+            if checked is not sent:  # something was redacted
+                changed[key] = checked
+        if changed:
+            ctx = dataclasses.replace(ctx, params={**ctx.params, **changed})
+        return ctx, None
+
+    def guard_uri(self, ctx: CallContext) -> None:
+        """A resource URI sent to its server outside a read (`ctx`: a `resources/subscribe`, a URI of a
+        `subscriptions/listen` filter), guarded as a read's (see `_guard_uri`). Raises `Refused`."""
+        policy = self._policy()
+        if policy.has_guards:
+            guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+            if guarding:
+                self._guard_uri(ctx, guarding, policy.revision)
+
+    def _guard_uri(self, ctx: CallContext, guarding: Guarding, revision: str) -> None:
+        """The URI a `resources/read` sends the server (a template's expansion included). A URI in which a guard
+        that blocks or redacts finds something is refused: a redacted URI would name another resource (or none),
+        not the one asked for less a secret. Whatever a guard found, the audit line, the logs and the spans show
+        the URI redacted (`Verdict.target`). Raises `Refused`."""
+        uri = ctx.native
+        matches = merged(self._detectors.find(uri, guarding.detectors))
+        if not matches:
+            return
+        public = ctx.public
+        for match in matches:  # the public URI holds the server's, after the mount's prefix
+            public = public.replace(uri[match.start : match.end], marker(match.kind))
+        ctx.verdict.target = (redacted(uri, matches), public)
+        scan = Scan([((), match) for match in matches])
+        self._record(ctx, guarding, scan, "resource URI", revision, refused=True)
+        refuser = max((guarding.handling(match) for match in matches), key=lambda guard: STRENGTH[guard.action])
+        if refuser.action != "flag":
+            note = "" if refuser.action == "block" else " (a URI is not redacted: it would name another resource)"
+            self._blocked(ctx, refuser, scan, "the resource URI", note)
+
+    async def _guard_question(
+        self, ctx: CallContext, guarding: Guarding, revision: str, method: str, params: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """A server's question to the client of the call (an elicitation's message and schema, a sampling request's
+        messages), on its way to the person or the model: guarded as a result. Raises `Refused` when blocked."""
+        if not guarding:
+            return params
+        return await self._guard_value(ctx, guarding, revision, params, QUESTION_SKIP, f"{method} question")
+
+    async def _guard_answer(
+        self, ctx: CallContext, guarding: Guarding, revision: str, method: str, answer: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """The client's answer to a server's question (an elicitation's content, a sampled message), on its way to
+        the server: guarded as arguments. Raises `Refused` when blocked."""
+        if not guarding:
+            return answer
+        return await self._guard_value(ctx, guarding, revision, answer, ANSWER_SKIP, f"answer to {method}")
+
+    async def _guard_value(
+        self, ctx: CallContext, guarding: Guarding, revision: str, value: Any, skip: Iterable[str], where: str
+    ) -> Any:
+        """`value` as it may go on (what the guards redact, redacted), found in `where` (for the audit and the
+        error). Raises `Refused` when a guard blocks it (what is not a call's result cannot become a tool error)."""
+        checked, scan = await self._scan(guarding, value, skip)
+        if not scan.hits:
+            return value
+        self._record(ctx, guarding, scan, where, revision)
+        blocker = guarding.blocking(match for _, match in scan.hits)
+        if blocker is not None:
+            raise self._refusal(blocker, scan, f"the {where}")
+        return checked
+
+    async def guard_completion(
+        self, ctx: CallContext, send: Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """`send` a `completion/complete` request (`ctx`, for the prompt or resource template it completes): the
+        value of the argument being completed and the context's arguments, on their way to the server, guarded as
+        a call's arguments; the values the server suggests, on their way back, as a result. Its answer. Raises
+        `Refused` when either is blocked."""
+        policy = self._policy()
+        if not policy.has_guards:
+            return await send(ctx.params)
+        sending = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+        params = await self._completing(ctx, sending, policy.revision) if sending else ctx.params
+        result = await send(params)
+        guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "results")
+        return await self._guard_result(ctx, guarding, result, policy.revision) if guarding else result
+
+    async def _completing(self, ctx: CallContext, guarding: Guarding, revision: str) -> Mapping[str, Any]:
+        """A `completion/complete`'s params as they go on (see `guard_completion`). Raises `Refused`."""
+        argument, context = ctx.params.get("argument"), ctx.params.get("context")
+        sent: dict[str, Any] = {}
+        if isinstance(argument, Mapping) and "value" in argument:
+            sent["value"] = cast(Mapping[str, Any], argument)["value"]
+        if isinstance(context, Mapping) and "arguments" in context:
+            sent["arguments"] = cast(Mapping[str, Any], context)["arguments"]
+        checked = await self._guard_value(ctx, guarding, revision, sent, (), "arguments") if sent else sent
+        if checked is sent:
+            return ctx.params
+        params = dict(ctx.params)
+        if "value" in sent:
+            params["argument"] = {**cast(Mapping[str, Any], argument), "value": checked["value"]}
+        if "arguments" in sent:
+            params["context"] = {**cast(Mapping[str, Any], context), "arguments": checked["arguments"]}
+        return params
+
+    async def guard_task_update(self, ctx: CallContext, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A `tasks/update` for the task that the call `ctx` created: its answers to the task's questions
+        (`inputResponses`), on their way to the server, as that call's arguments (the guards in force now). Its
+        params as they go on (redacted). Raises `Refused` when blocked."""
+        policy = self._policy()
+        responses = params.get("inputResponses")
+        if not policy.has_guards or not responses or not isinstance(responses, Mapping):
+            return params
+        guarding = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
+        if not guarding:
+            return params
+        checked = await self._guard_value(ctx, guarding, policy.revision, responses, ANSWER_SKIP, "answers")
+        return params if checked is responses else {**params, "inputResponses": checked}
 
     async def guard_task(self, ctx: CallContext, answer: dict[str, Any]) -> dict[str, Any]:
         """A `tasks/get` answer for the task that the call `ctx` created: its `result` guarded as that call's
@@ -147,7 +325,7 @@ class Guardrails:
         self._record(ctx, guarding, scan, "results", revision)
         blocker = guarding.blocking(match for _, match in scan.hits)
         if blocker is not None:
-            return self._blocked(ctx, blocker, scan, "results")
+            return self._blocked(ctx, blocker, scan, "the result")
         return checked
 
     async def _guard_message(
@@ -191,19 +369,28 @@ class Guardrails:
             return scan()
         return await anyio.to_thread.run_sync(scan, limiter=self._threads)
 
-    def _blocked(self, ctx: CallContext, guard: CompiledGuard, scan: Scan, direction: Direction) -> dict[str, Any]:
-        kinds = ", ".join(sorted(scan.kinds()))
-        where = "the arguments" if direction == "arguments" else "the result"
-        why = f": {guard.reason}" if guard.reason else ""
-        message = f"Blocked by guard {guard.id}: {where} held {kinds}{why}"
-        ctx.verdict.outcome, ctx.verdict.rule, ctx.verdict.reason = "blocked", guard.id, message
+    def _blocked(
+        self, ctx: CallContext, guard: CompiledGuard, scan: Scan, where: str, note: str = ""
+    ) -> dict[str, Any]:
+        """The call blocked by `guard`, for what it found in `where`: a tool error for a tool; raises `Refused`
+        for the rest."""
+        refusal = self._refusal(guard, scan, where, note)
+        ctx.verdict.outcome, ctx.verdict.rule, ctx.verdict.reason = "blocked", guard.id, refusal.reason
         if ctx.method == "tools/call":
-            return {"content": [{"type": "text", "text": message}], "isError": True}
-        raise Refused(message, guard.id)
+            return {"content": [{"type": "text", "text": refusal.reason}], "isError": True}
+        raise refusal
 
-    def _record(self, ctx: CallContext, guarding: Guarding, scan: Scan, direction: str, revision: str) -> None:
-        """One audit line per guard and detector: what was found (kinds and counts), never the value. Each
-        detector that found a match that overlapping ones merged has its line, under the guard that handled it."""
+    def _refusal(self, guard: CompiledGuard, scan: Scan, where: str, note: str = "") -> Refused:
+        kinds = ", ".join(sorted(scan.kinds()))
+        why = f": {guard.reason}" if guard.reason else ""
+        return Refused(f"Blocked by guard {guard.id}: {where} held {kinds}{note}{why}", guard.id)
+
+    def _record(
+        self, ctx: CallContext, guarding: Guarding, scan: Scan, where: str, revision: str, *, refused: bool = False
+    ) -> None:
+        """One audit line per guard and detector: what was found (kinds and counts) and `where`, never the value.
+        `refused`: what a redacting guard found cannot be redacted, and is refused ("blocked"). Each detector
+        that found a match that overlapping ones merged has its line, under the guard that handled it."""
         found: dict[tuple[str, str], dict[str, int]] = {}
         guards: dict[str, CompiledGuard] = {}
         for _, match in scan.hits:
@@ -214,6 +401,8 @@ class Guardrails:
                 kinds[kind] = kinds.get(kind, 0) + 1
         for (guard_id, detector), kinds in found.items():
             action = guards[guard_id].action
+            if refused and action == "redact":
+                action = "block"
             counts = ", ".join(f"{kind} x{count}" for kind, count in sorted(kinds.items()))
             self._audit.record(
                 call_event(
@@ -221,7 +410,7 @@ class Guardrails:
                     arguments=None,
                     outcome={"redact": "redacted", "block": "blocked", "flag": "flagged"}[action],
                     rule=guard_id,
-                    reason=f"{detector} found {counts} in the {direction}",
+                    reason=f"{detector} found {counts} in the {where}",
                     latency_ms=None,
                     policy_revision=revision,
                 )

@@ -4,7 +4,9 @@
 call lane (server/lane.py), so it sees every client request, lists and calls
 alike, from receipt to answer, as one span. `CallRecorder`
 is the chain link that tells it what the chain knows and the server does not: the
-mount, the server's own name, and the policy's verdict. Neither is installed when
+mount, the server's own name, and the policy's verdict (and a resource URI as a guard
+redacted it: a span is given its resource URI when the request ends, as the guards left it, and so is the
+access line). Neither is installed when
 telemetry is off and the access log is disabled.
 
 Outcomes: `ok`; `tool_error` (a tool answered `isError`); the policy's verdict when
@@ -113,9 +115,16 @@ class RequestObserver:
             elapsed = time.perf_counter() - started
             call = request.call
             outcome = _outcome(call, failure)
+            shown = call.verdict.target if call is not None else None
+            if shown is not None and call is not None:  # a guard found something in the URI: shown redacted
+                target = (target[0], shown[1]) if target is not None else None
+                failure = failure.showing((call.native, shown[0])) if failure is not None else None
             if span is not None:
                 if call is not None:
-                    span.set_attributes({"mcp_hub.mount": call.mount, "mcp_hub.native_name": call.native})
+                    native = call.native if shown is None else shown[0]
+                    span.set_attributes({"mcp_hub.mount": call.mount, "mcp_hub.native_name": native})
+                if ctx.method == "resources/read" and target is not None:  # once the guards have looked at it
+                    span.set_attribute(target[0], target[1])
                 span.set_attribute("mcp_hub.outcome", outcome)
                 if failure is not None:
                     failure.mark(span)
@@ -142,7 +151,7 @@ class RequestObserver:
         session = self._session(ctx)
         if session is not None:
             attributes["mcp.session.id"] = session
-        if target is not None:
+        if target is not None and ctx.method != "resources/read":  # a URI is set at the end (see `__call__`)
             attributes[target[0]] = target[1]
         if ctx.method == "tools/call":
             attributes["gen_ai.operation.name"] = "execute_tool"

@@ -16,7 +16,7 @@ hidden.py    tag characters, bidi controls, zero-width characters, HTML comments
 instructions.py  wording aimed at the model: overriding its instructions, hiding from the user, posing markup,
              credential files, rules for other tools
 scan.py      detectors by name (long texts in pieces where a match cannot span lines), and a scan of a
-             JSON value that redacts in a copy
+             JSON value (its object keys too) that redacts in a copy
 tools.py     tool poisoning: hidden text or instructions to the model in a tool's definition
 ```
 """

@@ -34,6 +34,13 @@ PIECE = 64 * 1024
 """The length of the pieces, whole lines, a long text is given to the `LINE_LOCAL` detectors in: `re` holds the
 GIL for a pattern's whole pass over a text, so shorter passes let other threads (the event loop) run between."""
 
+CLEAN_LENGTH = 64
+"""Texts up to this length (object keys, enum-like values) in which nothing was found are remembered as clean..."""
+CLEAN_KEPT = 4096
+"""...this many, per set of detectors: the same few keys (`content`, `type`, `text`, a tool's own fields) are in
+every call, and each would otherwise cost every detector's fixed overhead (some 20 microseconds) every time.
+Only what holds nothing is kept, so a secret never stays in memory on this account."""
+
 BINARY_KEYS = frozenset(("data", "blob"))
 """Keys of base64 payloads in MCP content (image and audio `data`, a resource's `blob`): not text, not scanned."""
 
@@ -68,6 +75,8 @@ class Detectors:
             "hidden": find_hidden,
             "instructions": find_instructions,
         }
+        self._clean: dict[frozenset[str], dict[str, None]] = {}
+        """Short texts in which the detectors (a set of names) found nothing (see `CLEAN_LENGTH`)."""
 
     def knowing(self, known: Iterable[str]) -> Detectors:
         """These detectors, knowing `known` secret values too (a configuration reload added a mount's)."""
@@ -76,7 +85,24 @@ class Detectors:
 
     def find(self, text: str, detectors: Collection[str]) -> list[Match]:
         """Every match in `text` of the named detectors, in the order of `DETECTORS`, each widened to the whole
-        token it lies in for the `WHOLE_TOKENS` detectors (not merged; see `matches.merged`)."""
+        token it lies in for the `WHOLE_TOKENS` detectors (not merged; see `matches.merged`). A short text in which
+        nothing was found is remembered, and not looked at again."""
+        if len(text) > CLEAN_LENGTH:
+            return self._found(text, detectors)
+        names = detectors if isinstance(detectors, frozenset) else frozenset(detectors)
+        clean = self._clean.get(names)
+        if clean is None:
+            clean = self._clean[names] = {}
+        elif text in clean:
+            return []
+        found = self._found(text, names)
+        if not found:
+            if len(clean) >= CLEAN_KEPT:
+                clean.clear()  # (a bound, not an order: the common texts are back after a call or two)
+            clean[text] = None
+        return found
+
+    def _found(self, text: str, detectors: Collection[str]) -> list[Match]:
         found: list[Match] = []
         for name in DETECTORS:
             if name in detectors:
@@ -140,12 +166,43 @@ def scan_value(
     *,
     skip: Collection[str] = BINARY_KEYS,
 ) -> tuple[Any, Scan]:
-    """Scan every string in a JSON value (object keys are names, not scanned, nor the values of keys in `skip`:
-    by default the base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced
-    by `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was
-    found. Overlapping matches are merged first: `redact` sees one match with every finding (`Match.found`)."""
+    """Scan every string in a JSON value, object keys too, but not the values of keys in `skip` (by default the
+    base64 `data`/`blob` payloads); return the value with the matches `redact` selects replaced by
+    `[REDACTED:<kind>]` (a copy where something changed, the same object where nothing did) and what was found.
+
+    A key is a value a client or server can put anything in (`{"AKIA...": 1}`): it is scanned as any string,
+    once per distinct key in a scan. A redacted key becomes its redacted text; when several keys of one object
+    redact to the same text, none of their values is lost: the second is suffixed `#2`, the third `#3`, in the
+    object's order. The paths in `Scan.hits` show every key with all of its matches redacted, whatever `redact`
+    chose: a path never holds what was found. Overlapping matches are merged first: `redact` sees one match
+    with every finding (`Match.found`)."""
     scan = Scan()
-    return _walk(value, (), find, redact, scan, frozenset(skip)), scan
+    return _walk(value, (), _Keys(find, redact), scan, frozenset(skip)), scan
+
+
+class _Keys:
+    """The detectors, and what they found in each distinct object key of one scan (keys repeat: the same fields
+    in every record of a list)."""
+
+    __slots__ = ("_seen", "find", "redact")
+
+    def __init__(self, find: Callable[[str], list[Match]], redact: Callable[[Match], bool] | None) -> None:
+        self.find = find
+        self.redact = redact
+        self._seen: dict[str, tuple[list[Match], str, str] | None] = {}
+
+    def of(self, key: str) -> tuple[list[Match], str, str] | None:
+        """(merged matches, the key as sent on, the key as a path shows it) of a key with matches; else None."""
+        if key in self._seen:
+            return self._seen[key]
+        matches = self.find(key)
+        found = None
+        if matches:
+            matches = merged(matches)
+            chosen = [m for m in matches if self.redact is not None and self.redact(m)]
+            found = (matches, redacted(key, chosen) if chosen else key, redacted(key, matches))
+        self._seen[key] = found
+        return found
 
 
 def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> int:
@@ -158,6 +215,7 @@ def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None
             total += len(item)
         elif isinstance(item, Mapping):
             mapping = cast(Mapping[str, Any], item)
+            total += sum(len(k) for k in mapping if isinstance(k, str))
             stack += [v for k, v in mapping.items() if not (k in skip and (isinstance(v, str) or k not in BINARY_KEYS))]
         elif isinstance(item, list | tuple):
             stack += cast(Sequence[Any], item)
@@ -167,32 +225,58 @@ def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None
 def _walk(
     value: Any,
     path: tuple[str | int, ...],
-    find: Callable[[str], list[Match]],
-    redact: Callable[[Match], bool] | None,
+    keys: _Keys,
     scan: Scan,
     skip: frozenset[str],
 ) -> Any:
     if isinstance(value, str):
-        matches = find(value)
+        matches = keys.find(value)
         if not matches:
             return value
         matches = merged(matches)
         scan.hits.extend((path, match) for match in matches)
+        redact = keys.redact
         chosen = [m for m in matches if redact is not None and redact(m)]
         return redacted(value, chosen) if chosen else value
     if isinstance(value, Mapping):
         mapping = cast(Mapping[str, Any], value)
         out: dict[str, Any] | None = None
+        renamed = False
         for key, item in mapping.items():
+            step, sent = key, key
+            found = keys.of(key) if isinstance(key, str) else None
+            if found is not None:
+                matches, sent, step = found
+                scan.hits.extend(((*path, step), match) for match in matches)
+                renamed = renamed or sent != key
             if key in skip and (isinstance(item, str) or key not in BINARY_KEYS):
-                continue
-            new = _walk(item, (*path, key), find, redact, scan, skip)
+                new = item
+            else:
+                new = _walk(item, (*path, step), keys, scan, skip)
             if new is not item:
                 out = dict(mapping) if out is None else out
                 out[key] = new
+        if renamed:
+            return _renamed(out if out is not None else mapping, keys)
         return value if out is None else out
     if isinstance(value, list | tuple):
         items = cast(Sequence[Any], value)
-        new_items = [_walk(item, (*path, index), find, redact, scan, skip) for index, item in enumerate(items)]
+        new_items = [_walk(item, (*path, index), keys, scan, skip) for index, item in enumerate(items)]
         return value if all(a is b for a, b in zip(new_items, items, strict=True)) else new_items
     return value
+
+
+def _renamed(mapping: Mapping[str, Any], keys: _Keys) -> dict[str, Any]:
+    """`mapping` with its redacted keys as sent on (see `_Keys.of`), in order; a key that would take the place
+    of one already there is suffixed `#2`, `#3`... so that no value is lost."""
+    out: dict[str, Any] = {}
+    for key, item in mapping.items():
+        found = keys.of(key) if isinstance(key, str) else None
+        sent = found[1] if found is not None else key
+        if sent in out or (sent != key and sent in mapping):
+            count = 2
+            while f"{sent}#{count}" in out or f"{sent}#{count}" in mapping:
+                count += 1
+            sent = f"{sent}#{count}"
+        out[sent] = item
+    return out

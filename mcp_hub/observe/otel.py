@@ -76,6 +76,10 @@ class MountStatus(NamedTuple):
 CURRENT: ContextVar[Telemetry | None] = ContextVar("mcp_hub.telemetry", default=None)
 """The telemetry of the hub this task serves a request (or supervises a mount) for; None when off."""
 
+SHOWN_TARGET: ContextVar[tuple[str, str] | None] = ContextVar("mcp_hub.shown_target", default=None)
+"""(target, as shown) while a call whose target (a resource URI) a guard found something in is sent on: the spans
+and measurements of requests to servers show that target redacted (the chain's guardrails link sets it)."""
+
 
 class Telemetry:
     """Tracer, meter and instruments, built by `start()` from the settings and torn down by `shutdown()`.
@@ -217,8 +221,9 @@ class Telemetry:
         """
         target = target_of(method, params)
         attributes: dict[str, Any] = {"mcp.method.name": method, "mcp_hub.mount": config.name}
+        shown = SHOWN_TARGET.get() if target is not None else None
         if target is not None:
-            attributes[target[0]] = target[1]
+            attributes[target[0]] = shown[1] if shown is not None and shown[0] == target[1] else target[1]
         span = None
         token = None
         if self.tracer is not None and trace.get_current_span().get_span_context().is_valid:
@@ -245,7 +250,7 @@ class Telemetry:
                 failure = Failure("tool_error")
             return result
         except BaseException as exc:
-            failure = Failure.of(exc)
+            failure = Failure.of(exc).showing(shown)
             raise
         finally:
             elapsed = time.perf_counter() - started
@@ -278,6 +283,13 @@ class Failure(NamedTuple):
         if isinstance(exc, anyio.get_cancelled_exc_class()):
             return cls("cancelled")
         return cls(type(exc).__qualname__, None, str(exc))
+
+    def showing(self, target: tuple[str, str] | None) -> Failure:
+        """This failure, its message showing `target[0]` as `target[1]` (a URI as a guard redacted it: a server's
+        error may quote what it was asked)."""
+        if target is None or not self.message:
+            return self
+        return self._replace(message=self.message.replace(*target))
 
     def mark(self, span: trace.Span) -> None:
         """Record the failure on `span`: `error.type`, the JSON-RPC code, an ERROR status."""

@@ -1,7 +1,9 @@
 """Guards: what the policy does with a secret, personal datum or hidden text found in a call.
 
 A guard (`[[profiles.P.guards]]`) names detectors (see mcp_hub/guardrails), a direction (`on`:
-the arguments on their way to a server, the results on their way to the model, or both), an
+the arguments on their way to a server, the results on their way to the model, or both; each with
+whatever else travels that way, a resource URI, a client's answers, a server's questions: see
+chain/guardrails.py), an
 action and, optionally, the tools, prompts and resources it applies to (none: all of them). A
 principal's guards are its profile's own followed by those of the profiles it extends.
 

@@ -35,8 +35,9 @@ from mcp_hub import __version__
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.chain.guardrails import Guardrails
 from mcp_hub.chain.router import Router
-from mcp_hub.errors import HubError, UnknownName
+from mcp_hub.errors import HubError, Refused, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.search import ToolSearch
@@ -53,7 +54,7 @@ from mcp_hub.server.origin import (
 )
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.subscriptions import Subscriptions
-from mcp_hub.server.tasks import TASK_METHODS, TaskGuard, Tasks
+from mcp_hub.server.tasks import TASK_METHODS, Tasks
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
 
@@ -72,7 +73,8 @@ class Endpoint:
 
     Lists are the catalog's views filtered by the policy's `visible()`; calls go
     through `call` (the chain: audit, policy, router) with a `CallContext` that
-    names the caller. Completion is answered for visible prompts and templates only.
+    names the caller. Completion is answered for visible prompts and templates only, its
+    arguments through the guards on arguments (`guardrails`), as are a task's `tasks/update`s.
     """
 
     def __init__(
@@ -89,7 +91,7 @@ class Endpoint:
         confirms: bool = False,
         startup: Startup | None = None,
         on_refused: Callable[[CallContext, str], None] | None = None,
-        guard_task: TaskGuard | None = None,
+        guardrails: Guardrails | None = None,
         search: ToolSearch | None = None,
         selection: Selection | None = None,
     ) -> None:
@@ -141,7 +143,8 @@ class Endpoint:
             ("resources/unsubscribe", types.UnsubscribeRequestParams, self._unsubscribe),
             ("subscriptions/listen", types.SubscriptionsListenRequestParams, self._listen),
         ]
-        self._tasks = Tasks(router, guard_task)
+        self._guardrails = guardrails
+        self._tasks = Tasks(router, guardrails)
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
@@ -263,9 +266,25 @@ class Endpoint:
         if not self._visible(principal_of(ctx), route.kind, route.mount, route.native):
             raise UnknownName(route.kind, route.public)
         origin = ClientOrigin(ctx, self._clients.of(ctx))  # a client's own session, where it has one
-        return _complete_result(
-            await self._router.forward("completion/complete", route.mount, route.params, origin=origin)
+
+        async def send(params: Mapping[str, Any]) -> dict[str, Any]:
+            return await self._router.forward("completion/complete", route.mount, params, origin=origin)
+
+        if self._guardrails is None:
+            return _complete_result(await send(route.params))
+        completing = CallContext(
+            method="completion/complete",
+            kind=route.kind,
+            mount=route.mount,
+            native=route.native,
+            public=route.public,
+            params=route.params,
+            principal=principal_of(ctx),
+            session=session_of(ctx),
+            origin=origin,
         )
+        # The value completed and the context's arguments as a call's arguments, the values suggested as a result.
+        return _complete_result(await self._guardrails.guard_completion(completing, send))
 
     async def _set_level(self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams) -> Any:
         client = self._clients.of(ctx) or self._clients.register(ctx.session)
@@ -283,8 +302,27 @@ class Endpoint:
             raise UnknownName(route.kind, route.public)
         return route.public, route.mount, route.native
 
+    def _guard_uri(self, ctx: ServerRequestContext[Any, Any], public: str, mount: str, native: str) -> None:
+        """A URI on its way to its server in a subscription, through the guards on arguments, as a read's.
+        Raises `Refused`."""
+        if self._guardrails is not None:
+            self._guardrails.guard_uri(
+                CallContext(
+                    method=ctx.method,
+                    kind="resource",
+                    mount=mount,
+                    native=native,
+                    public=public,
+                    params={"uri": native},
+                    principal=principal_of(ctx),
+                    session=session_of(ctx),
+                    origin=ClientOrigin(ctx, None),
+                )
+            )
+
     async def _subscribe(self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> Any:
         public, mount, native = self._visible_resource(ctx, (ctx.params or {}).get("uri"))
+        self._guard_uri(ctx, public, mount, native)
         client = self._clients.of(ctx) or self._clients.register(ctx.session)
         client.subscriptions.add(public)
         await self._subscriptions.add(sdk_runner.connection_of(ctx.session), mount, native)
@@ -303,8 +341,8 @@ class Endpoint:
     ) -> types.SubscriptionsListenResult:
         """A 2026-07-28 client's event stream; the resources it names are subscribed while it lasts.
 
-        URIs of resources the caller may not see, or that no mount has, are left
-        out of the acknowledged filter.
+        URIs of resources the caller may not see, or that no mount has, or that a guard
+        refuses (see `_guard_uri`), are left out of the acknowledged filter.
         """
         wanted = params.notifications
         held: list[tuple[str, str]] = []
@@ -312,7 +350,8 @@ class Endpoint:
         for uri in wanted.resource_subscriptions or ():
             try:
                 public, mount, native = self._visible_resource(ctx, uri)
-            except UnknownName:
+                self._guard_uri(ctx, public, mount, native)
+            except (UnknownName, Refused):
                 continue
             kept.append(public)
             held.append((mount, native))

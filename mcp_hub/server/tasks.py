@@ -12,8 +12,9 @@ hub's id; a completed task's inlined result has its resource URIs mapped as a ca
 
 The policy decides at the call: a task exists at the hub only if the call that created it was
 allowed, and its follow-ups are allowed to whoever made that call. A `tasks/get` answer passes the
-guards on results (`guard`, the guardrails link's `guard_task`) as the call's result would have: the
-task keeps what the call was (its method, tool, principal and session). The table is bounded (per
+guards on results (`TaskGuards`, the guardrails link's `guard_task`) as the call's result would have, and a
+`tasks/update`'s answers to the task's questions (`inputResponses`) the guards on its arguments: the task
+keeps what the call was (its method, tool, principal and session). The table is bounded (per
 principal, and in principals); a task is forgotten when its server's `ttlMs` has passed.
 `tasks/list` and `tasks/result` do not exist in the extension, and the handshake era's tasks (the
 2025-11-25 `tasks` capability) are not relayed: the SDK validates a handshake-era call's result as a
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from cachetools import LRUCache
 from mcp.shared.inbound import decode_header_value
@@ -50,8 +51,16 @@ _TASKS_PER_PRINCIPAL = 1_000
 """How many tasks of one principal the hub keeps (the least recently used go first)."""
 
 
-TaskGuard = Callable[[CallContext, dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Guards a `tasks/get` answer as a result of the call (given) that created the task."""
+class TaskGuards(Protocol):
+    """The guards on a task's follow-ups, as on the call (given) that created the task (the guardrails link)."""
+
+    async def guard_task(self, ctx: CallContext, answer: dict[str, Any]) -> dict[str, Any]:
+        """A `tasks/get` answer, guarded as the call's result."""
+        ...
+
+    async def guard_task_update(self, ctx: CallContext, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A `tasks/update`'s params, its answers guarded as the call's arguments. Raises `Refused` when blocked."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +102,9 @@ class _Task:
 class Tasks:
     """The tasks the hub relays, by principal and the hub's task id."""
 
-    def __init__(self, router: Router, guard: TaskGuard | None = None) -> None:
+    def __init__(self, router: Router, guards: TaskGuards | None = None) -> None:
         self._router = router
-        self._guard = guard
+        self._guards = guards
         self._tasks: LRUCache[str, LRUCache[str, _Task]] = LRUCache(maxsize=_PRINCIPALS)
 
     def adopt(self, call: CallContext, result: dict[str, Any]) -> dict[str, Any]:
@@ -140,10 +149,14 @@ class Tasks:
             )
         task_id = params.get("taskId")
         task = self._find(principal, task_id)
+        guards = self._guards
+        call = task.call.context(principal, task.mount, origin) if guards is not None and origin is not None else None
+        if method == "tasks/update" and guards is not None and call is not None:
+            params = await guards.guard_task_update(call, params)
         native = {**params, "taskId": task.native}
         result = await self._router.forward(method, task.mount, native, origin=origin)
         if result.get("taskId") == task.native:
             result["taskId"] = task_id
-        if method == "tasks/get" and self._guard is not None and origin is not None:
-            result = await self._guard(task.call.context(principal, task.mount, origin), result)
+        if method == "tasks/get" and guards is not None and call is not None:
+            result = await guards.guard_task(call, result)
         return result

@@ -12,12 +12,22 @@ documented example IBAN, a reserved example phone number and domain. Runs as a s
 - tool `poisoned`: a description with an HTML comment and Unicode tag characters;
 - tool `shadow`: a description in plain sight that tells the model how to use another tool and to keep
   it from the user (the published "tool shadowing" attack);
-- resource `leaky://record`: every datum; prompt `letter`: a message with every datum.
+- tool `ask` {"question": ...}: asks the client the question (an elicitation: mid-call on the handshake
+  era, an `input_required` round on 2026-07-28) and says what it answered;
+- tool `sample` {"prompt": ...}: asks the client's model (sampling) and says what it answered;
+- resource `leaky://record`: every datum; prompt `letter`: a message with every datum;
+- resource template `leaky://notes/{name}` (and `leaky://missing/...`, an error that quotes the URI) and
+  prompt `greet` {"name"}; resources can be subscribed to (nothing changes); completion of either suggests the
+  datum of the kind the value names (`aws`, ...), else "one" and "two".
+
+With `LEAKY_RECORD` set to a file, every request the server receives (and every answer to its questions) is
+appended to it, one JSON line each: what reached the server.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
@@ -26,6 +36,8 @@ from mcp.server.caching import CACHEABLE_METHODS, CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
 
@@ -40,6 +52,19 @@ DATA = {
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAWB0vVQAAAABJRU5ErkJggg=="
 """A 1x1 PNG: base64 data, high in entropy, which no detector looks at."""
 ORDINARY = "Build 3b24927 passed: 1,204 tests in 61.3 s on 2026-11-25 (see https://ci.example.com/runs/8812)."
+
+QUESTION_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}}
+
+
+def record(method: str, received: Any) -> None:
+    """Note what reached the server (see the module's doc)."""
+    path = os.environ.get("LEAKY_RECORD")
+    if path:
+        if hasattr(received, "model_dump"):
+            received = received.model_dump(by_alias=True, mode="json", exclude_none=True)
+        with open(path, "a", encoding="utf-8") as file:
+            file.write(json.dumps({"method": method, "received": received}, ensure_ascii=False) + "\n")
+
 
 TOOLS: list[dict[str, Any]] = [
     {
@@ -61,6 +86,16 @@ TOOLS: list[dict[str, Any]] = [
         "name": "progress",
         "description": "Report progress twice, the first message with an AWS key, then answer.",
         "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "ask",
+        "description": "Ask the user `question`, and say what they answered.",
+        "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}},
+    },
+    {
+        "name": "sample",
+        "description": "Ask the client's model `prompt`, and say what it answered.",
+        "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}}},
     },
     {
         "name": "poisoned",
@@ -97,8 +132,41 @@ async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> A
     return {"tools": TOOLS}
 
 
+async def asked(ctx: Ctx, params: types.CallToolRequestParams, method: str, question: dict[str, Any]) -> Any:
+    """The client's answer to one question (None: asked in an `input_required` round, not answered yet)."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answer = (params.input_responses or {}).get("q")
+        return answer if answer is not None else None
+    if method == "elicitation/create":
+        return await ctx.session.elicit_form(question["message"], question["requestedSchema"], ctx.request_id)
+    messages = [types.SamplingMessage.model_validate(m) for m in question["messages"]]
+    return await ctx.session.create_message(
+        messages, max_tokens=question["maxTokens"], related_request_id=ctx.request_id
+    )
+
+
+async def ask_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
+    args = params.arguments or {}
+    if params.name == "ask":
+        method = "elicitation/create"
+        question = {"mode": "form", "message": str(args.get("question")), "requestedSchema": QUESTION_SCHEMA}
+    else:
+        method = "sampling/createMessage"
+        text = {"type": "text", "text": str(args.get("prompt"))}
+        question = {"messages": [{"role": "user", "content": text}], "maxTokens": 50}
+    answer = await asked(ctx, params, method, question)
+    if answer is None:
+        return {"resultType": "input_required", "inputRequests": {"q": {"method": method, "params": question}}}
+    if hasattr(answer, "model_dump"):
+        answer = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+    record(f"answer to {method}", answer)
+    return {"content": [{"type": "text", "text": f"answered {json.dumps(answer, ensure_ascii=False)}"}]}
+
+
 async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
     args = params.arguments or {}
+    if params.name in ("ask", "sample"):
+        return await ask_tool(ctx, params)
     if params.name == "echo":
         return {"content": [{"type": "text", "text": f"received {json.dumps(args, ensure_ascii=False)}"}]}
     if params.name == "log":
@@ -128,23 +196,45 @@ async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams | None) 
     return {"resources": [{"uri": "leaky://record", "name": "record", "mimeType": "text/plain"}]}
 
 
+async def list_resource_templates(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
+    return {"resourceTemplates": [{"uriTemplate": "leaky://notes/{name}", "name": "note", "mimeType": "text/plain"}]}
+
+
 async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
+    if str(params.uri).startswith("leaky://missing/"):
+        raise MCPError(code=-32002, message=f"no such resource: {params.uri}")
+    if str(params.uri).startswith("leaky://notes/"):
+        return {"contents": [{"uri": str(params.uri), "mimeType": "text/plain", "text": "a note"}]}
     text = "\n".join(f"{kind}: {value}" for kind, value in DATA.items())
     return {"contents": [{"uri": str(params.uri), "mimeType": "text/plain", "text": text}]}
 
 
 async def list_prompts(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
-    return {"prompts": [{"name": "letter", "description": "A letter to a customer."}]}
+    greet = {"name": "greet", "description": "A greeting.", "arguments": [{"name": "name", "required": True}]}
+    return {"prompts": [{"name": "letter", "description": "A letter to a customer."}, greet]}
 
 
 async def get_prompt(ctx: Ctx, params: types.GetPromptRequestParams) -> Any:
+    if params.name == "greet":
+        return {"messages": [{"role": "user", "content": {"type": "text", "text": "Hello."}}]}
     text = f"Dear customer, we will charge {DATA['card']} and write to {DATA['email']}."
     return {"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}
 
 
-def final(handler: Any) -> Any:
+async def complete(ctx: Ctx, params: types.CompleteRequestParams) -> Any:
+    """Suggests the datum of the kind the value names (`aws`, ...), else "one" and "two"."""
+    value = params.argument.value
+    return {"completion": {"values": [DATA[value]] if value in DATA else ["one", "two"]}}
+
+
+async def subscribed(ctx: Ctx, params: Any) -> Any:
+    return {}
+
+
+def final(handler: Any, method: str) -> Any:
     async def wrapped(ctx: Ctx, params: Any) -> Any:
-        return {**await handler(ctx, params), "resultType": "complete"}
+        record(method, params)
+        return {"resultType": "complete", **await handler(ctx, params)}
 
     return wrapped
 
@@ -154,12 +244,16 @@ def build_server() -> Server:
         "leaky",
         version="1.0.0",
         cache_hints={m: CacheHint() for m in CACHEABLE_METHODS if m != "server/discover"},
-        on_list_tools=final(list_tools),
-        on_call_tool=final(call_tool),
-        on_list_resources=final(list_resources),
-        on_read_resource=final(read_resource),
-        on_list_prompts=final(list_prompts),
-        on_get_prompt=final(get_prompt),
+        on_list_tools=final(list_tools, "tools/list"),
+        on_call_tool=final(call_tool, "tools/call"),
+        on_list_resources=final(list_resources, "resources/list"),
+        on_list_resource_templates=final(list_resource_templates, "resources/templates/list"),
+        on_read_resource=final(read_resource, "resources/read"),
+        on_list_prompts=final(list_prompts, "prompts/list"),
+        on_get_prompt=final(get_prompt, "prompts/get"),
+        on_completion=final(complete, "completion/complete"),
+        on_subscribe_resource=final(subscribed, "resources/subscribe"),
+        on_unsubscribe_resource=final(subscribed, "resources/unsubscribe"),
     )
 
 

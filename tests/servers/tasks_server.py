@@ -13,13 +13,16 @@ task that greets it; `tasks/get` of a working `stuck_job` never answers (once ca
 were cancelled, in `interruptedGets`). `tasks/cancel` settles an unfinished
 task as `cancelled`. `greet` is synchronous;
 without the extension the others are too. Unknown task ids are -32602, follow-ups from a client
-without the extension -32021, and an `Mcp-Name` other than the task id -32020.
+without the extension -32021, and an `Mcp-Name` other than the task id -32020. With `TASKS_RECORD` set to a
+file, the answers each `tasks/update` brings are appended to it (a JSON line each): what reached the server.
 
 `python tests/servers/tasks_server.py` serves stdio; `--http PORT` serves streamable HTTP.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import sys
 import time
@@ -202,6 +205,9 @@ def build_server(name: str = "tasks") -> Server[Any]:
     async def update_task(ctx: Ctx, params: TaskParams) -> Any:
         task = known(ctx, params)
         answers = (params.model_extra or {}).get("inputResponses") or {}
+        if os.environ.get("TASKS_RECORD"):
+            with open(os.environ["TASKS_RECORD"], "a", encoding="utf-8") as file:
+                file.write(json.dumps(answers, ensure_ascii=False) + "\n")
         for key in answers:
             task["pending"].pop(key, None)
         task["lastUpdatedAt"] = _now()
