@@ -467,6 +467,12 @@ class Hub:
         if "tools" in listings:
             await self._share_pins()
 
+    def detectors(self) -> Detectors:
+        """The detectors the guards use (the hub's own secret values, its phone regions), for `explain`."""
+        if self._guardrails is not None:
+            return self._guardrails.detectors
+        return Detectors(configured_secrets(self.config), self.config.guardrails.phone_regions(os.environ))
+
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
         refused (optional requests answered with an error, which the hub goes on without) and the items

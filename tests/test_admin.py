@@ -274,6 +274,24 @@ async def test_no_secret_is_rendered(tmp_path: Path) -> None:
                 assert secret not in body
 
 
+async def test_explain_finds_what_the_hubs_guards_find_its_own_secret_values_too(tmp_path: Path) -> None:
+    """The console's explain looks at the arguments with the detectors the guards use: a mount's secret value is
+    found as the hub's own secret (plain detectors do not know it), and shown masked."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "watched.toml").write_text(
+        '[principals]\ncarol = "watched"\n[profiles.watched]\ndefault = "allow"\n'
+        '[[profiles.watched.guards]]\nid = "watch-secrets"\ndetect = ["secrets"]\naction = "flag"\non = "arguments"\n',
+        encoding="utf-8",
+    )
+    async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
+        csrf = await logged_in(web, base)
+        form = {"csrf": csrf, "principal": "carol", "kind": "tool", "target": "srv/echo"}
+        answer = await web.post(f"{base}/admin/explain", data={**form, "args": json.dumps({"text": MOUNT_TOKEN})})
+    assert answer.status_code == 200, answer.text
+    assert "configured_secret (secrets) -&gt; flag by watch-secrets" in answer.text
+    assert MOUNT_TOKEN not in answer.text
+
+
 async def test_the_catalog_shows_what_a_principal_sees_and_why(tmp_path: Path) -> None:
     async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
         await logged_in(web, base)

@@ -367,7 +367,7 @@ class _Pages:
         row["outcome"] = "listed" if visible else "hidden"
         if row["pin"] == "held":
             row["outcome"] = "held"
-        row["explain"] = explain(policy, principal, target)
+        row["explain"] = explain(policy, principal, target, detectors=self.hub.detectors())
 
     # -- pins ----------------------------------------------------------------------------------------
 
@@ -472,7 +472,8 @@ class _Pages:
     async def _explain(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         answer, error = None, None
         try:
-            answer = explain(self.hub.policy(), form.get("principal", "").strip(), _target(form))
+            principal = form.get("principal", "").strip()
+            answer = explain(self.hub.policy(), principal, _target(form), detectors=self.hub.detectors())
         except ValueError as exc:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)

@@ -123,6 +123,11 @@ class Guardrails:
         self._audit = audit
         self._threads = anyio.CapacityLimiter(SCAN_THREADS)
 
+    @property
+    def detectors(self) -> Detectors:
+        """The detectors the guards use now: the hub's own secret values, its phone regions."""
+        return self._detectors
+
     def know_secrets(self, values: Iterable[str]) -> None:
         """Look for these secret values too, from now on (a configuration reload added or changed a mount)."""
         self._detectors = self._detectors.knowing(values)
