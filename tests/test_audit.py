@@ -293,8 +293,8 @@ def test_events_outside_start_and_stop_are_counted_as_dropped(tmp_path: Path, ca
 
 
 def writers() -> int:
-    """Audit writer threads alive (QueueListener names its thread after `_monitor`)."""
-    return sum("_monitor" in thread.name for thread in threading.enumerate())
+    """Audit writer threads alive."""
+    return sum(thread.name == "mcp-hub audit log" for thread in threading.enumerate())
 
 
 def test_no_path_discards_cheaply() -> None:
