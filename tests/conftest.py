@@ -250,3 +250,11 @@ def _collect_garbage_after_each_test() -> Any:
     """Collect garbage when a test ends, so a leaked process or pipe is reported against the test that leaked it."""
     yield
     gc.collect()
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real redis-server of the test's own (tests/redis_server.py)."""
+    from tests.redis_server import started_redis
+
+    yield from started_redis(tmp_path_factory)

@@ -7,7 +7,7 @@ an HTTP client speaking to both.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -19,22 +19,10 @@ from mcp_hub.admin import console
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from tests.conftest import running_hub, serve_app, wait_for
+from tests.redis_server import RedisServer
 from tests.test_admin import ADMIN_KEY, attempt, console_config, logged_in, throttled
-from tests.test_cluster import REDIS_SERVER, RedisServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
-
-
-@pytest.fixture
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
 
 
 @asynccontextmanager

@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import free_port, wait_for
-from tests.test_cluster import REDIS_SERVER, RedisServer
+from tests.redis_server import RedisServer, started_redis
 
 pytestmark = pytest.mark.anyio
 
@@ -129,14 +129,7 @@ def start_replica(
 
 @pytest.fixture(scope="module")
 def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
+    yield from started_redis(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -33,9 +33,9 @@ from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.server.http import replicas
 from tests.conftest import free_port, serve_app
+from tests.redis_server import RedisServer, started_redis
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
-from tests.test_cluster import REDIS_SERVER, RedisServer
 from tests.test_cluster_sessions import Replica, start_replica
 from tests.test_token_exchange import witnessed
 from tests.test_user_credentials import allowed, sign_in, sign_in_link
@@ -49,14 +49,7 @@ TOKEN_KEY = new_key()
 
 @pytest.fixture(scope="module")
 def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run installs it)")
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.kill()
+    yield from started_redis(tmp_path_factory)
 
 
 class Balancer(httpx2.AsyncBaseTransport):

@@ -75,10 +75,14 @@ async def _holds_and_redacts(client: Client, config: Path, principal: str) -> No
     pins = json.loads(state_file(config, "pins", ".json").read_text(encoding="utf-8"))
     assert {"leaky/poisoned", "leaky/shadow"} <= set(pins["pending"])
     assert "leaky/leak" in pins["pins"] and "leaky/poisoned" not in pins["pins"]
-    audit = state_file(config, "audit", ".jsonl").read_text(encoding="utf-8")
-    lines = [json.loads(line) for line in audit.splitlines()]
-    assert any(line.get("name") == "leak" and line.get("principal") == principal for line in lines), lines
-    assert AWS_KEY not in audit
+    audit = state_file(config, "audit", ".jsonl")
+
+    async def audited() -> bool:  # the audit log's writer lingers a moment before it writes
+        lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()] if audit.exists() else []
+        return any(line.get("name") == "leak" and line.get("principal") == principal for line in lines)
+
+    await wait_for(audited, timeout=10)
+    assert AWS_KEY not in audit.read_text(encoding="utf-8")
     assert not (config.parent / "pins.json").exists() and not (config.parent / "audit.jsonl").exists()
 
 
