@@ -145,12 +145,16 @@ def init(
     if not document.get("servers"):
         document = tomlkit.parse(examples())
     servers = list(document.get("servers", {}))
-    folder.mkdir(parents=True, exist_ok=True)
     backup = None
-    if config.exists():
-        backup = config.with_name("hub.toml.bak")
-        os.replace(config, backup)
-    policies = create_config(config, document)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if config.exists():
+            backup = config.with_name("hub.toml.bak")
+            os.replace(config, backup)
+        policies = create_config(config, document)
+    except OSError as exc:
+        why = f"cannot write there ({exc.strerror}: {exc.filename}); choose another folder with --dir"
+        raise ConfigError(str(folder), "", why) from None
     return Started(
         config,
         policies,

@@ -139,6 +139,34 @@ def test_init_from_claude_desktop_imports_its_servers_without_their_secrets(home
     assert "starts each twice" in result.stdout  # take the servers out of Claude Desktop's own list
 
 
+def test_init_from_two_clients_keeps_their_secrets_apart(home: Path, cwd: Path) -> None:
+    claude = home / ".config" / "Claude" / "claude_desktop_config.json"
+    claude.parent.mkdir(parents=True)
+    claude.write_text(json.dumps({"mcpServers": {"a": {"command": "a", "env": {"API_KEY": "one-1"}}}}), "utf-8")
+    cursor = home / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text(json.dumps({"mcpServers": {"b": {"command": "b", "env": {"API_KEY": "two-2"}}}}), "utf-8")
+
+    result = mcp_hub("init", "--from", "claude", "--from", "cursor", home=home, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    config = home / ".config" / "mcp-hub" / "hub.toml"
+    loaded = load_config(config, environ={"API_KEY": "1", "B_API_KEY": "2"})
+    assert loaded.servers["a"].env == {"API_KEY": "1"} and loaded.servers["b"].env == {"API_KEY": "2"}
+    assert snippet(result.stdout)["env"] == {
+        "API_KEY": "<the value of API_KEY>",
+        "B_API_KEY": "<the value of B_API_KEY>",
+    }
+    assert "one-1" not in config.read_text(encoding="utf-8") + result.stdout
+
+
+def test_init_says_where_it_cannot_write(home: Path, cwd: Path) -> None:
+    (cwd / "taken").write_text("a file, not a folder", encoding="utf-8")
+    result = mcp_hub("init", "--dir", "taken/hub", home=home, cwd=cwd)
+    assert result.returncode == 2
+    assert f"error: {cwd / 'taken' / 'hub'}: cannot write there" in result.stderr and "--dir" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_init_from_claude_code_reads_the_projects_file_then_the_users(home: Path, cwd: Path) -> None:
     project = {"mcpServers": {"db": {"command": "db-mcp", "args": ["--project"]}}}
     user = {
