@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,6 +23,8 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 from tests.conftest import ROOT
 
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+UNTRACKED = (".git", ".venv*", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+"""What .gitignore keeps out of a clone, and git's own folder."""
 POLICIES = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "policies").glob("*.toml")}
 
 
@@ -40,10 +43,14 @@ def run(*command: str | Path, **options: object) -> subprocess.CompletedProcess[
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel built from it (what `python -m build` makes), and in `tree/` the wheel built
-    straight from the source tree."""
+    straight from the source tree; from a copy of the checkout as a clone has it (the link
+    mcp_hub/defaults/policies -> ../../policies kept), so that no build output is left in, or read from, the
+    checkout's own build/ and *.egg-info/."""
+    source = tmp_path_factory.mktemp("source") / "mcp-hub"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*UNTRACKED))
     out = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--outdir", out, ROOT)
-    run(sys.executable, "-m", "build", "--wheel", "--outdir", out / "tree", ROOT)
+    run(sys.executable, "-m", "build", "--outdir", out, source)
+    run(sys.executable, "-m", "build", "--wheel", "--outdir", out / "tree", source)
     return out
 
 
