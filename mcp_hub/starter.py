@@ -53,7 +53,7 @@ args = ["--local-timezone", "UTC"]
 """
 
 TIME_MISSING = """\
-# PyPI's mcp-server-time: install mcp-hub with its [examples] extra (README, "Install"), then uncomment:
+# PyPI's mcp-server-time: install mcp-hub with its [examples] extra (README, "Quick start"), then uncomment:
 # [servers.time]
 # command = "mcp-server-time"
 # args = ["--local-timezone", "UTC"]
