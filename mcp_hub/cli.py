@@ -1,5 +1,6 @@
 """`mcp-hub`: flags in, config loaded, the hub run. No logic of its own.
 
+    mcp-hub init   [--dir PATH] [--from claude|claude-code|cursor|vscode|windsurf ...] [--force]
     mcp-hub serve  [--config PATH] [--transport stdio|http] [--host H] [--port P] [--endpoint NAME]
     mcp-hub check  [--config PATH] [--connect]
     mcp-hub tools  [--config PATH] [--json | --format openai|openai-responses|anthropic|gemini [--principal P]]
@@ -38,9 +39,9 @@ from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.chain.guardrails import configured_secrets
+from mcp_hub.clients import CLIENTS
 from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.config import HubConfig, ServerConfig, load_config, unauthenticated_exposure
-from mcp_hub.defaults import write_policies
 from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
@@ -88,6 +89,26 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
         sub.set_defaults(run=run)
         return sub
+
+    init = command(
+        "init",
+        "Write a starter hub.toml and the default policies (in the user's config folder unless --dir), and say "
+        "how to add the hub to Claude Desktop.",
+        _init,
+    )
+    init.add_argument(
+        "--dir", help="the folder to write hub.toml and policies/ in (default: the user's config folder for mcp-hub)"
+    )
+    init.add_argument(
+        "--from",
+        dest="clients",
+        action="append",
+        default=[],
+        choices=list(CLIENTS),
+        help="import the MCP servers of this client from its usual config files (repeatable); "
+        "without: the example servers",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing hub.toml (kept as hub.toml.bak)")
 
     serve = command("serve", "Serve the hub over stdio (default) or streamable HTTP.", _serve)
     serve.add_argument("--config", default="hub.toml", help="config file (default: ./hub.toml)")
@@ -154,6 +175,25 @@ def _setup_logging(level: str) -> None:
 
 
 # -- commands -------------------------------------------------------------------
+
+
+def _init(args: argparse.Namespace) -> int:
+    from mcp_hub import starter  # tomlkit: only this command
+
+    started = starter.init(Path(args.dir) if args.dir else starter.default_folder(), args.clients, force=args.force)
+    if started.backup is not None:
+        print(f"kept the previous {started.config.name} as {started.backup}")
+    for path in started.read:
+        print(f"imported the servers of {path}")
+    for name in started.left_out:
+        print(f"left out server {name!r}: a file read before has a server of that name")
+    print(f"wrote {started.config} (servers: {', '.join(started.servers)})")
+    if started.policies is not None:
+        print(f"wrote {started.policies}{os.sep} (the default policies; see the README, Policy)")
+    else:
+        print(f"kept {started.config.parent / 'policies'}{os.sep} as it is")
+    print(starter.next_steps(started, starter.hub_command(), home=Path.home(), cwd=Path.cwd()))
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -582,9 +622,9 @@ def _split_target(kind: str, text: str) -> tuple[str, str]:
 
 def _import(args: argparse.Namespace) -> int:
     from mcp_hub.importer import (  # tomlkit: only this command
+        create_config,
         import_client_config,
         merge_into,
-        new_config,
         secret_env_names,
     )
 
@@ -600,10 +640,9 @@ def _import(args: argparse.Namespace) -> int:
             existing = output.read_text(encoding="utf-8")
             output.write_text(merge_into(existing, document, file=str(output), force=args.force), encoding="utf-8")
         else:  # a new hub.toml: with the shipped policies, pinning and the audit log on
-            policies = output.parent / "policies"
-            if write_policies(policies):
+            policies = create_config(output, document)
+            if policies is not None:
                 print(f"wrote {policies}{os.sep} (the default policies; see the README, Policy)", file=sys.stderr)
-            output.write_text(new_config(document), encoding="utf-8")
         print(f"wrote {output}", file=sys.stderr)
     else:
         print(document.as_string(), end="")

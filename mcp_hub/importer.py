@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import tomlkit
@@ -36,6 +37,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import InlineTable, Table
 
 from mcp_hub.config import dotted_key, to_mount_name, variable_references
+from mcp_hub.defaults import write_policies
 from mcp_hub.errors import ConfigError
 
 _SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|AUTH|PAT(?!H)", re.IGNORECASE)
@@ -102,11 +104,12 @@ class _Server:
         return f"{self.key}.{self.spelled.get(head[0], head[0])}{name[head.end() :]}"
 
 
-def import_client_config(text: str, file: str) -> tomlkit.TOMLDocument:
-    """The servers of a client's config (`text`, read from `file`) as a hub.toml document."""
+def import_client_config(text: str, file: str, secrets: dict[str, str] | None = None) -> tomlkit.TOMLDocument:
+    """The servers of a client's config (`text`, read from `file`) as a hub.toml document. `secrets`: which
+    variable stands for which secret value, shared by the imports that go into one hub.toml (filled here)."""
     data = _load_yaml(text, file) if file.lower().endswith((".yaml", ".yml")) else _load_json(text, file)
     where, entries = _find_servers(data, file)
-    state = _Import(file)
+    state = _Import(file, {} if secrets is None else secrets)
     servers = tomlkit.table(is_super_table=True)
     skipped: list[str] = []
     for key, (original, entry) in entries.items():
@@ -155,6 +158,16 @@ def new_config(imported: tomlkit.TOMLDocument) -> str:
     return NEW_CONFIG + imported.as_string()
 
 
+def create_config(output: Path, servers: tomlkit.TOMLDocument) -> Path | None:
+    """Write a new hub.toml at `output` (`new_config(servers)`: the protections, then the servers), and the
+    shipped policies into `policies/` beside it, which its `[policy] dir` names, unless that folder exists
+    (its files are then kept as they are). The policy folder written, or None."""
+    policies = output.parent / "policies"
+    written = write_policies(policies)
+    output.write_text(new_config(servers), encoding="utf-8")
+    return policies if written else None
+
+
 def merge_into(existing: str, imported: tomlkit.TOMLDocument, *, file: str, force: bool = False) -> str:
     """`existing` hub.toml text plus the imported [servers.*] tables, comments and layout kept.
 
@@ -184,6 +197,24 @@ def secret_env_names(doc: tomlkit.TOMLDocument) -> list[str]:
     """The variables `doc` references without a default, in order: the user must export them."""
     names = (name for text in _strings(doc.unwrap()) for name, default in variable_references(text) if default is None)
     return list(dict.fromkeys(names))
+
+
+class NoServers(ConfigError):
+    """The file holds no table of MCP servers where any client keeps one."""
+
+
+def combined(documents: list[tomlkit.TOMLDocument]) -> tuple[tomlkit.TOMLDocument, list[str]]:
+    """The servers of several imports as one hub.toml document, each file's comments before its servers; a
+    name the files before already gave is left out. The document, and the names left out (in the order met)."""
+    text, seen, left_out = "", set[str](), []
+    for document in documents:
+        servers = document.get("servers", {})
+        for name in [name for name in servers if name in seen]:
+            left_out.append(name)
+            del servers[name]
+        seen.update(servers)
+        text += document.as_string()
+    return tomlkit.parse(text), left_out
 
 
 # -- reading the JSON --------------------------------------------------------------------------
@@ -234,7 +265,7 @@ def _find_servers(data: Any, file: str) -> tuple[tuple[str, ...], dict[str, tupl
                 return where, _listed_servers(servers, file)
             if servers is not None:
                 raise ConfigError(file, dotted_key(where), "must be an object mapping server names to their settings")
-    raise ConfigError(
+    raise NoServers(
         file,
         "",
         'no MCP servers found; expected a top-level "mcpServers" object (Claude Desktop, Claude Code, Cursor, '

@@ -6,6 +6,7 @@ import getpass
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,14 @@ def mcp_hub(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.Com
     return subprocess.run(
         [sys.executable, "-m", "mcp_hub", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
+
+
+def test_version_is_the_one_pyproject_toml_gives() -> None:
+    """`--version` reads the installed distribution's version: pyproject.toml's, written nowhere else."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    result = mcp_hub("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"mcp-hub {version}\n"
 
 
 def test_the_shipped_config_connects_on_a_fresh_install() -> None:

@@ -1,6 +1,6 @@
 """Dependencies point one way, floor by floor:
 
-    errors, wire, scopes, allocator, shown, streams, state, defaults, sdk   (the ground floor)
+    errors, wire, scopes, allocator, shown, streams, state, defaults, clients, sdk   (the ground floor)
     cluster (the Redis replicas share)
     config <- importer
     observe, catalog, guardrails <- policy <- search; credentials, cache
@@ -10,7 +10,7 @@
     server
     live (reloading hub.toml)
     admin (the web console)
-    hub <- library (the hub as a library) <- cli
+    hub <- library (the hub as a library) <- cli; starter (`mcp-hub init`: importer, upstream) <- cli
     providers (tool definitions, calls and results in model providers' formats; pure)
 
 A package imports only from floors below it (its own modules are always allowed)."""
@@ -36,8 +36,9 @@ ALLOWED = {
     "streams": set(),
     "state": set(),
     "defaults": set(),
+    "clients": set(),
     "config": {"errors", "state"},
-    "importer": {"errors", "config"},
+    "importer": {"errors", "config", "defaults"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
@@ -61,6 +62,7 @@ ALLOWED = {
     "examples": set(),
     "providers": set(),
     "library": {"config", "hub", "providers", "server"},
+    "starter": {"errors", "clients", "importer", "upstream"},
 }
 
 
