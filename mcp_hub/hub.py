@@ -476,7 +476,8 @@ class Hub:
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
         refused (optional requests answered with an error, which the hub goes on without) and the items
-        of its listings that cannot be served."""
+        of its listings that cannot be served; a server the loader disabled (a variable it needs is not set)
+        is "disabled" with the reason, and the hub "degraded"."""
         servers: dict[str, Any] = {}
         for name, upstream in self.upstreams.items():
             servers[name] = {
@@ -490,7 +491,20 @@ class Hub:
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),
             }
-        states = [u.state for u in self.upstreams.values()]
+        for name, server in self.config.servers.items():  # left out by the loader: a variable it needs is unset
+            if server.unusable is not None:
+                servers[name] = {
+                    "state": str(State.DISABLED),
+                    "transport": server.kind,
+                    "protocol": None,
+                    "restarts": 0,
+                    "last_error": server.unusable,
+                    "waiting_for": None,
+                    **{kind: 0 for kind in KINDS},
+                    "refused": {},
+                    "skipped": [],
+                }
+        states = [State(report["state"]) for report in servers.values()]
         status = "ok" if all(s == State.UP for s in states) else "degraded"
         if states and not any(s == State.UP for s in states):
             status = "down"
