@@ -86,7 +86,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-hub", description="One MCP endpoint in front of many MCP servers.")
     parser.add_argument("--version", action="version", version=f"mcp-hub {__version__}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        required=True, metavar="COMMAND", help="run `mcp-hub COMMAND --help` for its options"
+    )
 
     def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
@@ -183,6 +185,12 @@ def _serve(args: argparse.Namespace) -> int:
     keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
     hub = Hub(config, endpoint=args.endpoint)
+    if args.transport == "stdio" and sys.stdin.isatty():  # started by hand, not by an MCP client
+        print(
+            "mcp-hub: serving MCP over stdio: waiting for an MCP client on stdin (an MCP client starts this "
+            "command itself); to serve HTTP instead: mcp-hub serve --transport http",
+            file=sys.stderr,
+        )
     anyio.run(hub.serve, args.transport, args.host, args.port, backend_options=_loop_options())
     return 0
 
