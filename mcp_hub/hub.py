@@ -664,8 +664,7 @@ def _listen(file: str, host: str, port: int) -> socket.socket:
         raise ConfigError(
             file,
             "http.port",
-            f"{host}:{port} {what}; stop that program, or serve on another port with "
-            "`--port PORT` or [http] port",
+            f"{host}:{port} {what}; stop that program, or serve on another port with `--port PORT` or [http] port",
         ) from None
     sock.set_inheritable(True)
     return sock

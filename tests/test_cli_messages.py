@@ -142,6 +142,27 @@ def test_a_command_not_found_is_logged_once_and_the_server_stays_down_with_the_r
     assert "server 'time': reconnecting" not in err
 
 
+# -- 3. a server that exits -------------------------------------------------------------------
+
+
+def test_a_server_that_exits_is_said_to_be_down_with_its_exit_status(tmp_path: Path) -> None:
+    servers = {
+        "crash": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]},
+        "killed": {
+            "command": sys.executable,
+            "args": ["-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        },
+    }
+    config = write_config(tmp_path / "hub.toml", servers, catalog_snapshot=False)
+    checked = mcp_hub("check", "--connect", "--config", str(config))
+    assert checked.returncode == 1
+    lines = checked.stdout.splitlines()
+    assert "  crash: down: Connection closed: the server exited with status 3" in lines, lines
+    assert "  killed: down: Connection closed: the server was killed by signal SIGKILL" in lines, lines
+    listed = mcp_hub("tools", "--config", str(config))
+    assert "warning: server 'crash' is down: Connection closed: the server exited with status 3" in listed.stderr
+
+
 # -- 4. a variable not set ---------------------------------------------------------------------
 
 

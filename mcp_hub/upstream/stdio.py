@@ -120,6 +120,8 @@ class StdioTransport:
             self._params = self._params.model_copy(update={"command": self._command})
         channel = StdioChannel()
         pipes = ChildPipes(channel.take_line, channel.handing_on)
+        if self._stderr is not None:
+            pipes.on_exit = self._stderr.child_exited
         async with stderr_for_child(self._stderr) as errlog:  # the child's own once it has started
             self._inner = StdioClient(self._params, pipes, errlog)
             read_stream, write_stream = await self._inner.__aenter__()
@@ -346,8 +348,12 @@ class ChildPipes:
         """Set when the SDK has started the child (None: it has not, or not through the usual spawn)."""
         self.arriving: ArrivingLines | None = None
         """Set when the SDK has started the child: its stdout, offering lines as they arrive."""
+        self.on_exit: Callable[[int], None] | None = None
+        """Told the child's return code when it exits (where the hub spawned it itself)."""
 
-    def spawned(self, stdin: Any, stdout: Any) -> None:
+    def spawned(self, stdin: Any, stdout: Any, process: Any = None) -> None:
+        if self.on_exit is not None and hasattr(process, "on_exit"):  # a `sdk.process.ChildProcess`
+            process.on_exit = self.on_exit
         if stdin is not None:
             self.stdin = StdinLines(stdin)
         reader = asyncio_reader_of(stdout) if stdout is not None else None

@@ -52,7 +52,7 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -82,6 +82,8 @@ _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
 _STABLE_AFTER = 60.0
 """A connection that stayed up this long resets the backoff."""
+_REAPED_WITHIN = 1.0
+"""How long to wait, once a stdio server's connection has closed, for its exit status (to say how it ended)."""
 _SAY_AGAIN = 3600.0
 """A stdio server's command still not found is logged again after this many seconds (else once)."""
 
@@ -589,6 +591,8 @@ class Upstream:
                     await self._connect_and_serve()
                 except Exception as exc:  # boundary: any failure of one connection means reconnect
                     self.last_error = _describe(exc)
+                    if _closed(exc) and (ended := await self.stderr.wait_ended(_REAPED_WITHIN)) is not None:
+                        self.last_error = f"{self.last_error}: {ended}"
                     missing = _command_missing(exc)
                     if not missing or said is None or said[0] != self.last_error or started - said[1] > _SAY_AGAIN:
                         logger.warning("server %r: %s", self.name, self.last_error)
@@ -655,7 +659,8 @@ class Upstream:
 
             async def closed() -> None:
                 await connection.closed.wait()
-                self._lost("connection closed")
+                ended = await self.stderr.wait_ended(_REAPED_WITHIN) if connection.transport == "stdio" else None
+                self._lost(f"connection closed: {ended}" if ended else "connection closed")
 
             tg.start_soon(closed)
             if self.modern:
@@ -783,6 +788,13 @@ def _token_refused(exc: BaseException) -> bool:
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
+
+
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` (or an error of a group) says the server closed the connection (a stdio child that exited)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_closed(inner) for inner in exc.exceptions)
+    return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, UpstreamUnavailable)
 
 
 def _command_missing(exc: BaseException) -> bool:
