@@ -228,7 +228,8 @@ def _check(args: argparse.Namespace) -> int:
             ranking = f"{ranking} ({', '.join(embeddings)})"
         elif config.search.ranking != "bm25":
             asked = config.search.ranking
-            ranking = f'bm25 ("{asked}" needs an embedding: pip install "mcp-hub[search]" or "mcp-hub[search-model]")'
+            needs = "pip install -e '.[search]' or -e '.[search-model]' from the checkout"
+            ranking = f'bm25 ("{asked}" needs an embedding: {needs})'
         print(f"tool search: on, ranked by {ranking}")
     if not args.connect:
         unusable = 0

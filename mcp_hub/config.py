@@ -371,7 +371,7 @@ class ClusterSettings(BaseModel):
 
 
 OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http"
-"""The module `"otlp"` needs: the `otlp` extra (`pip install "mcp-hub[otlp]"`)."""
+"""The module `"otlp"` needs: the `otlp` extra (`pip install -e '.[otlp]'` from the checkout)."""
 
 
 class TelemetrySettings(BaseModel):
@@ -413,7 +413,7 @@ class TelemetrySettings(BaseModel):
             if getattr(self, key) == "otlp" and not _installed(OTLP_EXPORTER):
                 raise rule_error(
                     f'{key} = "otlp" needs the OTLP exporter, which is not installed; install it with '
-                    f'pip install "mcp-hub[otlp]", or write {key} = "console"',
+                    f"pip install -e '.[otlp]' from the checkout, or write {key} = \"console\"",
                     key,
                 )
         return self
