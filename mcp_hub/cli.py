@@ -185,7 +185,9 @@ def _serve(args: argparse.Namespace) -> int:
     keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
     hub = Hub(config, endpoint=args.endpoint)
-    if args.transport == "stdio" and sys.stdin.isatty():  # started by hand, not by an MCP client
+    if (
+        args.transport == "stdio" and sys.stdin is not None and sys.stdin.isatty()
+    ):  # started by hand, not by an MCP client
         print(
             "mcp-hub: serving MCP over stdio: waiting for an MCP client on stdin (an MCP client starts this "
             "command itself); to serve HTTP instead: mcp-hub serve --transport http",

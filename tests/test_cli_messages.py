@@ -8,11 +8,12 @@ import argparse
 import json
 import os
 import pty
+import queue
 import re
-import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -43,20 +44,32 @@ def serving(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[s
 
 
 def read_until(stream: IO[str], pattern: str, seconds: float = 30) -> tuple[re.Match[str] | None, list[str]]:
-    """The first line of `stream` that matches `pattern` (and the lines read), or None at its end."""
-    lines: list[str] = []
+    """The first line of `stream` that matches `pattern` (and the lines read), or None at its end or after
+    `seconds` (the lines are read by a thread, so that a process that says nothing does not block the test)."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+            if re.search(pattern, line):
+                return
+        lines.put("")
+
+    threading.Thread(target=read, daemon=True).start()
+    read_lines: list[str] = []
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
-        if not select.select([stream], [], [], left)[0]:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
             break
-        line = stream.readline()
         if not line:
             break
-        lines.append(line)
+        read_lines.append(line)
         found = re.search(pattern, line)
         if found:
-            return found, lines
-    return None, lines
+            return found, read_lines
+    return None, read_lines
 
 
 def stop(process: subprocess.Popen[str]) -> str:
