@@ -11,8 +11,9 @@
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
                     [--config PATH]
 
-Exit codes: 0 fine, 1 a mount failed to connect (connections revoke: an authorization server did not revoke the
-tokens the hub forgot), 2 unusable configuration or input.
+Exit codes: 0 fine, 1 a mount failed to connect, or (`check`) a server cannot start: its command is not found, or
+a variable its table needs is not set (connections revoke: an authorization server did not revoke the tokens the
+hub forgot), 2 unusable configuration or input (a busy HTTP port included).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from mcp_hub.search.ranking import planned
 from mcp_hub.server.curated import selections
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
+from mcp_hub.upstream.command import command_not_found, find_command
 
 if TYPE_CHECKING:
     from mcp_hub.credentials.connections import Consent
@@ -63,6 +65,8 @@ _KIND_KEYS = {
     "resources": "resources",
     "resource_templates": "resourceTemplates",
 }
+
+_CONFIG_HELP = "the hub's config file (default: ./hub.toml)"
 
 _STDERR_LINES = 10
 """How many of its last stderr lines `check --connect` shows under a stdio server that did not come up."""
@@ -83,7 +87,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-hub", description="One MCP endpoint in front of many MCP servers.")
     parser.add_argument("--version", action="version", version=f"mcp-hub {__version__}")
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        required=True, metavar="COMMAND", help="run `mcp-hub COMMAND --help` for its options"
+    )
 
     def command(name: str, help: str, run: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
@@ -111,25 +117,30 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace an existing hub.toml (kept as hub.toml.bak)")
 
     serve = command("serve", "Serve the hub over stdio (default) or streamable HTTP.", _serve)
-    serve.add_argument("--config", default="hub.toml", help="config file (default: ./hub.toml)")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (default): one MCP client that starts the hub; http: streamable HTTP at [http] host:port",
+    )
     serve.add_argument("--host", help="HTTP host (default: [http] host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (default: [http] port, 8765)")
     serve.add_argument("--endpoint", metavar="NAME", help="serve the [endpoints.NAME] view instead of everything")
 
     check = command("check", "Validate the config; with --connect, connect to every server and report.", _check)
-    check.add_argument("--config", default="hub.toml")
+    check.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
     check.add_argument("--connect", action="store_true", help="also connect to each server and list what it offers")
 
     tools = command("tools", "Print the merged catalog a client would see.", _tools)
-    tools.add_argument("--config", default="hub.toml")
+    tools.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
     tools.add_argument("--format", choices=FORMATS, help="print the tools as a model provider's tool definitions")
     tools.add_argument("--principal", default="stdio", help='with --format: the tools this principal may see ("stdio")')
     tools.add_argument("--endpoint", metavar="NAME", help="what the [endpoints.NAME] view serves")
 
     explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
-    explain.add_argument("--config", default="hub.toml")
+    explain.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
     caller = explain.add_mutually_exclusive_group(required=True)
     caller.add_argument("--principal", help='who calls: "stdio", or an API key\'s name')
     caller.add_argument(
@@ -142,8 +153,10 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
 
     pins = command("pins", "List tools whose definition changed since pinned; accept the changes.", _pins)
-    pins.add_argument("--config", default="hub.toml")
-    pins.add_argument("action", nargs="?", choices=["list", "accept"], default="list")
+    pins.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    pins.add_argument(
+        "action", nargs="?", choices=["list", "accept"], default="list", help="list (default) or accept changes"
+    )
     pins.add_argument("keys", nargs="*", metavar="MOUNT/TOOL", help="the changes to accept")
     pins.add_argument("--all", action="store_true", help="accept every pending change")
 
@@ -153,8 +166,14 @@ def _parser() -> argparse.ArgumentParser:
         "withdraw a consent; make a key.",
         _connections,
     )
-    connections.add_argument("--config", default="hub.toml")
-    connections.add_argument("action", nargs="?", choices=["list", "revoke", "withdraw", "key"], default="list")
+    connections.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    connections.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "revoke", "withdraw", "key"],
+        default="list",
+        help="list (default) the sign-ins and consents, revoke a sign-in, withdraw a consent, or print a new key",
+    )
     connections.add_argument("--principal", help="only this principal's (revoke, withdraw: required)")
     connections.add_argument(
         "--client", help="the MCP client whose consent to forget (withdraw: required); list: only its consents"
@@ -206,6 +225,14 @@ def _serve(args: argparse.Namespace) -> int:
     keep_freed_memory()
     # uvloop, where installed, runs the event loop faster (uvicorn likewise picks httptools).
     hub = Hub(config, endpoint=args.endpoint)
+    if (
+        args.transport == "stdio" and sys.stdin is not None and sys.stdin.isatty()
+    ):  # started by hand, not by an MCP client
+        print(
+            "mcp-hub: serving MCP over stdio: waiting for an MCP client on stdin (an MCP client starts this "
+            "command itself); to serve HTTP instead: mcp-hub serve --transport http",
+            file=sys.stderr,
+        )
     anyio.run(hub.serve, args.transport, args.host, args.port, backend_options=_loop_options())
     return 0
 
@@ -243,13 +270,18 @@ def _check(args: argparse.Namespace) -> int:
             ranking = f"{ranking} ({', '.join(embeddings)})"
         elif config.search.ranking != "bm25":
             asked = config.search.ranking
-            ranking = f'bm25 ("{asked}" needs an embedding: pip install "mcp-hub[search]" or "mcp-hub[search-model]")'
+            needs = "pip install -e '.[search]' or -e '.[search-model]' from the checkout"
+            ranking = f'bm25 ("{asked}" needs an embedding: {needs})'
         print(f"tool search: on, ranked by {ranking}")
     if not args.connect:
+        unusable = 0
         for name, server in config.servers.items():
             kind = "streamable-http, or sse if refused" if server.kind == "auto" else server.kind
-            print(f"  {name}: {kind}{'' if server.enabled else ' (disabled)'}")
-        return 0
+            problem = _cannot_start(server)
+            unusable += problem is not None
+            shown_state = f": {problem}" if problem else "" if server.enabled else " (disabled)"
+            print(f"  {name}: {kind}{shown_state}")
+        return 1 if unusable else 0
     _setup_logging("error")
     failed = 0
     if oauth is not None:
@@ -268,7 +300,7 @@ def _check(args: argparse.Namespace) -> int:
         else:
             failed += 1
             reason = report["waiting_for"] or report["last_error"] or "no connection attempt yet"
-            print(f"  {name}: {report['state']}: {reason}")
+            print(f"  {name}: {_state(report)}: {reason}")
             for line in _collapsed(report["stderr"])[-_STDERR_LINES:]:
                 print(f"    stderr: {line}")
         for method, why in report["refused"].items():
@@ -276,6 +308,24 @@ def _check(args: argparse.Namespace) -> int:
         for line in report["skipped"]:
             print(f"    skipped {line}")
     return 1 if failed else 0
+
+
+def _cannot_start(server: ServerConfig) -> str | None:
+    """Why an enabled server cannot start, as far as can be told without starting it: a variable its table needs
+    is not set, or (stdio) its command is found nowhere. None: nothing known against it."""
+    if server.unusable is not None:
+        return f"disabled: {server.unusable}"
+    if server.enabled and server.command is not None and find_command(server.command, server.cwd) is None:
+        return command_not_found(server.command, server.cwd)
+    return None
+
+
+def _state(report: dict[str, Any]) -> str:
+    """A mount's state as the commands show it: one that is trying again after a failed attempt is down (its
+    supervisor calls it starting while the next attempt is under way)."""
+    if report["state"] == State.STARTING and report["last_error"]:
+        return str(State.DOWN)
+    return str(report["state"])
 
 
 def _collapsed(lines: Sequence[str]) -> list[str]:
@@ -293,7 +343,7 @@ def _tools(args: argparse.Namespace) -> int:
     health = anyio.run(_connected_hub, config, catalog, None, args.endpoint)
     down = {name: r for name, r in health.items() if r["state"] != State.UP}
     for name, report in down.items():
-        print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)
+        print(f"warning: server '{name}' is {_state(report)}: {report['last_error']}", file=sys.stderr)
     if args.json:
         print(json.dumps(catalog, indent=2))
         return 1 if down else 0
@@ -335,7 +385,8 @@ async def _connected_hub(
                     tools.append(item)
         servers: dict[str, Any] = hub.health()["servers"]
         for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
-            report["stderr"] = hub.upstreams[name].stderr.lines()
+            upstream = hub.upstreams.get(name)  # none: a server the loader disabled
+            report["stderr"] = upstream.stderr.lines() if upstream is not None else []
         return servers
 
 
@@ -345,7 +396,7 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
     health = anyio.run(_connected_hub, config, None, (args.principal, visible), args.endpoint)
     for name, report in health.items():
         if report["state"] != State.UP:
-            print(f"warning: server '{name}' is {report['state']}: {report['last_error']}", file=sys.stderr)
+            print(f"warning: server '{name}' is {_state(report)}: {report['last_error']}", file=sys.stderr)
     try:
         print(json.dumps(export(args.format, Toolset(visible)), indent=2, ensure_ascii=False))
     except SchemaError as exc:

@@ -1,17 +1,22 @@
 """The hub.toml model and loader.
 
 `load_config` / `parse_config` read a hub.toml in four steps and raise
-`ConfigError(file, key, reason)` at the first problem, naming the dotted key and the fix:
+`ConfigError(file, key, reason)`, naming the dotted key and the fix (every problem of a step at once, one
+line each, when there are several):
 
 1. TOML syntax (tomllib);
 2. unknown keys, with a "did you mean" suggestion;
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
    headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, in
-   `[admin] keys`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the expanded values
-   (a url may come from a variable).
+   `[admin] keys`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the
+   expanded values (a url may come from a variable).
 
-Disabled servers are not expanded: their variables need not be set.
+A variable is looked up in the environment, then in the `[hub] env_file` (a dotenv file; the environment
+wins). A variable a server's table needs and neither has does not stop the hub: that server is left out,
+disabled, with the reason in `ServerConfig.unusable` (shown by `check`, `/healthz`, `tools` and the admin
+console), and the others serve. One the hub-wide settings need (the keys, OAuth, the cluster, telemetry)
+stops it. Disabled servers are not expanded: their variables need not be set.
 """
 
 from __future__ import annotations
@@ -73,6 +78,10 @@ class HubSettings(BaseModel):
     startup_grace: float = Field(default=10.0, ge=0)
     """Seconds after start-up during which a list waits for the servers still starting, and a call for the
     server it names (see startup.py); 0: answer at once with what has arrived."""
+    env_file: str | None = Field(default=None, min_length=1)
+    """A dotenv file (KEY=value lines; relative paths: from hub.toml's folder) the `${VAR}` references are
+    also looked up in, after the environment: where a hub started without a shell (Claude Desktop) finds its
+    secrets. None: the environment only."""
     catalog_snapshot: bool | str = True
     """Where the hub keeps its last known catalog, to serve at start-up before the servers connect:
     true: a file of this hub.toml's own in the user's state folder (see snapshot.py); a path: that file
@@ -362,7 +371,7 @@ class ClusterSettings(BaseModel):
 
 
 OTLP_EXPORTER = "opentelemetry.exporter.otlp.proto.http"
-"""The module `"otlp"` needs: the `otlp` extra (`pip install "mcp-hub[otlp]"`)."""
+"""The module `"otlp"` needs: the `otlp` extra (`pip install -e '.[otlp]'` from the checkout)."""
 
 
 class TelemetrySettings(BaseModel):
@@ -404,7 +413,7 @@ class TelemetrySettings(BaseModel):
             if getattr(self, key) == "otlp" and not _installed(OTLP_EXPORTER):
                 raise rule_error(
                     f'{key} = "otlp" needs the OTLP exporter, which is not installed; install it with '
-                    f'pip install "mcp-hub[otlp]", or write {key} = "console"',
+                    f"pip install -e '.[otlp]' from the checkout, or write {key} = \"console\"",
                     key,
                 )
         return self
@@ -771,6 +780,9 @@ class ServerConfig(BaseModel):
     hub's answer to every `roots/list` the server asks. None: the server hears a client's roots."""
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     """What a model reads of some of the server's tools, by the server's own tool name ([servers.NAME.tools.TOOL])."""
+    unusable: str | None = None
+    """Not a hub.toml key: why the loader left this server out (a variable its table needs is not set); such a
+    server is not enabled."""
 
     @property
     def kind(self) -> Literal["stdio", "auto", "streamable-http", "sse"]:
@@ -1031,9 +1043,39 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
 def parse_config(text: str, file: str = "hub.toml", environ: Mapping[str, str] | None = None) -> HubConfig:
     """Validate and expand hub.toml `text`; `file` names it in error messages."""
     data = parse_toml(text, file)
-    _check_keys(data, file)
-    structure = _validate(data, file)
-    return _validate(_expand_servers(data, structure, os.environ if environ is None else environ, file), file)
+    unknown = _unknown_keys(data, file)
+    structure = _validate(data, file, unknown)
+    variables = _variables(structure, os.environ if environ is None else environ)
+    return _validate(_expand_servers(data, structure, variables, file), file)
+
+
+def _variables(config: HubConfig, environ: Mapping[str, str]) -> _Variables:
+    """What `${VAR}` references are looked up in: `environ`, then the `[hub] env_file` (the environment wins)."""
+    if config.hub.env_file is None:
+        return _Variables(environ, None)
+    path = config.relative(config.hub.env_file)
+    if not path.is_file():
+        raise ConfigError(
+            config.path, "hub.env_file", f"{path} is not a file; create it (KEY=value lines) or remove env_file"
+        )
+    from dotenv import dotenv_values  # python-dotenv: only for an env_file
+
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            config.path, "hub.env_file", f"cannot read {path} ({exc}); make it a UTF-8 text file"
+        ) from None
+    found = {key: value for key, value in values.items() if value is not None}
+    return _Variables({**found, **environ}, str(path))
+
+
+class _Variables(dict[str, str]):
+    """The variables `${VAR}` references expand to, and the env_file some of them came from (for messages)."""
+
+    def __init__(self, values: Mapping[str, str], env_file: str | None) -> None:
+        super().__init__(values)
+        self.env_file = env_file
 
 
 def parse_toml(text: str, file: str) -> dict[str, Any]:
@@ -1043,11 +1085,30 @@ def parse_toml(text: str, file: str) -> dict[str, Any]:
         raise ConfigError(file, "", f"invalid TOML: {exc}; fix the syntax there") from None
 
 
-def _validate(data: dict[str, Any], file: str) -> HubConfig:
+def _validate(data: dict[str, Any], file: str, unknown: list[ConfigError] | None = None) -> HubConfig:
+    """`data` as a `HubConfig`; else every problem found (`unknown`: the unknown keys) in one `ConfigError`."""
+    problems = list(unknown or ())
     try:
-        return HubConfig.model_validate({**data, "path": file})
+        config = HubConfig.model_validate({**data, "path": file})
     except ValidationError as exc:
-        raise config_error(exc.errors()[0], file) from None
+        # An unknown key is reported once, as `_unknown_keys` words it.
+        problems += [config_error(error, file) for error in exc.errors() if error["type"] != "extra_forbidden"]
+        problems = problems or [config_error(exc.errors()[0], file)]
+    else:
+        if not problems:
+            return config
+    raise all_of(problems)
+
+
+def all_of(problems: list[ConfigError]) -> ConfigError:
+    """One error for `problems`: the only one as it is, several one line each (file, key, fix)."""
+    if len(problems) == 1:
+        return problems[0]
+    first = problems[0]
+    lines = "\n".join(f"  {problem}" for problem in problems)
+    error = ConfigError(first.file, "", f"{len(problems)} problems; fix each:\n{lines}")
+    error.problems = problems
+    return error
 
 
 # -- unknown keys ------------------------------------------------------------------------------
@@ -1081,42 +1142,45 @@ _SECTION_KEYS = {
     "cluster": tuple(ClusterSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
-_SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key != "name")
+_SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "unusable"))
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
 _ENDPOINT_KEYS = tuple(EndpointSettings.model_fields)
 _TOOL_OVERRIDE_KEYS = tuple(ToolOverride.model_fields)
 
 
-def _check_keys(data: dict[str, Any], file: str) -> None:
-    """Reject keys no model knows, before pydantic's terser extra_forbidden errors."""
-    _check_table(data, _TOP_KEYS, (), file)
+def _unknown_keys(data: dict[str, Any], file: str) -> list[ConfigError]:
+    """The keys no model knows, worded better than pydantic's terser extra_forbidden errors."""
+    found = _check_table(data, _TOP_KEYS, (), file)
     for section, allowed in _SECTION_KEYS.items():
         if isinstance(data.get(section), dict):
-            _check_table(data[section], allowed, (section,), file)
+            found += _check_table(data[section], allowed, (section,), file)
     auth = data.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("oauth"), dict):
-        _check_table(auth["oauth"], _OAUTH_KEYS, ("auth", "oauth"), file)
+        found += _check_table(auth["oauth"], _OAUTH_KEYS, ("auth", "oauth"), file)
     servers = data.get("servers")
     if isinstance(servers, dict):
         for name, table in servers.items():
             if isinstance(table, dict):
-                _check_table(table, _SERVER_KEYS, ("servers", name), file)
+                found += _check_table(table, _SERVER_KEYS, ("servers", name), file)
                 if isinstance(table.get("auth"), dict):
-                    _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
+                    found += _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
                 for tool, override in (table["tools"] if isinstance(table.get("tools"), dict) else {}).items():
                     if isinstance(override, dict):
-                        _check_table(override, _TOOL_OVERRIDE_KEYS, ("servers", name, "tools", tool), file)
+                        found += _check_table(override, _TOOL_OVERRIDE_KEYS, ("servers", name, "tools", tool), file)
     endpoints = data.get("endpoints")
     if isinstance(endpoints, dict):
         for name, table in endpoints.items():
             if isinstance(table, dict):
-                _check_table(table, _ENDPOINT_KEYS, ("endpoints", name), file)
+                found += _check_table(table, _ENDPOINT_KEYS, ("endpoints", name), file)
+    return found
 
 
-def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(file, dotted_key((*loc, key)), unknown_key_reason(key, allowed))
+def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str, ...], file: str) -> list[ConfigError]:
+    return [
+        ConfigError(file, dotted_key((*loc, key)), unknown_key_reason(key, allowed))
+        for key in table
+        if key not in allowed
+    ]
 
 
 def unknown_key_reason(key: str, allowed: tuple[str, ...]) -> str:
@@ -1185,10 +1249,22 @@ _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^$]*))?\Z
 _EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots", "auth"))
 
 
+class UnsetVariable(ConfigError):
+    """A `${NAME}` reference without a default whose variable is set neither in the environment nor in the
+    `[hub] env_file`."""
+
+    def __init__(self, file: str, key: str, name: str, env_file: str | None) -> None:
+        self.name = name
+        where = f"add {name}=... to {env_file}" if env_file else "set it in a dotenv file named by [hub] env_file"
+        super().__init__(
+            file, key, f"environment variable {name} is not set; export it, {where}, or write ${{{name}:-default}}"
+        )
+
+
 def expand_env(value: str, environ: Mapping[str, str], *, file: str, key: str) -> str:
     """Expand `${VAR}`, `${VAR:-default}` and `$$` in `value`; other `$` stay as they are.
 
-    `${VAR:-default}` uses the default when VAR is unset or empty; `${VAR}` requires VAR set.
+    `${VAR:-default}` uses the default when VAR is unset or empty; `${VAR}` requires VAR set (`UnsetVariable`).
     """
 
     def substitute(match: re.Match[str]) -> str:
@@ -1215,8 +1291,7 @@ def _resolve(body: str | None, environ: Mapping[str, str], file: str, key: str) 
     if default is not None:
         return found or default
     if found is None:
-        reason = f"environment variable {name} is not set; export it, or write ${{{name}:-default}}"
-        raise ConfigError(file, key, reason)
+        raise UnsetVariable(file, key, name, getattr(environ, "env_file", None))
     return found
 
 
@@ -1231,36 +1306,43 @@ def variable_references(value: str) -> list[tuple[str, str | None]]:
 
 
 def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[str, str], file: str) -> dict[str, Any]:
-    """`data` (already validated as `config`) with the enabled servers' strings expanded."""
+    """`data` (already validated as `config`) with the enabled servers' strings expanded. A server whose table
+    needs a variable that is not set is disabled, with the reason (`unusable`); the hub-wide settings' missing
+    variables are errors, all reported at once."""
     tables = data.get("servers", {})
-    servers = {
-        name: _expand_server(tables[name], ("servers", name), environ, file) if server.enabled else tables[name]
-        for name, server in config.servers.items()
-    }
+    servers = {}
+    for name, server in config.servers.items():
+        if not server.enabled:
+            servers[name] = tables[name]
+            continue
+        try:
+            servers[name] = _expand_server(tables[name], ("servers", name), environ, file)
+        except UnsetVariable as exc:
+            reason = f"{exc}; server '{name}' is disabled until it is set"
+            servers[name] = {**tables[name], "enabled": False, "unusable": reason}
     expanded = {**data, "servers": servers}
-    if "auth" in data:
-        auth = data["auth"]
-        expanded["auth"] = {
-            key: _expand_value(value, ("auth", key), environ, file) if key in ("api_keys", "oauth") else value
-            for key, value in auth.items()
-        }
-    if "telemetry" in data:
-        telemetry = data["telemetry"]
-        expanded["telemetry"] = {
-            key: _expand_value(value, ("telemetry", key), environ, file) if key in ("endpoint", "headers") else value
-            for key, value in telemetry.items()
-        }
-    if isinstance(data.get("admin"), dict):
-        admin = data["admin"]
-        expanded["admin"] = {
-            key: _expand_value(value, ("admin", key), environ, file) if key == "keys" else value
-            for key, value in admin.items()
-        }
-    if isinstance(data.get("cluster"), dict):
-        cluster = data["cluster"]
-        expanded["cluster"] = {
-            key: _expand_value(value, ("cluster", key), environ, file) for key, value in cluster.items()
-        }
+    problems: list[ConfigError] = []
+
+    def expand(section: str, keys: tuple[str, ...] | None) -> None:
+        table = data.get(section)
+        if not isinstance(table, dict):
+            return
+        values = {}
+        for key, value in table.items():
+            if keys is None or key in keys:
+                try:
+                    value = _expand_value(value, (section, key), environ, file)
+                except ConfigError as exc:
+                    problems.append(exc)
+            values[key] = value
+        expanded[section] = values
+
+    expand("auth", ("api_keys", "oauth"))
+    expand("telemetry", ("endpoint", "headers"))
+    expand("admin", ("keys",))
+    expand("cluster", None)
+    if problems:
+        raise all_of(problems)
     return expanded
 
 

@@ -46,6 +46,8 @@ class ConfigError(HubError):
         self.key = key
         self.reason = reason
         where = f"{file}: {key}" if key else file
+        self.problems: list[ConfigError] = [self]
+        """Each problem found, when this error reports several at once (one line each in the message)."""
         super().__init__(f"{where}: {reason}")
 
 

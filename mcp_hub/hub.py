@@ -13,6 +13,7 @@ driven by live.py), each mount's supervisor running in a scope of its own.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -476,7 +477,8 @@ class Hub:
     def health(self) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
         refused (optional requests answered with an error, which the hub goes on without) and the items
-        of its listings that cannot be served."""
+        of its listings that cannot be served; a server the loader disabled (a variable it needs is not set)
+        is "disabled" with the reason, and the hub "degraded"."""
         servers: dict[str, Any] = {}
         for name, upstream in self.upstreams.items():
             servers[name] = {
@@ -490,7 +492,20 @@ class Hub:
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),
             }
-        states = [u.state for u in self.upstreams.values()]
+        for name, server in self.config.servers.items():  # left out by the loader: a variable it needs is unset
+            if server.unusable is not None:
+                servers[name] = {
+                    "state": str(State.DISABLED),
+                    "transport": server.kind,
+                    "protocol": None,
+                    "restarts": 0,
+                    "last_error": server.unusable,
+                    "waiting_for": None,
+                    **{kind: 0 for kind in KINDS},
+                    "refused": {},
+                    "skipped": [],
+                }
+        states = [State(report["state"]) for report in servers.values()]
         status = "ok" if all(s == State.UP for s in states) else "degraded"
         if states and not any(s == State.UP for s in states):
             status = "down"
@@ -527,8 +542,10 @@ class Hub:
         refusal = unauthenticated_exposure(self.config, host)
         if refusal is not None:
             raise refusal
-        async with self.running(live=True, serving=serving):
-            await self._serve_http(host, port if port is not None else self.config.http.port, serving)
+        listening = _listen(self.config.path, host, port if port is not None else self.config.http.port)
+        with listening:  # bound before any server starts: a busy port is one clear error
+            async with self.running(live=True, serving=serving):
+                await self._serve_http(host, listening, serving)
 
     async def _listen_for_sign_ins(self, listeners: SignInListeners, change: MountsChanged) -> None:
         """After a live reload: the loopback listeners the `user` mounts now configured need (server/loopback.py)."""
@@ -589,7 +606,8 @@ class Hub:
             step_up=self.scopes_wanted,
         )
 
-    async def _serve_http(self, host: str, port: int, serving: anyio.Event) -> None:
+    async def _serve_http(self, host: str, listening: socket.socket, serving: anyio.Event) -> None:
+        port = listening.getsockname()[1]
         admin = None
         if self.config.admin.enabled:  # the console (and what only it uses) loads only when `[admin]` enables it
             from mcp_hub.admin import console
@@ -618,8 +636,38 @@ class Hub:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, stop)
-            await server.serve()
+            tg.start_soon(self._say_ready, _address(host, port, self.config.http.path), serving)
+            await server.serve(sockets=[listening])
             tg.cancel_scope.cancel()
+
+    async def _say_ready(self, address: str, serving: anyio.Event) -> None:
+        """Once the hub listens and its servers have settled (or the start-up grace is over), one line saying
+        where it serves and what: `serving http://127.0.0.1:8765/mcp: 2/2 servers up, 5 tools`."""
+        await serving.wait()
+        await self._settled()
+        servers = self.health()["servers"]
+        up = sum(report["state"] == State.UP for report in servers.values())
+        tools = len(list(self.endpoint.selection.selected("tools", self.catalog.view("tools"))))
+        logger.info("serving %s: %d/%d servers up, %d tools", address, up, len(servers), tools)
+
+
+def _listen(file: str, host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (as uvicorn binds one); a port in use is a `ConfigError` naming the fix."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        what = "is in use by another program" if exc.errno == errno.EADDRINUSE else f"cannot be listened on ({exc})"
+        raise ConfigError(
+            file,
+            "http.port",
+            f"{host}:{port} {what}; stop that program, or serve on another port with `--port PORT` or [http] port",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 class _HttpServer(uvicorn.Server):

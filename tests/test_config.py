@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -80,6 +82,7 @@ def test_full_example_loads() -> None:
         "log_level": "debug",
         "access_log": False,
         "startup_grace": 10.0,
+        "env_file": None,
         "catalog_snapshot": True,
     }
     assert config.http.model_dump() == {
@@ -112,6 +115,7 @@ def test_defaults() -> None:
         "log_level": "info",
         "access_log": False,
         "startup_grace": 10.0,
+        "env_file": None,
         "catalog_snapshot": True,
     }
     assert config.http.model_dump() == {
@@ -345,14 +349,99 @@ def test_expansion_in_url_and_headers() -> None:
     ],
 )
 def test_missing_variable(text: str, environ: dict[str, str], key: str, variable: str) -> None:
-    error = config_error(text, environ)
-    assert (error.file, error.key) == ("hub.toml", key)
-    assert error.reason == f"environment variable {variable} is not set; export it, or write ${{{variable}:-default}}"
+    """A variable a server's table needs disables that server, with a reason naming the variable, the server,
+    the key and how to set it; the file still loads."""
+    s = parse(text, environ).servers["s"]
+    assert not s.enabled
+    assert s.unusable == (
+        f"hub.toml: {key}: environment variable {variable} is not set; export it, set it in a dotenv file named "
+        f"by [hub] env_file, or write ${{{variable}:-default}}; server 's' is disabled until it is set"
+    )
 
 
 def test_cwd_missing_variable_names_cwd() -> None:
-    error = config_error(server('command = "x"\ncwd = "${NOPE}"'))
-    assert error.key == "servers.s.cwd"
+    s = parse(server('command = "x"\ncwd = "${NOPE}"')).servers["s"]
+    assert s.unusable is not None and s.unusable.startswith("hub.toml: servers.s.cwd: ")
+
+
+def test_a_missing_variable_disables_only_its_server() -> None:
+    text = '[servers.a]\ncommand = "a"\n[servers.b]\ncommand = "${NOPE}"\n'
+    config = parse(text, {})
+    assert list(config.enabled_servers()) == ["a"]
+    assert config.servers["a"].unusable is None and config.servers["b"].unusable is not None
+
+
+def test_unusable_is_not_a_key_of_hub_toml() -> None:
+    error = config_error(server('command = "x"\nunusable = "no"'))
+    assert (error.key, error.reason.split(";")[0]) == ("servers.s.unusable", "unknown key 'unusable'")
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [
+        ('[auth]\napi_keys = { a = "${NOPE}" }', "auth.api_keys.a"),
+        ('[admin]\nenabled = true\nkeys = { a = "${NOPE}" }', "admin.keys.a"),
+        ('[cluster]\nredis = "${NOPE}"', "cluster.redis"),
+    ],
+)
+def test_a_missing_variable_in_hub_wide_security_settings_stops_the_hub(section: str, key: str) -> None:
+    error = config_error(section + '\n[servers.a]\ncommand = "a"\n', {})
+    assert error.key == key and "NOPE is not set" in error.reason
+
+
+def test_every_missing_hub_wide_variable_is_reported_at_once() -> None:
+    error = config_error('[auth]\napi_keys = { a = "${ONE}" }\n[admin]\nenabled = true\nkeys = { b = "${TWO}" }\n', {})
+    assert [problem.key for problem in error.problems] == ["auth.api_keys.a", "admin.keys.b"]
+
+
+# -- env_file ----------------------------------------------------------------------------------
+
+
+def test_env_file_gives_variables_and_the_environment_wins(tmp_path: Path) -> None:
+    (tmp_path / "secrets.env").write_text("TOKEN=from-file\nBOTH='file'\n# a comment\nexport QUOTED=\"a b\"\n")
+    (tmp_path / "hub.toml").write_text(
+        '[hub]\nenv_file = "secrets.env"\n[servers.s]\ncommand = "x"\nargs = ["${TOKEN}", "${BOTH}", "${QUOTED}"]\n'
+    )
+    config = load_config(tmp_path / "hub.toml", {"BOTH": "environment"})
+    assert config.servers["s"].args == ("from-file", "environment", "a b")
+
+
+def test_a_variable_in_neither_names_the_env_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("OTHER=1\n")
+    (tmp_path / "hub.toml").write_text('[hub]\nenv_file = ".env"\n[servers.s]\ncommand = "${NOPE}"\n')
+    unusable = load_config(tmp_path / "hub.toml", {}).servers["s"].unusable
+    assert unusable is not None and f"add NOPE=... to {tmp_path / '.env'}" in unusable
+
+
+def test_a_missing_env_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "hub.toml").write_text('[hub]\nenv_file = "nope.env"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "hub.toml", {})
+    assert caught.value.key == "hub.env_file" and "is not a file" in caught.value.reason
+
+
+# -- every problem at once ---------------------------------------------------------------------
+
+
+def test_every_problem_of_a_file_is_reported_at_once() -> None:
+    text = '[http]\nport = "x"\nfoo = 1\n[hub]\nlog_level = 3\n[servers.a]\ncommand = 1\n'
+    error = config_error(text)
+    assert [problem.key for problem in error.problems] == [
+        "http.foo",
+        "hub.log_level",
+        "http.port",
+        "servers.a.command",
+    ]
+    lines = str(error).splitlines()
+    assert lines[0] == "hub.toml: 4 problems; fix each:"
+    assert lines[1:] == [f"  {problem}" for problem in error.problems]
+    assert all(line.startswith("  hub.toml: ") for line in lines[1:])
+
+
+def test_one_problem_keeps_its_one_line() -> None:
+    error = config_error('[http]\nport = "x"\n')
+    assert str(error) == "hub.toml: http.port: must be a valid integer, got a string; remove the quotes"
+    assert error.problems == [error]
 
 
 def test_default_is_used_when_unset_or_empty() -> None:

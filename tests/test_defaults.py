@@ -250,3 +250,17 @@ def test_pins_and_audit_false_or_a_path(tmp_path: Path) -> None:
     config = load_config(path)
     assert config.pins_file() is None
     assert config.audit_file() == tmp_path / "logs" / "audit.jsonl"
+
+
+def test_the_install_commands_shown_work_from_a_checkout_and_the_readme_says_where_secrets_go() -> None:
+    """The package is not published: `pip install "mcp-hub[...]"` would fail; the README and hub.toml show what
+    works from the checkout. A newcomer from Claude Desktop learns of uv, and of the env_file for secrets."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shipped = (ROOT / "hub.toml").read_text(encoding="utf-8")
+    for text in (readme, shipped):
+        assert 'pip install "mcp-hub[' not in text
+    assert ".venv/bin/pip install -e '.[search]'" in readme and ".venv/bin/pip install -e '.[search]'" in shipped
+    assert "Not there yet" not in readme
+    assert "https://docs.astral.sh/uv/" in readme
+    assert 'env_file = ".env"' in readme and "Where a Claude Desktop user puts secrets" in readme
+    assert load_config(ROOT / "hub.toml").hub.env_file is None  # shown, commented out

@@ -68,6 +68,23 @@ async def test_a_crashed_server_answers_promptly_and_comes_back(tmp_path: Path) 
         assert not _alive(first_pid)
 
 
+async def test_a_crashed_server_is_said_to_have_exited_with_its_status(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(tmp_path, {"a": fixture_server("a")})
+    with caplog.at_level("WARNING", logger="mcp_hub.upstream"):
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            with anyio.fail_after(5), pytest.raises(MCPError):
+                await client.call_tool("a_crash", {})
+
+            async def said() -> bool:
+                return any("exited" in record.getMessage() for record in caplog.records)
+
+            await wait_for(said)
+    messages = [record.getMessage() for record in caplog.records]
+    assert "server 'a': connection closed: the server exited with status 3" in messages, messages
+
+
 async def test_a_server_that_hangs_at_start_does_not_hold_up_the_others(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,

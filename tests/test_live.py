@@ -150,7 +150,11 @@ class Recorder:
         ('[servers.a]\ncommand = "a"\nargs = [\n', "", "invalid TOML"),
         ('[servers.a]\ncommand = "a"\ntimeout = -1\n', "servers.a.timeout", "must be greater than 0"),
         ('[servers.a]\ncommand = "a"\nprefix = false\n[servers.b]\ncommand = "b"\n', "servers.a.prefix", "only"),
-        ('[servers.a]\ncommand = "${NOT_SET_ANYWHERE}"\n', "servers.a.command", "NOT_SET_ANYWHERE is not set"),
+        (
+            '[auth]\napi_keys = { a = "${NOT_SET_ANYWHERE}" }\n[servers.a]\ncommand = "a"\n',
+            "auth.api_keys.a",
+            "NOT_SET_ANYWHERE is not set",
+        ),
     ],
     ids=["toml", "type", "rule", "variable"],
 )

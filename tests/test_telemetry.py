@@ -535,7 +535,7 @@ def test_otlp_without_the_exporter_says_what_to_install(monkeypatch: pytest.Monk
     with pytest.raises(ConfigError) as caught:
         parse_config('[telemetry]\nmetrics = "otlp"\n', environ={})
     assert caught.value.key == "telemetry.metrics"
-    assert 'pip install "mcp-hub[otlp]"' in caught.value.reason
+    assert "pip install -e '.[otlp]' from the checkout" in caught.value.reason
 
 
 def test_endpoint_and_headers_expand_variables() -> None:

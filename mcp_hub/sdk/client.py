@@ -83,8 +83,9 @@ def restamp(session: ClientSession, stamp: Stamp) -> None:
 class StdioChild(Protocol):
     """Told of the pipes of the child a `StdioClient` starts."""
 
-    def spawned(self, stdin: Any, stdout: Any) -> None:
-        """The child has started: its stdin and stdout, as anyio streams (None where it has none)."""
+    def spawned(self, stdin: Any, stdout: Any, process: Any = None) -> None:
+        """The child has started: its stdin and stdout, as anyio streams (None where it has none), and its
+        process (a `process.ChildProcess` where the hub spawned it, else anyio's)."""
 
     def reading(self, stdout: Any, encoding: str, errors: str) -> ObjectReceiveStream[str]:
         """The text stream the SDK's reader reads the child's stdout through."""
@@ -152,7 +153,7 @@ async def spawn_telling_child(
         process = await _ORIGINAL_SPAWN(command=command, args=args, env=env, errlog=errlog, cwd=cwd)
     child = _CHILD.get()
     if child is not None:
-        child.spawned(process.stdin, process.stdout)
+        child.spawned(process.stdin, process.stdout, process)
     return process
 
 

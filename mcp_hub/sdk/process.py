@@ -20,7 +20,7 @@ import functools
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -130,6 +130,8 @@ class ChildProcess(Process):
         self._stdout = stdout
         self._pidfd = pidfd
         self._exited = asyncio.Event()
+        self.on_exit: Callable[[int], None] | None = None
+        """Called with the child's return code once it has exited (negative: the signal that ended it)."""
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(pidfd, self._reap)
 
@@ -160,6 +162,8 @@ class ChildProcess(Process):
         os.close(self._pidfd)
         self._pidfd = -1
         self._exited.set()
+        if self.on_exit is not None:
+            self.on_exit(self._popen.returncode)
 
     async def wait(self) -> int:
         await self._exited.wait()

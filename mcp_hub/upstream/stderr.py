@@ -5,7 +5,9 @@ a mount's supervisor connects (`StderrTail.capturing()`), the child is given a
 pipe instead of the hub's stderr, read by the event loop (no task, no thread):
 each chunk is passed on to the hub's stderr at once, and its last
 `StderrTail.size` lines are kept. `mcp-hub check --connect` prints them under a
-server that did not come up.
+server that did not come up. How the child of the attempt under way ended, when it
+exited on its own, is kept beside them (`ended`: "the server exited with status 3"),
+for the error that says the connection closed.
 
 The SDK's stdio client takes a child's stderr as a file it hands to the
 process; the stdio transport (stdio.py) asks `stderr_for_child(tail)` for it.
@@ -18,6 +20,7 @@ import codecs
 import collections
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
 from typing import IO, Any
@@ -38,6 +41,21 @@ class StderrTail:
         self._cutting = False
         """Whether the line under way was kept cut already (the rest of it is dropped)."""
         self._pipes: set[asyncio.ReadTransport] = set()
+        self.ended: str | None = None
+        """How the child of the current connection attempt ended (None: it has not, or it is not known)."""
+        self._ended = asyncio.Event()
+
+    def child_exited(self, returncode: int) -> None:
+        """The child exited with `returncode` (negative: the signal that ended it)."""
+        self.ended = exit_status(returncode)
+        self._ended.set()
+
+    async def wait_ended(self, seconds: float) -> str | None:
+        """How the child ended, waiting up to `seconds` for its exit to be reaped (None: still unknown)."""
+        if self.ended is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ended.wait(), seconds)
+        return self.ended
 
     def lines(self) -> list[str]:
         """The last lines, oldest first (with the start of an unfinished one, if any)."""
@@ -48,7 +66,10 @@ class StderrTail:
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
-        """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit."""
+        """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit; how the
+        previous attempt's child ended is forgotten on entry."""
+        self.ended = None
+        self._ended = asyncio.Event()
         try:
             yield
         finally:
@@ -82,6 +103,17 @@ class StderrTail:
 
     def pipe_closed(self, pipe: asyncio.ReadTransport) -> None:
         self._pipes.discard(pipe)
+
+
+def exit_status(returncode: int) -> str:
+    """A child's return code in words: "the server exited with status 3", "... was killed by signal SIGKILL"."""
+    if returncode >= 0:
+        return f"the server exited with status {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = str(-returncode)
+    return f"the server was killed by signal {name}"
 
 
 class _Reader(asyncio.Protocol):

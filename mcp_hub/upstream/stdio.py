@@ -37,12 +37,9 @@ import asyncio
 import codecs
 import contextlib
 import logging
-import shutil
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -75,6 +72,7 @@ from mcp_hub.sdk.client import (
 )
 from mcp_hub.streams import LineStart, ReadStreamBase, deliver_progress
 from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
+from mcp_hub.upstream.command import CommandNotFound, find_command
 from mcp_hub.upstream.stderr import StderrTail, stderr_for_child
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -94,28 +92,15 @@ _PROGRESS_BUFFER = 256
 """Progress notifications one request may have waiting for its caller; more are dropped."""
 
 
-def resolve_command(command: str) -> str:
-    """Find a bare command beside the hub's own interpreter first, then on PATH.
-
-    Servers installed into the hub's virtualenv (console scripts such as
-    `mcp-server-time`) are found even when that virtualenv is not activated,
-    as when Claude Desktop launches the hub by absolute path.
-    """
-    if "/" in command:
-        return command
-    beside = Path(sys.executable).parent / command
-    if beside.is_file():
-        return str(beside)
-    return shutil.which(command) or command
-
-
 class StdioTransport:
     """The SDK's stdio client for one mount's child, with the hub's requests on its pipes (`channel`)."""
 
     def __init__(self, config: ServerConfig, stderr: StderrTail | None = None) -> None:
         assert config.command is not None
+        self._command = find_command(config.command, config.cwd)
+        self._config = config
         self._params = StdioServerParameters(
-            command=resolve_command(config.command),
+            command=self._command or config.command,
             args=list(config.args),
             env=dict(config.env) or None,
             cwd=config.cwd,
@@ -128,8 +113,15 @@ class StdioTransport:
         self.channel: StdioChannel | None = None
 
     async def __aenter__(self) -> TransportStreams:
+        if self._command is None:
+            self._command = find_command(self._config.command or "", self._config.cwd)  # installed since?
+            if self._command is None:
+                raise CommandNotFound(self._config.command or "", self._config.cwd)
+            self._params = self._params.model_copy(update={"command": self._command})
         channel = StdioChannel()
         pipes = ChildPipes(channel.take_line, channel.handing_on)
+        if self._stderr is not None:
+            pipes.on_exit = self._stderr.child_exited
         async with stderr_for_child(self._stderr) as errlog:  # the child's own once it has started
             self._inner = StdioClient(self._params, pipes, errlog)
             read_stream, write_stream = await self._inner.__aenter__()
@@ -356,8 +348,12 @@ class ChildPipes:
         """Set when the SDK has started the child (None: it has not, or not through the usual spawn)."""
         self.arriving: ArrivingLines | None = None
         """Set when the SDK has started the child: its stdout, offering lines as they arrive."""
+        self.on_exit: Callable[[int], None] | None = None
+        """Told the child's return code when it exits (where the hub spawned it itself)."""
 
-    def spawned(self, stdin: Any, stdout: Any) -> None:
+    def spawned(self, stdin: Any, stdout: Any, process: Any = None) -> None:
+        if self.on_exit is not None and hasattr(process, "on_exit"):  # a `sdk.process.ChildProcess`
+            process.on_exit = self.on_exit
         if stdin is not None:
             self.stdin = StdinLines(stdin)
         reader = asyncio_reader_of(stdout) if stdout is not None else None

@@ -4,7 +4,8 @@
 group: connect (bounded by `connect_timeout`), tell the hub what the server
 offers, then watch the connection — the transport's read side ending, a failed
 health ping, or a request that found the connection broken — and reconnect with
-exponential backoff. A slow or failing mount never blocks another: each has its
+exponential backoff (a stdio command not found: logged once, and looked for again
+every `_BACKOFF_MAX` seconds). A slow or failing mount never blocks another: each has its
 own loop. A request to a mount still making its first connection waits for it
 (up to the mount's `timeout`); one to a mount that is down, or whose first
 connection failed, fails at once with an error that names it.
@@ -51,7 +52,7 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
-from mcp_types import METHOD_NOT_FOUND
+from mcp_types import CONNECTION_CLOSED, METHOD_NOT_FOUND
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -60,6 +61,7 @@ from mcp_hub.credentials import CredentialError
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN, CallerToken
 from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, LoginRequired, UserLogin, client_of
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
+from mcp_hub.upstream.command import CommandNotFound
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import (
@@ -80,6 +82,10 @@ _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
 _STABLE_AFTER = 60.0
 """A connection that stayed up this long resets the backoff."""
+_REAPED_WITHIN = 1.0
+"""How long to wait, once a stdio server's connection has closed, for its exit status (to say how it ended)."""
+_SAY_AGAIN = 3600.0
+"""A stdio server's command still not found is logged again after this many seconds (else once)."""
 
 LIST_METHODS: Mapping[str, tuple[str, str]] = {
     "tools": ("tools/list", "tools"),
@@ -575,21 +581,32 @@ class Upstream:
 
     async def _supervise(self) -> None:
         backoff = _BACKOFF_FIRST
+        said: tuple[str, float] | None = None
+        """The error a command not found was last logged with, and when (it is not logged again each try)."""
         try:
             while True:
                 started = time.monotonic()
+                missing = False
                 try:
                     await self._connect_and_serve()
                 except Exception as exc:  # boundary: any failure of one connection means reconnect
                     self.last_error = _describe(exc)
-                    logger.warning("server %r: %s", self.name, self.last_error)
+                    if _closed(exc) and (ended := await self.stderr.wait_ended(_REAPED_WITHIN)) is not None:
+                        self.last_error = f"{self.last_error}: {ended}"
+                    missing = _command_missing(exc)
+                    if not missing or said is None or said[0] != self.last_error or started - said[1] > _SAY_AGAIN:
+                        logger.warning("server %r: %s", self.name, self.last_error)
+                        said = (self.last_error, started) if missing else None
                 finally:
                     self._connection = None
                     self.settled.set()
                 self.state = State.DOWN
                 if time.monotonic() - started > _STABLE_AFTER:
                     backoff = _BACKOFF_FIRST
-                logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
+                if missing:  # no child started: looked for again now and then, quietly, until it is installed
+                    backoff = _BACKOFF_MAX
+                else:
+                    logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX)
                 self.restarts += 1
@@ -642,7 +659,8 @@ class Upstream:
 
             async def closed() -> None:
                 await connection.closed.wait()
-                self._lost("connection closed")
+                ended = await self.stderr.wait_ended(_REAPED_WITHIN) if connection.transport == "stdio" else None
+                self._lost(f"connection closed: {ended}" if ended else "connection closed")
 
             tg.start_soon(closed)
             if self.modern:
@@ -772,10 +790,25 @@ def _token_refused(exc: BaseException) -> bool:
     return False
 
 
+def _closed(exc: BaseException) -> bool:
+    """Whether `exc` (or an error of a group) says the server closed the connection (a stdio child that exited)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_closed(inner) for inner in exc.exceptions)
+    return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, UpstreamUnavailable)
+
+
+def _command_missing(exc: BaseException) -> bool:
+    """Whether `exc` (or every error of a group) is a stdio server's command not found."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_command_missing(inner) for inner in exc.exceptions)
+    return isinstance(exc, CommandNotFound)
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return str(exc) or "timed out connecting"
     if isinstance(exc, ExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, UpstreamError | _ConnectionLost | MCPError) else f"{type(exc).__name__}: {text}"
+    plain = isinstance(exc, UpstreamError | _ConnectionLost | MCPError | CommandNotFound)
+    return text if plain else f"{type(exc).__name__}: {text}"

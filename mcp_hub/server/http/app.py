@@ -92,7 +92,7 @@ def build_app(
     404 with a JSON body that says so.
 
     `/healthz` answers 503 when the hub is down; `/readyz` answers the same report,
-    with 503 until `ready()` (without `ready`: when `/healthz` does).
+    with 503 until `ready()` (without `ready`: when `/healthz` does). `GET /` says where the MCP endpoint is.
 
     Bound to a loopback address, the endpoint refuses other Host and Origin
     headers (DNS rebinding protection), as the SDK does for its own servers;
@@ -178,6 +178,19 @@ def build_app(
         is_ready = ready() if ready is not None else report["status"] != "down"
         return JSONResponse(report, status_code=200 if is_ready else 503)
 
+    async def home(request: Request) -> JSONResponse:
+        """`GET /`: where the MCP endpoint is, for a person who opened the hub's address in a browser."""
+        return JSONResponse(
+            {
+                "message": f"This is an MCP hub: connect an MCP client to {path} (streamable HTTP). "
+                "Its servers' status is at /healthz.",
+                "mcp": path,
+                "endpoints": [f"{path.rstrip('/')}/{name}" for name in endpoints or {}],
+                "health": "/healthz",
+                "ready": "/readyz",
+            }
+        )
+
     endpoint = served(server, parking)
     curated = {
         f"{path.rstrip('/')}/{name}": served(named, (parkings or {}).get(name), f"/{name}")
@@ -204,6 +217,7 @@ def build_app(
             *(Route(below, endpoint=named) for below, named in curated.items()),
             Route("/healthz", endpoint=healthz, methods=["GET"]),
             Route("/readyz", endpoint=readyz, methods=["GET"]),
+            *([Route("/", endpoint=home, methods=["GET"])] if path != "/" else ()),
             *routes,
             *(_metadata_routes(oauth, [path, *curated]) if oauth is not None else ()),
             *([Mount("/admin", app=admin)] if admin is not None else ()),
