@@ -46,6 +46,7 @@ ENVIRON = {
     "HUB_API_KEY": "test-key-0123456789abcdef",
     "HUB_CLUSTER_SECRET": "test-cluster-secret-0123456789",
     "HUB_ADVERTISE": "http://hub-1:8765/mcp",
+    "REDIS_PASSWORD": "test-redis-password-0123456789",
 }
 """The variables the shipped configurations reference, as compose's env file and the Kubernetes Secret set them."""
 
@@ -152,7 +153,7 @@ def assert_serves_others(config: Path) -> None:
     assert hub.http.host == "0.0.0.0"
     assert hub.auth.api_keys == {"agent": ENVIRON["HUB_API_KEY"]}
     assert unauthenticated_exposure(hub, "0.0.0.0") is None, "bound to 0.0.0.0, clients must present a key"
-    assert hub.cluster.redis == "redis://redis:6379/0"
+    assert hub.cluster.redis == f"redis://:{ENVIRON['REDIS_PASSWORD']}@redis:6379/0"
     assert hub.cluster.advertise == ENVIRON["HUB_ADVERTISE"]
     assert hub.cluster.secret == ENVIRON["HUB_CLUSTER_SECRET"]
     done = check(config)
@@ -279,7 +280,7 @@ def test_the_hub_deployment_is_run_as_documented(manifests: list[dict[str, Any]]
 
     # the Secret's keys, and this replica's address for the others (from its pod IP)
     env = {item["name"]: item for item in container["env"]}
-    for name in ("HUB_API_KEY", "HUB_CLUSTER_SECRET"):
+    for name in ("HUB_API_KEY", "HUB_CLUSTER_SECRET", "REDIS_PASSWORD"):
         assert env[name]["valueFrom"]["secretKeyRef"] == {"name": "mcp-hub-secrets", "key": name}
     assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env["HUB_ADVERTISE"]["value"] == "http://$(POD_IP):8765/mcp"
@@ -309,6 +310,9 @@ def test_the_hub_deployment_is_run_as_documented(manifests: list[dict[str, Any]]
 
     redis = find(manifests, "Deployment", "redis")
     assert selects(find(manifests, "Service", "redis")["spec"]["selector"], redis)
+    (server,) = redis["spec"]["template"]["spec"]["containers"]
+    assert server["args"][-2:] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    assert server["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "mcp-hub-secrets", "key": "REDIS_PASSWORD"}
 
 
 def test_the_config_maps_hub_toml_loads_and_passes_check(manifests: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -354,6 +358,7 @@ def test_compose_runs_two_replicas_sharing_redis() -> None:
         assert service["environment"]["HUB_ADVERTISE"] == f"http://{name}:8765/mcp"
     assert len({hub["volumes"][2] for hub in hubs.values()}) == 2, "each replica has its state of its own"
     assert len(advertised) == 2
+    assert services["redis"]["env_file"] == ["mcp-hub.env"], "Redis's password comes from the env file too"
     # the variables hub.toml reads come from the env file or the service
     example = (DEPLOY / "mcp-hub.env.example").read_text()
     settings = "\n".join(line for line in (DEPLOY / "hub.toml").read_text().splitlines() if not line.startswith("#"))
@@ -412,4 +417,4 @@ def test_the_image_builds_and_serves(tmp_path: Path) -> None:
         user = subprocess.run([*podman, "exec", name, "id", "-u"], capture_output=True, text=True, timeout=60)
         assert user.stdout.strip() == "10001"
     finally:
-        subprocess.run([*podman, "rm", "-f", name], capture_output=True, timeout=120)
+        subprocess.run([*podman, "rm", "-f", "-v", name], capture_output=True, timeout=120)
