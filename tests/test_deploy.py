@@ -137,18 +137,18 @@ def test_containerfile_copies_what_exists_and_serves_as_documented() -> None:
 # -- the configurations ---------------------------------------------------------------------------------------------
 
 
-def check(config: Path) -> subprocess.CompletedProcess[str]:
-    """`mcp-hub check` on `config`, with the variables it references set."""
+def check(config: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    """`mcp-hub check` on `config`, with the variables it references set and `state` as the state folder."""
     return subprocess.run(
         [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, **ENVIRON, "XDG_STATE_HOME": str(config.parent / "state")},
+        env={**os.environ, **ENVIRON, "XDG_STATE_HOME": str(state)},
     )
 
 
-def assert_serves_others(config: Path) -> None:
+def assert_serves_others(config: Path, state: Path) -> None:
     hub = load_config(config, environ=ENVIRON)
     assert hub.http.host == "0.0.0.0"
     assert hub.auth.api_keys == {"agent": ENVIRON["HUB_API_KEY"]}
@@ -156,24 +156,27 @@ def assert_serves_others(config: Path) -> None:
     assert hub.cluster.redis == f"redis://:{ENVIRON['REDIS_PASSWORD']}@redis:6379/0"
     assert hub.cluster.advertise == ENVIRON["HUB_ADVERTISE"]
     assert hub.cluster.secret == ENVIRON["HUB_CLUSTER_SECRET"]
-    done = check(config)
+    done = check(config, state)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ok, revision" in done.stdout and "warning" not in done.stderr, done.stdout + done.stderr
     principals = tomllib.loads((config.parent / "policies" / "principals.toml").read_text())["principals"]
     assert set(hub.auth.api_keys) <= set(principals), "every key's principal has a profile"
 
 
-def test_deploy_hub_toml_loads_and_passes_check() -> None:
-    assert_serves_others(DEPLOY / "hub.toml")
+def test_deploy_hub_toml_loads_and_passes_check(tmp_path: Path) -> None:
+    assert_serves_others(DEPLOY / "hub.toml", tmp_path)
 
 
-def test_deploy_hub_toml_without_its_variables_is_refused() -> None:
+def test_deploy_hub_toml_without_its_variables_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mcp_hub", "check", "--config", str(DEPLOY / "hub.toml")],
         capture_output=True,
         text=True,
         timeout=120,
-        env={key: value for key, value in os.environ.items() if key not in ENVIRON},
+        env={
+            **{key: value for key, value in os.environ.items() if key not in ENVIRON},
+            "XDG_STATE_HOME": str(tmp_path),
+        },
     )
     assert done.returncode == 2
     assert "HUB_API_KEY" in done.stderr
@@ -321,9 +324,9 @@ def test_the_config_maps_hub_toml_loads_and_passes_check(manifests: list[dict[st
     projected = next(v["configMap"] for v in pod["volumes"] if "configMap" in v)
     data = find(manifests, "ConfigMap", projected["name"])["data"]
     for item in projected["items"]:
-        (tmp_path / item["path"]).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / item["path"]).write_text(data[item["key"]])
-    assert_serves_others(tmp_path / "hub.toml")
+        (tmp_path / "config" / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "config" / item["path"]).write_text(data[item["key"]])
+    assert_serves_others(tmp_path / "config" / "hub.toml", tmp_path / "state")
 
 
 # -- compose --------------------------------------------------------------------------------------------------------
@@ -370,18 +373,36 @@ def test_compose_runs_two_replicas_sharing_redis() -> None:
 # -- building and running the image (opt-in) ---------------------------------------------------------------------
 
 
-@pytest.mark.container_build
-def test_the_image_builds_and_serves(tmp_path: Path) -> None:
+def podman_build(*options: str) -> tuple[list[str], str]:
+    """The podman command line, and the image built from deploy/Containerfile with `options`; skips unless asked."""
     if os.environ.get("MCP_HUB_CONTAINER_BUILD") != "1":
         pytest.skip("builds the image (minutes): set MCP_HUB_CONTAINER_BUILD=1 to run it")
     podman = shlex.split(os.environ.get("MCP_HUB_PODMAN", "podman"))
     if shutil.which(podman[0]) is None:
         pytest.skip(f"{podman[0]} is not installed")
     base = os.environ.get("MCP_HUB_CONTAINER_BASE", "python:3.11-slim")
-    image = "localhost/mcp-hub-test:latest"
+    image = f"localhost/mcp-hub-test:{'-'.join(option.lstrip('-') for option in options) or 'latest'}"
     build = [*podman, "build", "--format", "docker", "--build-arg", f"BASE={base}", "-f", str(CONTAINERFILE)]
-    done = subprocess.run([*build, "-t", image, str(ROOT)], capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([*build, *options, "-t", image, str(ROOT)], capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return podman, image
+
+
+@pytest.mark.container_build
+def test_the_tools_image_runs_npx_and_uvx_as_its_user() -> None:
+    podman, image = podman_build("--target", "tools")
+    script = "id -u && node --version && npx --version && uvx --version && mcp-hub --version"
+    done = subprocess.run(
+        [*podman, "run", "--rm", "--entrypoint", "sh", image, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "10001"
+    assert "mcp-hub" in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.container_build
+def test_the_image_builds_and_serves(tmp_path: Path) -> None:
+    podman, image = podman_build()
 
     # one container: deploy/hub.toml without [cluster], mounted read-only as the config folder
     config = tmp_path / "config"
