@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from mcp_hub.importer import (
     import_client_config,
     secret_env_names,
 )
-from mcp_hub.upstream.stdio import resolve_command
+from mcp_hub.upstream.command import find_command
 
 NOTES = """\
 # An example server that ships with the hub: notes kept in memory.
@@ -170,7 +169,7 @@ def init(
 def examples() -> str:
     """The servers of a hub.toml that imports none: the example notes server, which ships with the hub, and
     PyPI's mcp-server-time where it is installed (beside this Python, or on PATH), commented out elsewhere."""
-    time = TIME if shutil.which(resolve_command("mcp-server-time")) else TIME_MISSING
+    time = TIME if find_command("mcp-server-time") else TIME_MISSING
     return NOTES + time + MORE
 
 

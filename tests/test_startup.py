@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from mcp_hub.hub import Hub
-from tests.conftest import fixture_server, hub_client, make_config, write_config
+from tests.conftest import fixture_server, hub_client, hub_environment, make_config, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +22,10 @@ ERAS = ["legacy", "2026-07-28"]
 
 def _stdio_hub(config: Path) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], cwd=str(config.parent)
+        command=sys.executable,
+        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        cwd=str(config.parent),
+        env=hub_environment(),  # the session's state folder: no catalog snapshot of an earlier run
     )
 
 

@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.server import stdio
 from mcp_hub.server.stdio import _is_stream, _Lines
-from tests.conftest import fixture_server, wait_for, write_config
+from tests.conftest import fixture_server, hub_environment, wait_for, write_config
 from tests.test_relay import EXPECTED, Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
@@ -34,7 +34,10 @@ async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> Asy
     """`mcp-hub serve` over stdio with one fixture server, `srv`, once its tools are listed."""
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], cwd=str(tmp_path)
+        command=sys.executable,
+        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        cwd=str(tmp_path),
+        env=hub_environment(),  # the session's state folder: no catalog snapshot of an earlier run
     )
     async with Client(params, mode=mode, cache=None, **options) as client:
 
