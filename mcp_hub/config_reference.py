@@ -48,6 +48,26 @@ TABLES: list[tuple[str, type[BaseModel]]] = [
     ("[endpoints.NAME]", config.EndpointSettings),
 ]
 
+# table heading -> the page of docs/ that explains it
+EXPLAINED = {
+    "[hub]": "configuration.md",
+    "[http]": "configuration.md",
+    "[servers.NAME]": "configuration.md",
+    "[servers.NAME.auth]": "configuration.md",
+    "[servers.NAME.tools.TOOL]": "configuration.md",
+    "[policy]": "policy.md",
+    "[audit]": "policy.md",
+    "[auth]": "policy.md",
+    "[auth.oauth]": "oauth.md",
+    "[admin]": "admin-console.md",
+    "[telemetry]": "telemetry.md",
+    "[cache]": "caching.md",
+    "[search]": "tool-search.md",
+    "[guardrails]": "guardrails.md",
+    "[cluster]": "replicas.md",
+    "[endpoints.NAME]": "endpoints.md",
+}
+
 # keys the loader fills in itself, not written in hub.toml
 _NOT_WRITTEN = {(config.ServerConfig, "name"), (config.ServerConfig, "unusable")}
 
@@ -167,6 +187,8 @@ def render() -> str:
         lines += [f"## `{heading}`", ""]
         if doc:
             lines += [doc, ""]
+        page = EXPLAINED[heading]
+        lines += [f"Explained, with examples, in [{page}]({page}).", ""]
         lines += ["| Key | Type | Default | Bounds | Description |", "| --- | --- | --- | --- | --- |"]
         for name, field in model.model_fields.items():
             if (model, name) in _NOT_WRITTEN:

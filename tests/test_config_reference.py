@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mcp_hub import config
-from mcp_hub.config_reference import COMMAND, REFERENCE, TABLES, render
+from mcp_hub.config_reference import COMMAND, EXPLAINED, REFERENCE, TABLES, render
 
 
 def test_the_committed_reference_is_the_generated_one() -> None:
@@ -20,6 +20,9 @@ def test_every_table_and_key_is_listed() -> None:
         inner = getattr(held, "__args__", ())
         assert held in models or any(a in models for a in inner), name
     text = render()
+    assert set(EXPLAINED) == {heading for heading, _ in TABLES}
+    for page in EXPLAINED.values():
+        assert (REFERENCE.parent / page).is_file(), page
     for heading, model in TABLES:
         assert f"## `{heading}`" in text
         for key, field in model.model_fields.items():
