@@ -215,7 +215,7 @@ def _anchor(heading: str) -> str:
 
 
 def main() -> None:
-    sys.stdout.write(render())
+    sys.stdout.buffer.write(render().encode("utf-8"))
 
 
 if __name__ == "__main__":
