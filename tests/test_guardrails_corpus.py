@@ -322,7 +322,7 @@ def test_false_positive_rate_of_national_phones() -> None:
 
 
 def test_no_national_phones_in_ordinary_text() -> None:
-    """The ordinary-text corpus of the detector tests (the hub's source and README, the MCP SDK's source, package
+    """The ordinary-text corpus of the detector tests (the hub's source, README and docs/, the MCP SDK's source, package
     manifests and a lockfile, JSON log records: about 2.7 million characters), with three regions: the only
     phone numbers are the examples the hub's own documentation gives."""
     from tests.test_guardrails_detectors import _corpus

@@ -185,10 +185,10 @@ def test_groups_expand_and_unknown_names_are_errors() -> None:
 
 @functools.cache
 def _corpus() -> list[tuple[str, str]]:
-    """Ordinary text: the hub's own source, README and design notes, package manifests, the MCP SDK's source,
+    """Ordinary text: the hub's own source, README, docs/ and design notes, package manifests, the MCP SDK's source,
     and JSON with ids, digests and timestamps."""
     files = [p for p in (ROOT / "mcp_hub").rglob("*.py") if "guardrails" not in p.parts]
-    files += [ROOT / "README.md", ROOT / "pyproject.toml"]
+    files += [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "pyproject.toml"]
     files += sorted((ROOT / "tests" / "npm" / "node_modules").glob("*/package.json"))[:200]
     files += [ROOT / "tests" / "npm" / "package-lock.json"]
     import mcp

@@ -2,7 +2,7 @@
 
     errors, wire, scopes, allocator, shown, streams, state, defaults, clients, sdk   (the ground floor)
     cluster (the Redis replicas share)
-    config <- importer
+    config <- importer, config_reference (docs/configuration-reference.md)
     observe, catalog, guardrails <- policy <- search; credentials, cache
     auth
     upstream
@@ -39,6 +39,7 @@ ALLOWED = {
     "clients": set(),
     "config": {"errors", "state"},
     "importer": {"errors", "config", "defaults"},
+    "config_reference": {"config"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
