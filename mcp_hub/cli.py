@@ -66,7 +66,7 @@ _KIND_KEYS = {
     "resource_templates": "resourceTemplates",
 }
 
-_CONFIG_HELP = "the hub's config file (default: ./hub.toml)"
+_CONFIG_HELP = "the hub's config file (default: ./hub.toml, else the one `mcp-hub init` wrote)"
 
 _STDERR_LINES = 10
 """How many of its last stderr lines `check --connect` shows under a stdio server that did not come up."""
@@ -74,6 +74,8 @@ _STDERR_LINES = 10
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if getattr(args, "config", "") is None:
+        args.config = _default_config()
     try:
         code = args.run(args)
     except ConfigError as exc:
@@ -82,6 +84,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         code = 130
     sys.exit(code)
+
+
+def _default_config() -> str:
+    """./hub.toml, or where there is none, the hub.toml `mcp-hub init` writes by default (the user's config folder)
+    if there is one there: a hub set up with `init` answers from any folder without `--config`."""
+    if Path("hub.toml").exists():
+        return "hub.toml"
+    from mcp_hub.starter import default_folder  # tomlkit: only without a ./hub.toml
+
+    written = default_folder() / "hub.toml"
+    return str(written) if written.is_file() else "hub.toml"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -117,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace an existing hub.toml (kept as hub.toml.bak)")
 
     serve = command("serve", "Serve the hub over stdio (default) or streamable HTTP.", _serve)
-    serve.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    serve.add_argument("--config", help=_CONFIG_HELP)
     serve.add_argument(
         "--transport",
         choices=["stdio", "http"],
@@ -129,18 +142,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--endpoint", metavar="NAME", help="serve the [endpoints.NAME] view instead of everything")
 
     check = command("check", "Validate the config; with --connect, connect to every server and report.", _check)
-    check.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    check.add_argument("--config", help=_CONFIG_HELP)
     check.add_argument("--connect", action="store_true", help="also connect to each server and list what it offers")
 
     tools = command("tools", "Print the merged catalog a client would see.", _tools)
-    tools.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    tools.add_argument("--config", help=_CONFIG_HELP)
     tools.add_argument("--json", action="store_true", help="print the catalog as JSON")
     tools.add_argument("--format", choices=FORMATS, help="print the tools as a model provider's tool definitions")
     tools.add_argument("--principal", default="stdio", help='with --format: the tools this principal may see ("stdio")')
     tools.add_argument("--endpoint", metavar="NAME", help="what the [endpoints.NAME] view serves")
 
     explain = command("explain", "Show how the policy decides one call, and which rule decides it.", _explain)
-    explain.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    explain.add_argument("--config", help=_CONFIG_HELP)
     caller = explain.add_mutually_exclusive_group(required=True)
     caller.add_argument("--principal", help='who calls: "stdio", or an API key\'s name')
     caller.add_argument(
@@ -153,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--args", default="{}", help="the call's arguments as a JSON object")
 
     pins = command("pins", "List tools whose definition changed since pinned; accept the changes.", _pins)
-    pins.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    pins.add_argument("--config", help=_CONFIG_HELP)
     pins.add_argument(
         "action", nargs="?", choices=["list", "accept"], default="list", help="list (default) or accept changes"
     )
@@ -166,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
         "withdraw a consent; make a key.",
         _connections,
     )
-    connections.add_argument("--config", default="hub.toml", help=_CONFIG_HELP)
+    connections.add_argument("--config", help=_CONFIG_HELP)
     connections.add_argument(
         "action",
         nargs="?",

@@ -1034,7 +1034,8 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     try:
         text = Path(file).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(file, "", "file not found; create it or pass --config PATH") from None
+        why = "file not found; create it (`mcp-hub init` writes one), or pass --config PATH"
+        raise ConfigError(file, "", why) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(file, "", f"cannot read it ({exc}); make it a readable UTF-8 text file") from None
     return parse_config(text, file, environ)

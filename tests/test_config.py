@@ -277,7 +277,7 @@ def test_missing_file(tmp_path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert (caught.value.file, caught.value.key) == (str(path), "")
-    assert caught.value.reason == "file not found; create it or pass --config PATH"
+    assert caught.value.reason == "file not found; create it (`mcp-hub init` writes one), or pass --config PATH"
     assert str(caught.value).startswith(str(path))
 
 

@@ -91,6 +91,23 @@ def test_init_writes_a_starter_config_in_the_users_config_folder_that_checks(hom
     assert checked.returncode == 0, checked.stderr
     assert "2 server(s) enabled" in checked.stdout and "policies: ok" in checked.stdout
 
+    # without --config, from a folder with no hub.toml: the one init wrote
+    found = mcp_hub("check", home=home, cwd=cwd)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.startswith(f"{config}: ok, 2 server(s) enabled")
+    (cwd / "hub.toml").write_text('[servers.here]\ncommand = "mcp-hub-example-notes"\n', encoding="utf-8")
+    local = mcp_hub("check", home=home, cwd=cwd)  # a hub.toml in the folder comes first
+    assert local.stdout.startswith("hub.toml: ok, 1 server(s) enabled"), local.stderr
+
+
+def test_without_a_config_anywhere_the_error_says_to_run_init(home: Path, cwd: Path) -> None:
+    missing = mcp_hub("check", home=home, cwd=cwd)
+    assert missing.returncode == 2
+    assert (
+        missing.stderr
+        == "error: hub.toml: file not found; create it (`mcp-hub init` writes one), or pass --config PATH\n"
+    )
+
 
 def test_init_writes_into_dir_and_refuses_to_overwrite_a_hub_toml(home: Path, cwd: Path) -> None:
     first = mcp_hub("init", "--dir", "hub", home=home, cwd=cwd)
