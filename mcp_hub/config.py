@@ -70,9 +70,11 @@ class HubSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     name: str = Field(default="mcp-hub", min_length=1)
+    """The name the hub gives clients (its `serverInfo`)."""
     page_size: int = Field(default=0, ge=0)
     """Items per page of the lists handed to clients (tools/list etc.); 0: each list on one page."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """The least level logged (logs go to stderr)."""
     access_log: bool = False
     """One line per client request on the `mcp_hub.access` logger (at info)."""
     startup_grace: float = Field(default=10.0, ge=0)
@@ -108,8 +110,12 @@ class HttpSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     host: str = Field(default="127.0.0.1", min_length=1)
+    """The address to listen on; another than loopback needs client authentication ([auth]) or
+    `allow_unauthenticated`."""
     port: int = Field(default=8765, ge=0, le=65535)
+    """The port to listen on (0: any free port)."""
     path: str = "/mcp"
+    """The MCP endpoint's path; curated endpoints are served below it (`/mcp/NAME`)."""
     max_request_mb: int = Field(default=32, ge=1)
     """The largest request body the endpoint takes, in MiB; a larger one is answered 413."""
     keep_alive: int = Field(default=75, ge=1)
@@ -243,7 +249,9 @@ class SearchSettings(BaseModel):
     pinned: tuple[str, ...] = Field(default=(), strict=False)
     """Globs of public tool names listed as well (`time_*`), for each caller that may see them."""
     search_tool: str = Field(default="search_tools", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The name clients see for the search tool."""
     call_tool: str = Field(default="call_tool", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The name clients see for the tool that calls a tool the search found."""
 
 
 class GuardrailsSettings(BaseModel):
@@ -305,7 +313,9 @@ class EndpointSettings(BaseModel):
     server/curated.py, which knows the policy's globs). With none that include, every tool of its mounts;
     likewise `prompts` and `resources` (URIs and URI templates)."""
     prompts: tuple[str, ...] = Field(default=(), strict=False)
+    """Policy selectors of the prompts it serves (`MOUNT/NAME` globs; `!` excludes); none that include: all."""
     resources: tuple[str, ...] = Field(default=(), strict=False)
+    """Policy selectors of the resources and templates it serves (`MOUNT/URI` globs); none that include: all."""
     search: bool | None = None
     """Tool search on this endpoint, whatever `[search] enabled` and the callers' profiles say; None: as they say."""
     instructions: str | None = None
@@ -322,7 +332,9 @@ class AuditFileSettings(BaseModel):
     state folder (see state.py); false or None: decisions are not written anywhere."""
 
     max_bytes: int = Field(default=10_000_000, ge=1024)
+    """The size at which the audit log is rotated (audit.jsonl.1, .2...)."""
     backups: int = Field(default=5, ge=0)
+    """How many rotated files are kept."""
 
     @field_validator("file", mode="before")
     @classmethod
@@ -384,7 +396,9 @@ class TelemetrySettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     traces: Literal["off", "console", "otlp"] = "off"
+    """Where the hub's spans go: nowhere, JSON lines on stderr, or an OTLP/HTTP collector."""
     metrics: Literal["off", "console", "otlp"] = "off"
+    """Where the hub's metrics go: nowhere, JSON lines on stderr, or an OTLP/HTTP collector."""
     endpoint: str | None = None
     """The collector's OTLP/HTTP base URL ("/v1/traces" and "/v1/metrics" are appended); None: the
     OTEL_EXPORTER_OTLP_(TRACES_|METRICS_)ENDPOINT variables, else http://localhost:4318."""
@@ -461,6 +475,7 @@ class OAuthSettings(BaseModel):
     jwks_uri: str | None = None
     """The issuer's JSON Web Key Set; None: from its metadata (RFC 8414, or OpenID Connect discovery)."""
     algorithms: tuple[str, ...] = Field(default=("RS256", "PS256", "ES256", "EdDSA"), strict=False)
+    """The JWT signature algorithms taken (never "none", nor HMAC with a public key)."""
     leeway: int = Field(default=30, ge=0, le=300)
     """Seconds of clock skew allowed on `exp`, `nbf` and `iat`."""
     principal_claim: str = Field(default="sub", min_length=1)
@@ -484,6 +499,7 @@ class OAuthSettings(BaseModel):
     introspection_max_age: float = Field(default=300.0, gt=0, le=86400, allow_inf_nan=False, strict=False)
     """The longest an introspection answer is kept (never longer than the token lives)."""
     resource_name: str = "mcp-hub"
+    """The human-readable name in the protected resource metadata (`resource_name`)."""
 
     @field_validator("issuer", "resource", "jwks_uri", "introspection_endpoint")
     @classmethod
@@ -552,6 +568,7 @@ class AdminSettings(BaseModel):
     model_config = _MODEL_CONFIG
 
     enabled: bool = False
+    """Serve the console at `/admin` on the HTTP endpoint (it needs at least one key in `keys`)."""
     keys: dict[str, str] = Field(default_factory=dict, repr=False)
     """Administrator name -> the key that administrator logs in with (write keys as ${VAR}). Applies on a live
     reload: the console's sessions signed in with a key removed or changed end (see mcp_hub/admin/sessions.py)."""
@@ -600,6 +617,7 @@ class ServerAuth(BaseModel):
     token_url: str | None = None
     """The token endpoint, when it is not to be discovered from `issuer`."""
     client_id: str | None = Field(default=None, min_length=1)
+    """The hub's client id at the authorization server."""
     client_secret: str | None = Field(default=None, min_length=1, repr=False)
     """Write it as ${VAR}."""
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
@@ -712,7 +730,9 @@ class ToolOverride(BaseModel):
     model_config = _MODEL_CONFIG
 
     title: str | None = None
+    """The title clients see instead of the server's."""
     description: str | None = None
+    """The description clients (and the model) read instead of the server's."""
     annotations: dict[str, Any] = Field(default_factory=dict)
     """Merged over the server's own annotations."""
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -757,24 +777,38 @@ class ServerConfig(BaseModel):
 
     name: str
     command: str | None = Field(default=None, min_length=1)
+    """A stdio server's program: a bare name is looked up beside the hub's Python first, then on PATH."""
     args: tuple[str, ...] = Field(default=(), strict=False)
+    """Its arguments."""
     env: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Variables added to its environment (write secrets as ${VAR})."""
     cwd: str | None = Field(default=None, min_length=1)
+    """The folder it starts in; unset: the hub's."""
     url: str | None = None
+    """A remote server's MCP endpoint (http or https)."""
     transport: Literal["auto", "streamable-http", "http", "sse"] | None = None
     """How a remote server is reached. Unset or "auto": streamable HTTP, or legacy SSE if the server refuses
     it with a 4xx (the MCP spec's backwards compatibility); "http" is "streamable-http"."""
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    """Headers sent with every request to a remote server (write secrets as ${VAR})."""
     auth: ServerAuth = Field(default_factory=ServerAuth)
     """The credential the hub presents to a remote server ([servers.NAME.auth])."""
     timeout: _Seconds = 60.0
+    """Seconds one request may take before the client gets an error."""
     connect_timeout: _Seconds = 30.0
+    """Seconds to start, connect and list."""
     enabled: bool = True
+    """False: the server is not mounted (a live reload mounts it when set back)."""
     prefix: bool = True
+    """False: its names are not prefixed by the mount (only when it is the only enabled server)."""
     protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
+    """The protocol era spoken to it: "auto" tries 2026-07-28 and falls back to the `initialize` handshake."""
     isolation: Literal["shared", "per-client"] = "shared"
+    """"per-client": each client (principal) gets its own session (its own process, for stdio)."""
     idle_timeout: _Seconds = 300.0
+    """With "per-client": seconds a client's session is kept without requests."""
     max_sessions: int = Field(default=16, ge=1)
+    """With "per-client": the most sessions kept at once (the least recently used is closed)."""
     roots: tuple[str, ...] | None = Field(default=None, strict=False)
     """The folders the server may see, as `file://` URIs (absolute paths in hub.toml become URIs): the
     hub's answer to every `roots/list` the server asks. None: the server hears a client's roots."""
