@@ -23,6 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_hub.config import load_config, unauthenticated_exposure
 from mcp_hub.state import state_file
 from tests.conftest import ROOT, free_port, hub_environment, wait_for
+from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -153,9 +154,7 @@ async def test_the_quick_start_on_an_address_other_machines_reach_refuses_to_sta
     assert "Traceback" not in said
 
     config.write_text(config.read_text(encoding="utf-8").replace('host = "127.0.0.1"', 'host = "0.0.0.0"'))
-    checked = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)], capture_output=True, text=True, timeout=60
-    )
+    checked = mcp_hub("check", "--config", str(config))
     assert checked.returncode == 0, checked.stderr  # stdio still serves
     assert "warning: `serve --transport http` would refuse to start: " in checked.stderr
     assert "http.host: serving HTTP on 0.0.0.0" in checked.stderr
@@ -188,13 +187,7 @@ def test_a_new_hub_toml_from_import_has_the_protections_and_the_policies_beside_
     claude.write_text(json.dumps({"mcpServers": {"time": {"command": "mcp-server-time", "args": []}}}))
     output = tmp_path / "new" / "hub.toml"
     output.parent.mkdir()
-    imported = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "import", str(claude), "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    imported = mcp_hub("import", str(claude), "--output", str(output), cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
     config = load_config(output)
     assert config.policy.dir == "policies" and config.policy.pins is True and config.audit.file is True
@@ -207,13 +200,7 @@ def test_a_new_hub_toml_from_import_has_the_protections_and_the_policies_beside_
     # importing again merges into the file it wrote: the protections and the policies stay as they are
     (output.parent / "policies" / "principals.toml").write_text('[principals]\nstdio = "admin"\n', encoding="utf-8")
     claude.write_text(json.dumps({"mcpServers": {"other": {"command": "mcp-server-time"}}}))
-    again = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "import", str(claude), "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    again = mcp_hub("import", str(claude), "--output", str(output), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     merged = load_config(output)
     assert list(merged.servers) == ["time", "other"] and merged.policy.pins is True

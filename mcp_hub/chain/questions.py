@@ -15,11 +15,11 @@ completion) is the call's client's own.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp_hub.errors import Refused
-from mcp_hub.upstream import Origin
+from mcp_hub.upstream import ClientAs, Origin
 
 Guard = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """`guard(method, value)`: the value as it may go on (redacted). Raises `Refused`."""
@@ -28,42 +28,13 @@ GUARDED = frozenset(("elicitation/create", "sampling/createMessage"))
 """The questions whose text and answers are guarded."""
 
 
-class GuardedOrigin:
+class GuardedOrigin(ClientAs):
     """The call's client (`origin`), its questions guarded by `question` and their answers by `answer`."""
 
     def __init__(self, origin: Origin, question: Guard, answer: Guard) -> None:
-        self._origin = origin
+        super().__init__(origin)
         self._question = question
         self._answer = answer
-
-    @property
-    def modern(self) -> bool:
-        return self._origin.modern
-
-    @property
-    def client_key(self) -> Hashable | None:
-        return self._origin.client_key
-
-    @property
-    def access_token(self) -> str | None:
-        return self._origin.access_token
-
-    @property
-    def principal(self) -> str | None:
-        return self._origin.principal
-
-    @property
-    def capabilities(self) -> Mapping[str, Any] | None:
-        return self._origin.capabilities
-
-    def for_client(self) -> Origin:
-        return self._origin.for_client()
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        self._origin.on_close(callback)
-
-    async def log(self, params: Mapping[str, Any]) -> None:
-        await self._origin.log(params)
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         if method not in GUARDED:

@@ -37,7 +37,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,7 +47,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from mcp_hub.chain.context import CallContext, Handler
-from mcp_hub.upstream import Origin
+from mcp_hub.upstream import ClientAs, Origin
 
 logger = logging.getLogger("mcp_hub.server")
 
@@ -103,43 +103,18 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
     return _b64(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
 
 
-class _AskingOrigin:
-    """The client of a parked call: its questions become `input_required` rounds."""
+class _AskingOrigin(ClientAs):
+    """The client of a parked call: its questions become `input_required` rounds (and `for_client` is the client
+    outside this call, which a 2026-07-28 client cannot be asked through)."""
 
     def __init__(self, origin: Origin, parked: _Parked, check: Callable[[str], None]) -> None:
-        self._origin = origin
+        super().__init__(origin)
         self._parked = parked
         self._check = check
 
     @property
     def modern(self) -> bool:
         return True
-
-    @property
-    def client_key(self) -> Hashable | None:
-        return self._origin.client_key
-
-    @property
-    def access_token(self) -> str | None:
-        return self._origin.access_token
-
-    @property
-    def principal(self) -> str | None:
-        return self._origin.principal
-
-    def for_client(self) -> Origin:
-        """The client outside this call, which a 2026-07-28 client cannot be asked through."""
-        return self._origin.for_client()
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        self._origin.on_close(callback)
-
-    async def log(self, params: Mapping[str, Any]) -> None:
-        await self._origin.log(params)
-
-    @property
-    def capabilities(self) -> Mapping[str, Any] | None:
-        return self._origin.capabilities
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         self._check(method)

@@ -8,7 +8,16 @@ a server asks back to the client whose request it serves.
 """
 
 from mcp_hub.upstream.connection import CARRIED_EXTENSIONS, UI_EXTENSION
-from mcp_hub.upstream.relay import ClientCannotAnswer, Origin
+from mcp_hub.upstream.relay import ClientAs, ClientCannotAnswer, Origin
 from mcp_hub.upstream.supervisor import LIST_METHODS, State, Upstream
 
-__all__ = ["CARRIED_EXTENSIONS", "LIST_METHODS", "UI_EXTENSION", "ClientCannotAnswer", "Origin", "State", "Upstream"]
+__all__ = [
+    "CARRIED_EXTENSIONS",
+    "LIST_METHODS",
+    "UI_EXTENSION",
+    "ClientAs",
+    "ClientCannotAnswer",
+    "Origin",
+    "State",
+    "Upstream",
+]

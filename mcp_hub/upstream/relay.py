@@ -143,6 +143,46 @@ class Origin(Protocol):
         ...
 
 
+class ClientAs:
+    """A call's client as another part of the hub sees it: the client (`_origin`) in everything a subclass does
+    not override (its identity, capabilities, connection and logs; `ask` too, unless overridden)."""
+
+    def __init__(self, origin: Origin) -> None:
+        self._origin = origin
+
+    @property
+    def modern(self) -> bool:
+        return self._origin.modern
+
+    @property
+    def client_key(self) -> Hashable | None:
+        return self._origin.client_key
+
+    @property
+    def access_token(self) -> str | None:
+        return self._origin.access_token
+
+    @property
+    def principal(self) -> str | None:
+        return self._origin.principal
+
+    @property
+    def capabilities(self) -> Mapping[str, Any] | None:
+        return self._origin.capabilities
+
+    async def ask(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        return await self._origin.ask(method, params)
+
+    def for_client(self) -> Origin:
+        return self._origin.for_client()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self._origin.on_close(callback)
+
+    async def log(self, params: Mapping[str, Any]) -> None:
+        await self._origin.log(params)
+
+
 SoleClient = Callable[[], Awaitable[Origin | None]]
 """The one client of a hub serving stdio, asked a question no client's call explains (None: there is none)."""
 
