@@ -34,6 +34,10 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests import forkserver
 
+sys.dont_write_bytecode = False
+"""pytest keeps each test module's assertion-rewritten code beside it, for the next run to read, only where bytecode
+may be written: a run with `PYTHONDONTWRITEBYTECODE` set would rewrite all of them each time (~5 s of CPU)."""
+
 settings.register_profile("untimed", deadline=None)
 settings.load_profile("untimed")
 """Property tests check what code does, not how fast: no per-example deadline, which a busy machine misses."""
