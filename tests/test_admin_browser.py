@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import ROOT, free_port, hub_environment
-from tests.test_admin import ADMIN_KEY, ALICE_KEY, BOB_KEY, console_config
+from tests.harness.console import ADMIN_KEY, ALICE_KEY, BOB_KEY, console_config
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -28,9 +28,9 @@ from mcp_hub.config import parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, serve_app, wait_for
+from tests.harness.cached import KEYS, POLICY, Setup, audit_outcomes, cached_hub, text
 from tests.redis_server import RedisServer
 from tests.servers.counting import counting_server
-from tests.test_cache import KEYS, POLICY, Setup, audit_outcomes, cached_hub, text
 
 pytestmark = pytest.mark.anyio
 

@@ -19,8 +19,8 @@ from mcp_hub.admin import console
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from tests.conftest import running_hub, serve_app, wait_for
+from tests.harness.console import ADMIN_KEY, attempt, console_config, logged_in, throttled
 from tests.redis_server import RedisServer
-from tests.test_admin import ADMIN_KEY, attempt, console_config, logged_in, throttled
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

@@ -52,7 +52,7 @@ from tests.conftest import (
     wait_for,
     write_config,
 )
-from tests.test_everything import Asked, Script, everything_over_http
+from tests.harness.everything import Asked, Script, everything_over_http
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from mcp_hub.config import parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
-from tests.test_resilience import JSON_HEADERS, modern_call
+from tests.harness.wire import JSON_HEADERS, modern_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

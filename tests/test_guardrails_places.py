@@ -22,8 +22,8 @@ from opentelemetry.trace import SpanKind
 
 from mcp_hub.config import load_config
 from tests.conftest import hub_client, running_hub, script_server, write_config
+from tests.harness.telemetry import finished, observed
 from tests.servers.leaky import DATA
-from tests.test_telemetry import finished, observed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
 from tests.conftest import ROOT, hub_client, running_hub, write_config
+from tests.harness.tasks import call, follow, settled
 from tests.servers.leaky import DATA
 from tests.servers.tasks_server import TASKS
-from tests.test_tasks import call, follow, settled
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,9 @@ from mcp_hub.server.http import build_app
 from mcp_hub.server.http import exchange as deferred
 from mcp_hub.server.hub_server import session_connections
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
+from tests.harness.wire import JSON_HEADERS, MODERN_META, legacy_session
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
-from tests.test_resilience import JSON_HEADERS, MODERN_META, _true, legacy_session
+from tests.test_resilience import _true
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

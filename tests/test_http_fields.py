@@ -29,8 +29,8 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from mcp_hub.server.http.fields import trimmed_headers
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
+from tests.harness.wire import MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import build_server
-from tests.test_resilience import MODERN, MODERN_META, legacy_session, modern_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

@@ -25,8 +25,8 @@ from tests.conftest import (
     wait_for,
 )
 from tests.conftest import keyed_hub as shared_keyed_hub
+from tests.harness.people import Meeting, Person, ask_at_once, expected
 from tests.test_lifecycle import _alive, _pid
-from tests.test_relay import Meeting, Person, ask_at_once, expected
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,7 @@ import mcp_hub.server.http.app
 from mcp_hub.server.http import build_app
 from mcp_hub.server.lane import CallLane
 from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
-from tests.test_modern_http import read_answer
-from tests.test_resilience import JSON_HEADERS, MODERN_META
+from tests.harness.wire import JSON_HEADERS, MODERN_META, read_answer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

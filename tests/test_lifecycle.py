@@ -19,7 +19,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotific
 
 from mcp_hub.hub import Hub
 from tests.conftest import fixture_server, hub_client, hub_environment, make_config, running_hub, wait_for, write_config
-from tests.test_resilience import legacy_session
+from tests.harness.wire import legacy_session
 
 pytestmark = pytest.mark.anyio
 

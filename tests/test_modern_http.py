@@ -27,7 +27,7 @@ from mcp_hub.server.http import exchange as deferred
 from mcp_hub.server.origin import relayed_capabilities
 from mcp_hub.server.serving import KEPT_BYTES, Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
-from tests.test_resilience import JSON_HEADERS, MODERN, MODERN_META, modern_call
+from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, modern_call, read_answer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
@@ -44,16 +44,6 @@ async def two_entries(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient,
             sdk_app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         async with serve_app(hub_app) as hub_base, serve_app(sdk_app) as sdk_base, httpx2.AsyncClient() as http:
             yield http, f"{hub_base}/mcp", f"{sdk_base}/mcp"
-
-
-def read_answer(response: httpx2.Response) -> tuple[int, str, Any]:
-    """Status, content type and what a client reads: the JSON body, or the SSE stream's events."""
-    kind = response.headers.get("content-type", "").split(";")[0]
-    if kind == "text/event-stream":
-        body: Any = [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:")]
-    else:
-        body = response.json() if kind == "application/json" else response.text
-    return response.status_code, kind, body
 
 
 def _request(method: str, params: dict[str, Any] | None = None, **headers: str) -> tuple[dict[str, str], Any]:

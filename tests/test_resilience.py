@@ -52,6 +52,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from mcp_hub.upstream.stdio import MAX_LINE_BYTES
 from tests.conftest import fixture_server, free_port, make_config, running_hub, serve_app, wait_for, write_config
+from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import BASE_TOOLS, build_server
 
 pytestmark = pytest.mark.anyio
@@ -538,34 +539,6 @@ async def test_a_line_without_end_costs_a_timeout_not_memory(tmp_path: Path) -> 
 
 
 # -- a client that disconnects mid-call -----------------------------------------------------------------------
-
-JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-MODERN = "2026-07-28"
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
-
-
-def modern_call(tool: str, arguments: dict[str, Any], request_id: int = 1) -> tuple[dict[str, str], dict[str, Any]]:
-    """Headers and body of a 2026-07-28 `tools/call`, as a client would POST it."""
-    headers = {**JSON_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
-    params = {"name": tool, "arguments": arguments, "_meta": MODERN_META}
-    return headers, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
-
-
-async def legacy_session(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
-    """Open a handshake-era session by hand; the headers its requests carry."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-    }
-    response = await http.post(url, json=init, headers=JSON_HEADERS)
-    assert response.status_code == 200, response.text
-    headers = {**JSON_HEADERS, "Mcp-Session-Id": response.headers["mcp-session-id"]}
-    headers["MCP-Protocol-Version"] = "2025-11-25"
-    initialized = await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    assert initialized.status_code == 202
-    return headers
 
 
 async def _started(marker: Path) -> bool:

@@ -20,8 +20,8 @@ import pytest
 from mcp_hub.cli import main as cli_main
 from mcp_hub.credentials.connections import Connection, ConnectionStore
 from tests.conftest import free_port, serve_app, write_config
+from tests.harness.console import ADMIN_KEY, logged_in
 from tests.servers.authorization_server import AuthorizationServer, Issued
-from tests.test_admin import ADMIN_KEY, logged_in
 from tests.test_user_credentials import KEY, SECRET, Setup, connected, user_hub
 
 pytestmark = pytest.mark.anyio

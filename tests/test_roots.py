@@ -31,7 +31,7 @@ from tests.conftest import (
     wait_for,
     write_config,
 )
-from tests.test_relay import Person
+from tests.harness.people import Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.server import stdio
 from mcp_hub.server.stdio import _is_stream, _Lines
 from tests.conftest import fixture_server, hub_environment, wait_for, write_config
-from tests.test_relay import EXPECTED, Person
+from tests.harness.people import EXPECTED, Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 

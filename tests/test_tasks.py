@@ -23,38 +23,16 @@ from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
-from pydantic import TypeAdapter
 
 from mcp_hub.hub import Hub
 from tests.conftest import ROOT, Connect, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.conftest import keyed_hub as shared_keyed_hub
+from tests.harness.tasks import call, follow, settled
 from tests.servers.tasks_server import TASKS, build_server
 
 pytestmark = pytest.mark.anyio
 
 SERVER = str(ROOT / "tests" / "servers" / "tasks_server.py")
-_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
-
-
-class _TaskRequest(types.Request[dict[str, Any], str]):
-    name_param = "taskId"  # sent as `Mcp-Name`
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    request = types.Request[dict[str, Any], str](method="tools/call", params={"name": tool, "arguments": arguments})
-    return await client.session.send_request(request, _RAW)
-
-
-async def follow(client: Client, method: str, task_id: str, **params: Any) -> dict[str, Any]:
-    return await client.session.send_request(_TaskRequest(method=method, params={"taskId": task_id, **params}), _RAW)
-
-
-async def settled(client: Client, task_id: str) -> dict[str, Any]:
-    """`tasks/get` until the task is no longer working (bounded)."""
-    with anyio.fail_after(15):
-        while (task := await follow(client, "tasks/get", task_id))["status"] == "working":
-            await anyio.sleep(0.05)
-    return task
 
 
 async def extensions_of(client: Client) -> dict[str, Any]:

@@ -11,8 +11,6 @@ import json
 import logging
 import sys
 import textwrap
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,9 +32,9 @@ from mcp_hub.chain.telemetry import RequestObserver
 from mcp_hub.config import HubConfig, load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from mcp_hub.observe.otel import Telemetry
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, serve_app
+from tests.harness.telemetry import finished, observed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
@@ -65,21 +62,6 @@ def config_for(
     path = tmp_path / "hub.toml"
     path.write_text(tomlkit.dumps(document), encoding="utf-8")
     return load_config(path)
-
-
-@asynccontextmanager
-async def observed(config: HubConfig) -> AsyncIterator[tuple[Hub, InMemorySpanExporter, InMemoryMetricReader]]:
-    """A running hub whose spans and metrics are read in memory."""
-    spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
-    hub = Hub(config, telemetry=Telemetry(config.telemetry, span_exporter=spans, metric_reader=metrics))
-    async with hub.running():
-        await hub.wait_settled(20)
-        yield hub, spans, metrics
-
-
-def finished(hub: Hub, exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    hub.telemetry.flush()
-    return list(exporter.get_finished_spans())
 
 
 def one(spans: list[ReadableSpan], name: str, kind: SpanKind) -> ReadableSpan:
