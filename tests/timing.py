@@ -69,7 +69,7 @@ def kind_of(argv: list[str]) -> str:
         return "python: test server or client"
     if "mcp-server-" in line or "uvx" in program:
         return "python: PyPI server"
-    if "pip" in line or "build" in line or "venv" in line:
+    if any(part in line for part in ("-m pip", "-m build", "-m venv", "pyproject_hooks", "setuptools")):
         return "python: packaging"
     if program.startswith("python"):
         return "python: other"
@@ -235,9 +235,11 @@ class TimingPlugin:
             row["cpu"] += total.cpu
             row["children"] += total.children
         processes: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "cpu": 0.0})
+        started_by: dict[str, dict[str, float]] = defaultdict(lambda: {"count": 0, "cpu": 0.0})
         for seen in self.sampler.seen.values():
-            processes[seen.kind]["count"] += 1
-            processes[seen.kind]["cpu"] += seen.cpu
+            for row in (processes[seen.kind], started_by[f"{seen.test.split('::')[0]}: {seen.kind}"]):
+                row["count"] += 1
+                row["cpu"] += seen.cpu
         return {
             "wall": time.perf_counter() - report.started,
             "cpu": time.process_time() - report.cpu_started,
@@ -248,6 +250,7 @@ class TimingPlugin:
                 name: {"count": count, "wall": wall, "cpu": cpu} for name, (count, wall, cpu) in report.fixtures.items()
             },
             "processes": dict(processes),
+            "processes_by_file": dict(started_by),
         }
 
     @pytest.hookimpl(trylast=True)
@@ -276,6 +279,10 @@ class TimingPlugin:
         write(f"{'processes started (sampled)':<40} {'count':>6} {'CPU s':>8}")
         for name, row in sorted(data["processes"].items(), key=lambda kv: -kv[1]["cpu"]):
             write(f"{name:<40} {row['count']:>6} {row['cpu']:>8.1f}")
+        write("")
+        write(f"{'processes started, by the file whose test started them':<75} {'count':>6} {'CPU s':>8}")
+        for name, row in sorted(data["processes_by_file"].items(), key=lambda kv: -kv[1]["cpu"])[:top]:
+            write(f"{name[:75]:<75} {row['count']:>6} {row['cpu']:>8.1f}")
         out = self.config.getoption("timing_out")
         if out:
             Path(out).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
