@@ -71,8 +71,8 @@ class Suite:
     """What the suite runs with `args`, in its order."""
     server: Path = SERVER
     """The reference server the suite's scenarios call (directly, and mounted in the hub)."""
-    one_by_one: bool = False
-    """Run each scenario on its own (`--scenario`): the suite runs extension scenarios only when named."""
+    only: str = ""
+    """The prefix of the scenarios read from what `args` runs (the others are another suite's)."""
 
 
 SUITES = {
@@ -164,8 +164,10 @@ SUITES = {
     "tasks": Suite(
         package="conformance-next",
         version="0.2.0-alpha.12",
-        # The tasks extension's scenarios (SEP-2663), which are on no spec version's timeline: forced.
-        args=("--force", "--timeout", "20000"),
+        # The tasks extension's scenarios (SEP-2663) are on no spec version's timeline, and pending: the pending
+        # suite at no spec version runs them on the 2026-07-28 wire (an extension's), as `--force --scenario` would,
+        # with the other pending scenarios, which are not the tasks server's and are not read.
+        args=("--suite", "pending", "--timeout", "20000"),
         scenarios=(
             "tasks-lifecycle",
             "tasks-capability-negotiation",
@@ -179,7 +181,7 @@ SUITES = {
             "tasks-mrtr-composition",
         ),
         server=TASKS_SERVER,
-        one_by_one=True,
+        only="tasks-",
     ),
 }
 
@@ -243,6 +245,16 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 that target."""
 
 
+def _not_applicable(suite_name: str, target: str) -> str | None:
+    """Why none of the suite's scenarios applies through `target` (None: some do)."""
+    skipped = NOT_APPLICABLE.get((suite_name, target))
+    return skipped if skipped and all(_skipped_scenario(s) for s in SUITES[suite_name].scenarios) else None
+
+
+def _skipped_scenario(scenario: str) -> bool:
+    return scenario.startswith(("input-required-result-", "tasks-"))
+
+
 @dataclass
 class Outcome:
     failed: dict[str, str]
@@ -275,12 +287,15 @@ class Target:
 _SCENARIO_DIR = re.compile(r"^server-(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 
 
-def read_results(output: Path) -> dict[str, Outcome]:
-    """Each scenario's outcome from the `checks.json` files the suite saved under `output`."""
+def read_results(output: Path, only: str = "") -> dict[str, Outcome]:
+    """Each scenario's outcome (of those whose name starts with `only`) from the `checks.json` files the suite
+    saved under `output`."""
     outcomes: dict[str, Outcome] = {}
     for checks_file in sorted(output.glob("server-*/checks.json")):
         match = _SCENARIO_DIR.match(checks_file.parent.name)
         assert match, f"unexpected result folder {checks_file.parent.name}"
+        if not match["scenario"].startswith(only):
+            continue
         checks = json.loads(checks_file.read_text(encoding="utf-8"))
         failed = {c["id"]: c.get("errorMessage") or c["description"] for c in checks if c["status"] == "FAILURE"}
         outcomes[match["scenario"]] = Outcome(failed)
@@ -292,22 +307,15 @@ def run_suite(suite: Suite, url: str, workdir: Path) -> dict[str, Outcome]:
     output = workdir / "results"
     command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "server", "--url", url, "-o", str(output)]
     log = workdir / "suite.log"
-    runs = [["--scenario", scenario] for scenario in suite.scenarios] if suite.one_by_one else [[]]
-    deadline = time.monotonic() + SUITE_TIMEOUT
     missing = f"the suite saved no checks for it; see {log}"
     with log.open("wb") as out:
         try:
-            for run in runs:
-                subprocess.run(
-                    [*command, *suite.args, *run],
-                    cwd=workdir,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    timeout=max(deadline - time.monotonic(), 1),
-                )
+            subprocess.run(
+                [*command, *suite.args], cwd=workdir, stdout=out, stderr=subprocess.STDOUT, timeout=SUITE_TIMEOUT
+            )
         except subprocess.TimeoutExpired:
             missing = f"the suite did not finish within {SUITE_TIMEOUT:g}s; see {log}"
-    outcomes = read_results(output)
+    outcomes = read_results(output, suite.only)
     for scenario in suite.scenarios:
         outcomes.setdefault(scenario, Outcome({"no-checks": missing}))
     return outcomes
@@ -374,6 +382,8 @@ class Targets:
         self._processes = Processes()
         self._targets: dict[str, Target] = {}
         self._broken: dict[str, str] = {}
+        self._ran: set[str] = set()
+        """The suites run at every target already (or tried)."""
 
     def conformance_server(self, name: str, server: Path = SERVER) -> str:
         """Start a reference server (by default the conformance server) over streamable HTTP; return its MCP URL."""
@@ -418,6 +428,17 @@ class Targets:
         return self._targets[name]
 
     def outcomes(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
+        """The suite's outcomes at `target_name`. The first time the suite is needed, it runs at every target it
+        applies to at once (each its own processes), so that one target's waits overlap the others'."""
+        if suite_name not in self._ran:
+            self._ran.add(suite_name)
+            names = ["direct", *(hub for hub in HUBS if not _not_applicable(suite_name, hub))]
+            with ThreadPoolExecutor(len(names)) as pool:
+                for name in names:
+                    pool.submit(self._run, name, suite_name)  # a target that fails fails its own tests, below
+        return self._run(target_name, suite_name)
+
+    def _run(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
         target = self.get(target_name, SUITES[suite_name].server)
         if suite_name not in target.results:
             workdir = self._workdir / f"{target_name}-{suite_name}"
@@ -451,7 +472,7 @@ def _cases(*hubs: str) -> list[Any]:
                 )
                 marks = [pytest.mark.xfail(raises=KnownFailure, strict=True, reason=known.reason)] if known else []
                 skipped = NOT_APPLICABLE.get((suite_name, target)) if target else None
-                if skipped and scenario.startswith(("input-required-result-", "tasks-")):
+                if skipped and _skipped_scenario(scenario):
                     marks = [pytest.mark.skip(reason=skipped)]
                 values = (suite_name, scenario, target) if target else (suite_name, scenario)
                 cases.append(pytest.param(*values, marks=marks, id="-".join(v for v in values if v)))
@@ -485,10 +506,13 @@ def test_through_the_hub(targets: Targets, suite: str, scenario: str, target: st
 # mounts it (`--via hub`), running the same steps either way. Through the hub, what the server sees is the
 # hub's client side. The rule is the server side's: what passes directly passes through the hub.
 
-CLIENT_WORKERS = 3
-"""Scenario runs at once (each is the suite's scenario server and one client process)."""
-CLIENT_RUN_TIMEOUT = 120.0
-"""Seconds one client scenario run may take, the suite's own 30 s limit on the client included."""
+CLIENT_SLOTS = 4
+"""Clients that run their steps at once (`tests/conformance_client.py --slots`); the others of the suite's runs wait."""
+CLIENT_TIMEOUT_MS = 300_000
+"""The suite's limit on one client process (`--timeout`), its wait for a slot included (the suite's default is 30 s):
+a suite starts all of its scenarios' clients at once."""
+CLIENT_SUITE_TIMEOUT = 600.0
+"""Seconds one suite invocation may take (it runs its scenarios at once, each with its own client process)."""
 
 
 @dataclass(frozen=True)
@@ -629,32 +653,51 @@ def list_client_scenarios(suite_name: str) -> list[str]:
 
 CLIENT_MODULE = "tests.conformance_client"
 
+_CLIENT_RESULT = re.compile(r"^(?P<scenario>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
 
-def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path, launcher: list[str]) -> Outcome:
-    """Run one client scenario with `tests/conformance_client.py --via VIA` as the client under test, started
-    by `launcher` (forced if it is one of `AUTH_EXTENSIONS`)."""
-    suite = CLIENT_SUITES[suite_name]
-    output = workdir / f"{via}-{suite_name}-{scenario.replace('/', '-')}"
-    command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "client", "--scenario", scenario]
-    command += ["--command", shlex.join([*launcher, "--via", via])]
-    command += ["--force"] if scenario in AUTH_EXTENSIONS else ["--spec-version", suite_name]
-    log = output.with_suffix(".log")
-    with log.open("wb") as out:
-        try:
-            subprocess.run(
-                [*command, "-o", str(output)],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=CLIENT_RUN_TIMEOUT,
-            )
-        except subprocess.TimeoutExpired:
-            return Outcome({"no-checks": f"the run did not finish within {CLIENT_RUN_TIMEOUT:g}s; see {log}"})
-    found = sorted(output.glob("**/checks.json"))  # an auth/* scenario saves one folder deeper
-    if not found:
-        return Outcome({"no-checks": f"the suite saved no checks; see {log}"})
-    checks = json.loads(found[0].read_text(encoding="utf-8"))
-    steps = found[0].parent / "stderr.txt"  # the client's own account of its steps
+
+@dataclass(frozen=True)
+class ClientInvocation:
+    """One run of the suite's `client` command: a whole suite of client scenarios against one client command."""
+
+    via: str
+    """`direct` or `hub`: how `tests/conformance_client.py` reaches each scenario server."""
+    args: tuple[str, ...]
+    """Which scenarios: `--suite`, and `--spec-version` or `--force`."""
+    only: tuple[str, ...] | None = None
+    """The scenarios the client runs its steps for (`--only`); for the suite's others it exits at once."""
+
+
+def client_invocations(suite_name: str) -> list[ClientInvocation]:
+    """The suite's runs: every client scenario at its spec version through the hub; the same run with the client
+    connected directly, for the scenarios but the `auth/*` ones; and the forced `AUTH_EXTENSIONS` through the hub.
+
+    `--suite all` at a spec version runs exactly what `list --client` lists at it (the scenarios and the `auth/*`
+    ones of `CLIENT_SUITES`); `--suite extensions` and `--suite backcompat`, forced, are `AUTH_EXTENSIONS`."""
+    at_version = ("--suite", "all", "--spec-version", suite_name)
+    runs = [
+        ClientInvocation("hub", at_version),
+        ClientInvocation("direct", at_version, only=CLIENT_SUITES[suite_name].scenarios),
+    ]
+    if suite_name == "2026-07-28":
+        runs += [ClientInvocation("hub", ("--suite", suite, "--force")) for suite in ("extensions", "backcompat")]
+    return runs
+
+
+def read_client_results(output: Path) -> dict[str, Path]:
+    """scenario -> the folder of its results (`checks.json`, and the client's `stderr.txt`) the suite saved under
+    `output` (an `auth/*` scenario's one folder deeper)."""
+    found = {}
+    for checks_file in sorted(output.glob("**/checks.json")):
+        match = _CLIENT_RESULT.match(checks_file.parent.relative_to(output).as_posix())
+        assert match, f"unexpected result folder {checks_file.parent}"
+        found[match["scenario"]] = checks_file.parent
+    return found
+
+
+def client_outcome(folder: Path) -> Outcome:
+    checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
+    steps = folder / "stderr.txt"  # the client's own account of its steps
     return Outcome(
         {
             c["id"]: f"{c.get('errorMessage') or c['description']} (the client's steps: {steps})"
@@ -662,6 +705,30 @@ def run_client_scenario(suite_name: str, scenario: str, via: str, workdir: Path,
             if c["status"] == "FAILURE"
         }
     )
+
+
+def run_client_suite(
+    suite_name: str, run: ClientInvocation, workdir: Path, launcher: list[str], slots: Path
+) -> dict[str, Outcome]:
+    """Run a suite of client scenarios in one invocation (the suite runs them at once, each with its own scenario
+    server and client process started by `launcher`, which runs its steps holding one of `slots`' lock files);
+    return each scenario's outcome."""
+    suite = CLIENT_SUITES[suite_name]
+    output = workdir / f"{run.via}-{suite_name}-{'-'.join(a.strip('-') for a in run.args)}"
+    client = [*launcher, "--via", run.via, "--slots", str(slots)]
+    client += ["--only", ",".join(run.only)] if run.only else []
+    command = [str(NODE), str(NPM / suite.package / "dist" / "index.js"), "client", *run.args]
+    command += ["--command", shlex.join(client), "--timeout", str(CLIENT_TIMEOUT_MS), "-o", str(output)]
+    log = output.with_suffix(".log")
+    missing = f"the suite saved no checks for it; see {log}"
+    with log.open("wb") as out:
+        try:
+            subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=CLIENT_SUITE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            missing = f"the suite did not finish within {CLIENT_SUITE_TIMEOUT:g}s; see {log}"
+    outcomes = {scenario: client_outcome(folder) for scenario, folder in read_client_results(output).items()}
+    wanted = run.only if run.only is not None else outcomes.keys()
+    return {scenario: outcomes.get(scenario, Outcome({"no-checks": missing})) for scenario in wanted}
 
 
 @pytest.fixture(scope="module")
@@ -677,7 +744,8 @@ def client_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[s
 
 
 class ClientRuns:
-    """Each suite's client scenarios, run directly and through the hub on first use."""
+    """Each suite's client scenarios, run directly and through the hub (`client_invocations`, all at once) on
+    first use."""
 
     def __init__(self, workdir: Path, launcher: list[str]) -> None:
         self._workdir = workdir
@@ -686,13 +754,22 @@ class ClientRuns:
 
     def outcome(self, suite_name: str, scenario: str, via: str) -> Outcome:
         if suite_name not in self._outcomes:
-            runs = [(s, v) for s in CLIENT_SUITES[suite_name].scenarios for v in ("direct", "hub")]
-            with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(
-                    lambda run: run_client_scenario(suite_name, *run, self._workdir, self._launcher), runs
+            runs = client_invocations(suite_name)
+            slots = self._workdir / f"slots-{suite_name}"
+            slots.mkdir()
+            for slot in range(CLIENT_SLOTS):
+                (slots / str(slot)).touch()
+            with ThreadPoolExecutor(len(runs)) as pool:
+                results = pool.map(
+                    lambda run: run_client_suite(suite_name, run, self._workdir, self._launcher, slots), runs
                 )
-                self._outcomes[suite_name] = dict(zip(runs, outcomes, strict=True))
-        return self._outcomes[suite_name][scenario, via]
+                self._outcomes[suite_name] = {
+                    (scenario, run.via): outcome
+                    for run, outcomes in zip(runs, results, strict=True)
+                    for scenario, outcome in outcomes.items()
+                }
+        missing = Outcome({"no-checks": f"no run of the suite saved checks for it {via}; see {self._workdir}"})
+        return self._outcomes[suite_name].get((scenario, via), missing)
 
 
 @pytest.fixture(scope="module")
@@ -726,33 +803,8 @@ def test_the_suite_runs_the_client_scenarios_listed_here(suite: str) -> None:
 # They run through the hub only: the SDK's `Client`, connected directly, does no OAuth unless handed a provider.
 
 
-class AuthRuns:
-    """Each suite's `auth/*` client scenarios, run through the hub on first use."""
-
-    def __init__(self, workdir: Path, launcher: list[str]) -> None:
-        self._workdir = workdir
-        self._launcher = launcher
-        self._outcomes: dict[str, dict[str, Outcome]] = {}
-
-    def outcome(self, suite_name: str, scenario: str) -> Outcome:
-        if suite_name not in self._outcomes:
-            scenarios = _auth_scenarios(suite_name)
-            with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
-                outcomes = pool.map(
-                    lambda s: run_client_scenario(suite_name, s, "hub", self._workdir, self._launcher), scenarios
-                )
-                self._outcomes[suite_name] = dict(zip(scenarios, outcomes, strict=True))
-        return self._outcomes[suite_name][scenario]
-
-
 def _auth_scenarios(suite_name: str) -> list[str]:
     return [*CLIENT_SUITES[suite_name].auth, *(AUTH_EXTENSIONS if suite_name == "2026-07-28" else ())]
-
-
-@pytest.fixture(scope="module")
-def auth_runs(tmp_path_factory: pytest.TempPathFactory, client_launcher: list[str]) -> AuthRuns:
-    assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
-    return AuthRuns(tmp_path_factory.mktemp("conformance-auth"), client_launcher)
 
 
 def _auth_cases() -> list[Any]:
@@ -766,8 +818,8 @@ def _auth_cases() -> list[Any]:
 
 
 @pytest.mark.parametrize(("suite", "scenario"), _auth_cases())
-def test_client_authorization_through_the_hub(auth_runs: AuthRuns, suite: str, scenario: str) -> None:
-    auth_runs.outcome(suite, scenario).verify(HUB_AUTH_FAILURES.get((suite, scenario)))
+def test_client_authorization_through_the_hub(client_runs: ClientRuns, suite: str, scenario: str) -> None:
+    client_runs.outcome(suite, scenario, "hub").verify(HUB_AUTH_FAILURES.get((suite, scenario)))
 
 
 @pytest.mark.parametrize(("suite", "scenario"), _client_cases(through_hub=False))
