@@ -15,19 +15,20 @@ and checks what it answers. Its server scenarios call fixed names, which
 
 Three suites: 0.1.16's active suite (its scenarios run on the 2025-11-25 handshake), the
 0.2.0 alpha's 2026-07-28 scenarios (run on the stateless 2026-07-28 wire), and the alpha's
-`tasks-*` scenarios of the tasks extension (SEP-2663), each named and forced, against
+`tasks-*` scenarios of the tasks extension (SEP-2663), run by its pending suite at no spec version, against
 `tests/servers/tasks_server.py` in place of the conformance server; each under the Node 22 that
 `tests/npm` installs. The rule: a scenario that passes directly passes through
 the hub. A scenario fails when any of its checks is a `FAILURE` (warnings are SHOULDs).
 
 Every target's processes start once for the module, on first use; each suite runs once per
-target, all of its scenarios in one invocation, and the tests read its per-scenario
-`checks.json`. Known failures are strict xfails carrying their reason, so fixing one fails
+target, all of its scenarios in one invocation, at every target at once, and the tests read its
+per-scenario `checks.json`. Known failures are strict xfails carrying their reason, so fixing one fails
 its test until the mark goes. `benchmarks/conformance.md` records the same table.
 
 The suite's client scenarios test the hub's client side (see the section at the end):
 `tests/conformance_client.py`, the SDK's client, is the client under test, connected to each
-scenario server directly and through an in-process hub that mounts it; the same rule holds.
+scenario server directly and through an in-process hub that mounts it; the same rule holds. Each
+client suite runs in one invocation, which starts all of its scenarios at once.
 """
 
 from __future__ import annotations
@@ -735,7 +736,7 @@ def run_client_suite(
 def client_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     """How the suite starts the client under test: `tests/forkserver.py`'s launcher, each run a fresh process
     forked from one that imported `tests/conformance_client.py` once for the module (each client process would
-    otherwise spend ~2.5 s of CPU importing the SDK and the hub, ~70 times)."""
+    otherwise spend ~2.5 s of CPU importing the SDK and the hub, once per scenario run)."""
     server, launcher = forkserver.start(CLIENT_MODULE, tmp_path_factory.mktemp("forkserver"))
     try:
         yield launcher
