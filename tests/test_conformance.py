@@ -38,7 +38,7 @@ import re
 import shlex
 import socket
 import subprocess
-import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -375,22 +375,45 @@ def _hub_up(port: int) -> bool:
     return bool(health["servers"]["conformance"]["state"] == "up")
 
 
+HUB_MODULE = "mcp_hub.cli"
+
+
+def _module(script: Path) -> str:
+    return ".".join(script.resolve().relative_to(ROOT).with_suffix("").parts)
+
+
 class Targets:
-    """The module's targets, each started on first use."""
+    """The module's targets, each started on first use.
+
+    Their processes (the reference servers, over HTTP or as a hub's stdio child, and the hubs) are
+    `tests/forkserver.py`'s: each a fresh process forked from one that imported its module once for the
+    module's tests, with its own command line, streams, environment and folder, as `python SCRIPT` or
+    `python -m mcp_hub` would run (each would otherwise spend ~1 s of CPU on its imports)."""
 
     def __init__(self, workdir: Path) -> None:
         self._workdir = workdir
         self._processes = Processes()
+        self._forkservers: dict[str, tuple[subprocess.Popen[bytes], list[str]]] = {}
+        self._lock = threading.Lock()
         self._targets: dict[str, Target] = {}
         self._broken: dict[str, str] = {}
         self._ran: set[str] = set()
         """The suites run at every target already (or tried)."""
 
+    def launcher(self, module: str) -> list[str]:
+        """The command that runs `module` (its `cli` or `main`) in a fork of a process that imported it."""
+        with self._lock:
+            if module not in self._forkservers:
+                folder = self._workdir / f"forkserver-{module}"
+                folder.mkdir()
+                self._forkservers[module] = forkserver.start(module, folder)
+            return self._forkservers[module][1]
+
     def conformance_server(self, name: str, server: Path = SERVER) -> str:
         """Start a reference server (by default the conformance server) over streamable HTTP; return its MCP URL."""
         port = free_port()
         process = self._processes.start(
-            [sys.executable, str(server), "--http", str(port)], self._workdir / f"{name}.log"
+            [*self.launcher(_module(server)), "--http", str(port)], self._workdir / f"{name}.log"
         )
         self._processes.wait_until(process, lambda: _accepts(port), f"the conformance server ({name})")
         return f"http://127.0.0.1:{port}/mcp"
@@ -401,7 +424,7 @@ class Targets:
             self._workdir / f"{name}.toml", {"conformance": {**mount, "prefix": False}}, log_level="warning"
         )
         port = free_port()
-        command = [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), "--transport", "http"]
+        command = [*self.launcher(HUB_MODULE), "serve", "--config", str(config), "--transport", "http"]
         process = self._processes.start([*command, "--port", str(port)], self._workdir / f"{name}.log")
         self._processes.wait_until(process, lambda: _hub_up(port), f"the hub ({name})")
         return f"http://127.0.0.1:{port}/mcp"
@@ -414,11 +437,10 @@ class Targets:
             try:
                 if target == "direct":
                     url = self.conformance_server(name, server)
-                elif target == "hub-stdio":
-                    url = self.hub(name, {"command": sys.executable, "args": [str(server)]})
-                elif target == "hub-stdio-legacy":
-                    mount = {"command": sys.executable, "args": [str(server)], "protocol": "legacy"}
-                    url = self.hub(name, mount)
+                elif target.startswith("hub-stdio"):
+                    launcher = self.launcher(_module(server))
+                    mount = {"command": launcher[0], "args": launcher[1:]}
+                    url = self.hub(name, {**mount, "protocol": "legacy"} if target == "hub-stdio-legacy" else mount)
                 else:
                     upstream = self.conformance_server(f"{name}-upstream", server)
                     url = self.hub(name, {"url": upstream, "transport": "streamable-http"})
@@ -448,7 +470,18 @@ class Targets:
         return target.results[suite_name]
 
     def close(self) -> None:
-        self._processes.stop_all()
+        self._processes.stop_all()  # each launcher's fork goes with it
+        for server, _ in self._forkservers.values():
+            _wait_childless(server.pid)
+            forkserver.stop(server)
+
+
+def _wait_childless(pid: int, timeout: float = 10.0) -> None:
+    """Wait until process `pid` has no children left (Linux: /proc), or `timeout` seconds."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    deadline = time.monotonic() + timeout
+    while children.exists() and children.read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
