@@ -42,8 +42,9 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,9 @@ TASKS_SERVER = ROOT / "tests" / "servers" / "tasks_server.py"
 
 SUITE_TIMEOUT = 300.0
 """Seconds one suite invocation may take (it runs every scenario of the suite)."""
+TARGETS_AT_ONCE = 3
+"""Targets whose suites run at once. Some checks allow a request 500 ms (`server-stateless`): more at once on a
+small, shared machine would fail them for want of CPU."""
 
 
 @dataclass(frozen=True)
@@ -246,12 +250,6 @@ NOT_APPLICABLE: dict[tuple[str, str], str] = {
 that target."""
 
 
-def _not_applicable(suite_name: str, target: str) -> str | None:
-    """Why none of the suite's scenarios applies through `target` (None: some do)."""
-    skipped = NOT_APPLICABLE.get((suite_name, target))
-    return skipped if skipped and all(_skipped_scenario(s) for s in SUITES[suite_name].scenarios) else None
-
-
 def _skipped_scenario(scenario: str) -> bool:
     return scenario.startswith(("input-required-result-", "tasks-"))
 
@@ -390,15 +388,17 @@ class Targets:
     module's tests, with its own command line, streams, environment and folder, as `python SCRIPT` or
     `python -m mcp_hub` would run (each would otherwise spend ~1 s of CPU on its imports)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, wanted: set[tuple[str, str]]) -> None:
         self._workdir = workdir
+        self._wanted = wanted
+        """(target, suite) the selected tests read."""
         self._processes = Processes()
         self._forkservers: dict[str, tuple[subprocess.Popen[bytes], list[str]]] = {}
         self._lock = threading.Lock()
         self._targets: dict[str, Target] = {}
         self._broken: dict[str, str] = {}
-        self._ran: set[str] = set()
-        """The suites run at every target already (or tried)."""
+        self._pool: ThreadPoolExecutor | None = None
+        self._runs: dict[tuple[str, str], Future[dict[str, Outcome]]] = {}
 
     def launcher(self, module: str) -> list[str]:
         """The command that runs `module` (its `cli` or `main`) in a fork of a process that imported it."""
@@ -451,15 +451,31 @@ class Targets:
         return self._targets[name]
 
     def outcomes(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
-        """The suite's outcomes at `target_name`. The first time the suite is needed, it runs at every target it
-        applies to at once (each its own processes), so that one target's waits overlap the others'."""
-        if suite_name not in self._ran:
-            self._ran.add(suite_name)
-            names = ["direct", *(hub for hub in HUBS if not _not_applicable(suite_name, hub))]
-            with ThreadPoolExecutor(len(names)) as pool:
-                for name in names:
-                    pool.submit(self._run, name, suite_name)  # a target that fails fails its own tests, below
-        return self._run(target_name, suite_name)
+        """The suite's outcomes at `target_name`. The first time any is needed, every run the selected tests read
+        starts: each target runs its suites one after the other, `TARGETS_AT_ONCE` targets at a time (each its own
+        processes), so that one target's waits overlap the others'."""
+        if self._pool is None:
+            chains: dict[tuple[str, Path], list[tuple[str, str]]] = {}
+            for suite in SUITES:  # in order
+                for target in ("direct", *HUBS):
+                    if (target, suite) in self._wanted:
+                        chains.setdefault((target, SUITES[suite].server), []).append((target, suite))
+            # One reference server's targets, then another's, in turns: the tasks scenarios' waits beside the others.
+            by_server = [[c for (_, server), c in chains.items() if server == s] for s in (SERVER, TASKS_SERVER)]
+            self._pool = ThreadPoolExecutor(TARGETS_AT_ONCE)
+            for chain in (c for turn in zip_longest(*by_server) for c in turn if c):
+                futures: list[Future[dict[str, Outcome]]] = [Future() for _ in chain]
+                self._runs.update(zip(chain, futures, strict=True))
+                self._pool.submit(self._run_chain, chain, futures)
+        run = self._runs.get((target_name, suite_name))
+        return run.result() if run is not None else self._run(target_name, suite_name)
+
+    def _run_chain(self, chain: list[tuple[str, str]], futures: list[Future[dict[str, Outcome]]]) -> None:
+        for (target_name, suite_name), future in zip(chain, futures, strict=True):
+            try:
+                future.set_result(self._run(target_name, suite_name))
+            except BaseException as exc:  # a target that did not start fails its own tests
+                future.set_exception(exc)
 
     def _run(self, target_name: str, suite_name: str) -> dict[str, Outcome]:
         target = self.get(target_name, SUITES[suite_name].server)
@@ -470,6 +486,8 @@ class Targets:
         return target.results[suite_name]
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         self._processes.stop_all()  # each launcher's fork goes with it
         for server, _ in self._forkservers.values():
             _wait_childless(server.pid)
@@ -484,10 +502,28 @@ def _wait_childless(pid: int, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def _selected(request: pytest.FixtureRequest) -> list[tuple[str, dict[str, Any]]]:
+    """The selected tests of this module that will run: (function name, parameters)."""
+    return [
+        (item.originalname, item.callspec.params)
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.path == Path(__file__)
+        and hasattr(item, "callspec")
+        and item.get_closest_marker("skip") is None
+    ]
+
+
 @pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targets]:
+def targets(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Targets]:
     assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
-    started = Targets(tmp_path_factory.mktemp("conformance"))
+    wanted = set()
+    for name, params in _selected(request):
+        if name in ("test_the_suite_runs_the_scenarios_listed_here", "test_directly", "test_through_the_hub"):
+            wanted.add(("direct", params["suite"]))
+        if name == "test_through_the_hub":
+            wanted.add((params["target"], params["suite"]))
+    started = Targets(tmp_path_factory.mktemp("conformance"), wanted)
     try:
         yield started
     finally:
@@ -540,7 +576,7 @@ def test_through_the_hub(targets: Targets, suite: str, scenario: str, target: st
 # mounts it (`--via hub`), running the same steps either way. Through the hub, what the server sees is the
 # hub's client side. The rule is the server side's: what passes directly passes through the hub.
 
-CLIENT_SLOTS = 4
+CLIENT_SLOTS = 3
 """Clients that run their steps at once (`tests/conformance_client.py --slots`); the others of the suite's runs wait."""
 CLIENT_TIMEOUT_MS = 300_000
 """The suite's limit on one client process (`--timeout`), its wait for a slot included (the suite's default is 30 s):
@@ -778,38 +814,46 @@ def client_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[s
 
 
 class ClientRuns:
-    """Each suite's client scenarios, run directly and through the hub (`client_invocations`, all at once) on
-    first use."""
+    """Each suite's client scenarios, run directly and through the hub (`client_invocations`). On first use, the
+    runs of every suite the selected tests read start at once; their clients share `CLIENT_SLOTS` slots."""
 
-    def __init__(self, workdir: Path, launcher: list[str]) -> None:
+    def __init__(self, workdir: Path, launcher: list[str], wanted: set[str]) -> None:
         self._workdir = workdir
         self._launcher = launcher
+        self._wanted = wanted
+        """The suites the selected tests read."""
+        self._slots = workdir / "slots"
         self._outcomes: dict[str, dict[tuple[str, str], Outcome]] = {}
 
     def outcome(self, suite_name: str, scenario: str, via: str) -> Outcome:
         if suite_name not in self._outcomes:
-            runs = client_invocations(suite_name)
-            slots = self._workdir / f"slots-{suite_name}"
-            slots.mkdir()
-            for slot in range(CLIENT_SLOTS):
-                (slots / str(slot)).touch()
-            with ThreadPoolExecutor(len(runs)) as pool:
-                results = pool.map(
-                    lambda run: run_client_suite(suite_name, run, self._workdir, self._launcher, slots), runs
-                )
-                self._outcomes[suite_name] = {
-                    (scenario, run.via): outcome
-                    for run, outcomes in zip(runs, results, strict=True)
-                    for scenario, outcome in outcomes.items()
-                }
+            self._run({suite_name, *self._wanted} - self._outcomes.keys())
         missing = Outcome({"no-checks": f"no run of the suite saved checks for it {via}; see {self._workdir}"})
         return self._outcomes[suite_name].get((scenario, via), missing)
 
+    def _run(self, suites: set[str]) -> None:
+        if not self._slots.exists():
+            self._slots.mkdir()
+            for slot in range(CLIENT_SLOTS):
+                (self._slots / str(slot)).touch()
+        runs = [(suite, run) for suite in CLIENT_SUITES if suite in suites for run in client_invocations(suite)]
+        for suite in suites:
+            self._outcomes.setdefault(suite, {})
+        with ThreadPoolExecutor(len(runs)) as pool:
+            results = pool.map(lambda each: run_client_suite(*each, self._workdir, self._launcher, self._slots), runs)
+            for (suite, run), outcomes in zip(runs, results, strict=True):
+                for scenario, outcome in outcomes.items():
+                    self._outcomes[suite][scenario, run.via] = outcome
+
 
 @pytest.fixture(scope="module")
-def client_runs(tmp_path_factory: pytest.TempPathFactory, client_launcher: list[str]) -> ClientRuns:
+def client_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, client_launcher: list[str]
+) -> ClientRuns:
     assert NODE.exists(), "run `npm ci --prefix tests/npm` first: the suite runs under the Node 22 installed there"
-    return ClientRuns(tmp_path_factory.mktemp("conformance-client"), client_launcher)
+    clients = ("test_client_authorization_through_the_hub", "test_client_directly", "test_client_through_the_hub")
+    wanted = {params["suite"] for name, params in _selected(request) if name in clients}
+    return ClientRuns(tmp_path_factory.mktemp("conformance-client"), client_launcher, wanted)
 
 
 def _client_cases(through_hub: bool) -> list[Any]:
