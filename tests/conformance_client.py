@@ -202,6 +202,10 @@ async def connect(
             yield client
 
 
+_held: list[Any] = []
+"""The lock file this process holds (open until it exits)."""
+
+
 async def hold_a_slot(folder: Path) -> None:
     """Wait until this process holds one of the lock files in `folder`; it holds it until it exits."""
     paths = sorted(folder.iterdir())
@@ -216,10 +220,6 @@ async def hold_a_slot(folder: Path) -> None:
             _held.append(handle)
             return
         await anyio.sleep(0.1)
-
-
-_held: list[Any] = []
-"""The lock file this process holds (open until it exits)."""
 
 
 async def main(
