@@ -17,6 +17,13 @@ context names), with arguments drawn from its input schema; read every listed re
 every listed prompt. The client answers elicitation with the schema's defaults, sampling with
 a fixed text and roots with an empty list.
 
+With `--only SCENARIO,...` it is the client under test for those scenarios alone: run for any
+other scenario of a suite the suite runs as a whole, it exits at once without connecting (the
+suite records that scenario as failed, and the tests do not read it). With `--slots FOLDER`, it runs its
+steps only while it holds one of the lock files in FOLDER (`flock`), waiting for one otherwise: a suite
+starts all of its scenarios' clients at once, and that many hubs connecting and logging in together on a
+small machine would outlast the client's own time limits.
+
 The protocol era follows `MCP_CONFORMANCE_PROTOCOL_VERSION`, as the suite requires: the
 initialize handshake up to 2025-11-25 (`mode="legacy"`, and `protocol = "legacy"` for the
 hub's mount), the stateless 2026-07-28 protocol from then on. A step that fails is written to
@@ -26,6 +33,7 @@ stderr and the others still run; the exit code is 1 only when the connection its
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
@@ -33,6 +41,7 @@ import sys
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -193,10 +202,41 @@ async def connect(
             yield client
 
 
-async def main(via: str, url: str, hub_protocol: str | None = None) -> int:
+_held: list[Any] = []
+"""The lock file this process holds (open until it exits)."""
+
+
+async def hold_a_slot(folder: Path) -> None:
+    """Wait until this process holds one of the lock files in `folder`; it holds it until it exits."""
+    paths = sorted(folder.iterdir())
+    while True:
+        for path in paths:
+            handle = path.open("rb")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            _held.append(handle)
+            return
+        await anyio.sleep(0.1)
+
+
+async def main(
+    via: str,
+    url: str,
+    hub_protocol: str | None = None,
+    only: frozenset[str] | None = None,
+    slots: Path | None = None,
+) -> int:
     protocol_version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    if only is not None and scenario not in only:
+        print(f"scenario {scenario!r} is not one of --only: not run", file=sys.stderr)
+        return 0
+    if slots is not None:
+        await hold_a_slot(slots)
     print(f"scenario {scenario!r} at {protocol_version} via {via}: {url}", file=sys.stderr)
     with anyio.fail_after(60):
         async with connect(via, url, protocol_version, hub_protocol, mount_auth(scenario, context)) as client:
@@ -214,11 +254,17 @@ def cli(argv: list[str] | None = None) -> int:
         choices=("auto", "legacy", "2026-07-28"),
         help="the hub mount's `protocol` (default: the era of MCP_CONFORMANCE_PROTOCOL_VERSION)",
     )
+    parser.add_argument(
+        "--only",
+        type=lambda names: frozenset(names.split(",")),
+        help="the scenarios (comma-separated) to run the steps for; for any other, exit at once",
+    )
+    parser.add_argument("--slots", type=Path, help="a folder of lock files: run the steps holding one of them")
     parser.add_argument("url", help="the scenario server's MCP URL (the suite appends it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        return anyio.run(main, args.via, args.url, args.hub_protocol)
+        return anyio.run(main, args.via, args.url, args.hub_protocol, args.only, args.slots)
     except Exception:  # the connection failed: the suite records the exit code and this traceback
         traceback.print_exc()
         return 1

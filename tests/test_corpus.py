@@ -28,6 +28,7 @@ import subprocess
 import sys
 import venv
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +73,9 @@ def sdk1_python() -> Path:
 
     Lock-free: the venv is built under a name of its own and renamed into place (atomic); it records
     the requirements it holds, so a changed requirements file makes a new one, and a run that finds
-    a current one already in place (another run's) uses it and drops its own.
+    a current one already in place (another run's) uses it and drops its own. It has no pip of its own:
+    this Python's pip installs into it (`pip --python`), without compiling what it installs (a module is
+    compiled when a server first imports it).
     """
     wanted = SDK1_REQUIREMENTS.read_text(encoding="utf-8")
     python = VENV_SDK1 / "bin" / "python"
@@ -84,9 +87,10 @@ def sdk1_python() -> Path:
     if current():
         return python
     building = VENV_SDK1.with_name(f"{VENV_SDK1.name}.{os.getpid()}")
-    venv.EnvBuilder(with_pip=True, clear=True).create(building)
+    venv.EnvBuilder(with_pip=False, clear=True).create(building)
+    pip = [sys.executable, "-m", "pip", "--python", str(building / "bin" / "python")]
     subprocess.run(
-        [building / "bin" / "python", "-m", "pip", "install", "-q", "-r", str(SDK1_REQUIREMENTS)],
+        [*pip, "install", "-q", "--no-compile", "--requirement", str(SDK1_REQUIREMENTS)],
         check=True,
         stdin=subprocess.DEVNULL,
     )
@@ -387,12 +391,14 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 async def servers(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Server]]:
-    python = sdk1_python()
-    async with (
-        everything_over_http(tmp_path_factory.mktemp("everything-http")) as everything_url,
-        serve_app(pages_app()) as pages,
-    ):
-        yield corpus(tmp_path_factory.mktemp("corpus"), everything_url, pages, python)
+    with ThreadPoolExecutor(1) as pool:
+        sdk1 = pool.submit(sdk1_python)  # made while server-everything starts
+        async with (
+            everything_over_http(tmp_path_factory.mktemp("everything-http")) as everything_url,
+            serve_app(pages_app()) as pages,
+        ):
+            python = await anyio.to_thread.run_sync(sdk1.result)
+            yield corpus(tmp_path_factory.mktemp("corpus"), everything_url, pages, python)
 
 
 @asynccontextmanager
