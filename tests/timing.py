@@ -67,7 +67,7 @@ def kind_of(argv: list[str]) -> str:
         return "python: hub"
     if "tests/servers/" in line or "tests.servers" in line or "conformance_client" in line:
         return "python: test server or client"
-    if "mcp-server-" in line or "uvx" in program:
+    if "mcp-server-" in line or "mcp_server_" in line or "uvx" in program:
         return "python: PyPI server"
     if any(part in line for part in ("-m pip", "-m build", "-m venv", "pyproject_hooks", "setuptools")):
         return "python: packaging"
