@@ -557,11 +557,11 @@ async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_
     """A handshake-era session's only activity is a call (served past the SDK's message loop) that takes
     longer than `session_idle_timeout`: the call holds the session, which serves the next request; once
     nothing is in flight the countdown starts again, and the session, left idle, is closed (404)."""
-    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (hub, http, url, session):
+    async with raw_legacy_session(tmp_path, session_idle_timeout=0.5) as (hub, http, url, session):
         session_id = session["Mcp-Session-Id"]
         connections = session_connections(hub.endpoint.server)
         slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
-        slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 3, "steps": 1}}  # 3x the timeout
+        slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 1.5, "steps": 1}}  # 3x the timeout
         echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
         echo["params"] = {"name": "srv_echo", "arguments": {"text": "still here"}}
         with anyio.fail_after(20):
@@ -581,7 +581,7 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
     """A session is held from the moment a request for it arrives, as the SDK holds it: a body that takes
     longer than `session_idle_timeout` to arrive is served on the session, which serves on (both for a
     request served past the message loop, and for one handed to the SDK: here, for a key it ignores)."""
-    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (_hub, http, url, session):
+    async with raw_legacy_session(tmp_path, session_idle_timeout=0.5) as (_hub, http, url, session):
         answers = []
         for request_id, extra in [(2, {}), (3, {"x-note": "handed to the SDK"})]:
             call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", **extra}
@@ -590,7 +590,7 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
 
             async def trickle(body: bytes = body) -> AsyncIterator[bytes]:
                 yield body[:10]
-                await anyio.sleep(2.5)  # past the idle timeout, mid-body
+                await anyio.sleep(1.25)  # past the idle timeout (2.5x), mid-body
                 yield body[10:]
 
             with anyio.fail_after(20):
