@@ -47,7 +47,7 @@ async def test_the_first_list_over_stdio_holds_every_server(tmp_path: Path, mode
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_call_to_a_server_still_starting_waits_for_it(tmp_path: Path, mode: str) -> None:
-    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "1.5")})
+    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "1")})
     hub = Hub(config)
     async with hub.running(), hub_client(hub, mode=mode) as client:
         assert not hub.upstreams["late"].settled.is_set()
@@ -60,7 +60,7 @@ async def test_the_grace_bounds_the_wait_for_a_server_that_hangs(tmp_path: Path)
     config = make_config(
         tmp_path,
         {"up": fixture_server("up"), "stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=60.0)},
-        startup_grace=3.0,
+        startup_grace=2.0,
     )
     hub = Hub(config)
     async with hub.running(), hub_client(hub) as client:
