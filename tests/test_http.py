@@ -140,7 +140,7 @@ async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path:
     the mount, the server learns the call is cancelled, and the next call is served."""
     marker = tmp_path / "call"
     async with http_fixture("remote") as url:
-        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era, "timeout": 1}})
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era, "timeout": 0.5}})
         async with running_hub(config) as hub, hub_client(hub) as client:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool("remote_wait", {"marker": str(marker)})
@@ -331,7 +331,7 @@ async def test_a_stream_to_resume_later_than_the_calls_deadline_times_the_call_o
     """A call's stream that ends asking to be resumed in an hour: the mount's timeout still ends the call
     (-32001 naming the mount), and the server serves on."""
     async with serve_app(misbehaving(build_server("remote").streamable_http_app())) as upstream:
-        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era, "timeout": 1}}
+        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era, "timeout": 0.5}}
         async with running_hub(make_config(tmp_path, servers)) as hub, hub_client(hub) as client:
             with anyio.fail_after(10), pytest.raises(MCPError) as caught:
                 await client.call_tool("remote_echo", {"text": "resume-later"})
