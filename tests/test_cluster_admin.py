@@ -7,6 +7,8 @@ an HTTP client speaking to both.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -76,26 +78,31 @@ async def test_login_attempts_are_counted_across_replicas(tmp_path: Path, redis_
 async def test_while_redis_is_down_a_login_is_the_replicas_own_until_redis_is_back(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    """Redis stops answering (`CLIENT PAUSE`: it keeps what it holds): the session kept there cannot be read, so
-    the administrator logs in again, on that replica; once Redis answers again, that session ends, and the one
-    kept in Redis holds again."""
+    """Redis stops answering (its process is stopped, `SIGSTOP`: it keeps what it holds, and its port takes
+    connections that nothing answers): the session kept there cannot be read, so the administrator logs in again,
+    on that replica; once Redis answers again (`SIGCONT`), that session ends, and the one kept in Redis holds
+    again."""
     hubs: list[Hub] = []
     async with console_replicas(tmp_path, redis_server.url, count=1, hubs=hubs) as (a,), httpx2.AsyncClient() as web:
         cluster = hubs[0].cluster
         assert cluster is not None
         await logged_in(web, a)
         shared = web.cookies["mcp_hub_admin"]
-        pauser = redis.Redis(port=redis_server.port)
+        asker = redis.Redis(port=redis_server.port)
         try:
-            pauser.execute_command("CLIENT", "PAUSE", 8000, "ALL")
+            pid = int(asker.info("server")["process_id"])
         finally:
-            pauser.close()
-        assert (await web.get(f"{a}/admin/status")).status_code == 303
-        assert not cluster.up
-        web.cookies.clear()
-        await logged_in(web, a)  # kept by this replica
-        local = web.cookies["mcp_hub_admin"]
-        assert not cluster.up
+            asker.close()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert (await web.get(f"{a}/admin/status")).status_code == 303
+            assert not cluster.up
+            web.cookies.clear()
+            await logged_in(web, a)  # kept by this replica
+            local = web.cookies["mcp_hub_admin"]
+            assert not cluster.up
+        finally:
+            os.kill(pid, signal.SIGCONT)
         await wait_for(lambda: _true(cluster.up), timeout=20)
         for cookie, status in ((local, 303), (shared, 200)):
             async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:

@@ -103,6 +103,19 @@ def start_replica(
 ) -> Replica:
     """`mcp-hub serve --transport http` with `[cluster] redis = redis_url`, up and registered (`toml`: its
     hub.toml, instead of `hub_toml`'s; `port`: the one it serves on, instead of a free one)."""
+    return until_ready(launch_replica(folder, redis_url, work_ms, servers, toml=toml, port=port))
+
+
+def launch_replica(
+    folder: Path,
+    redis_url: str,
+    work_ms: int = 0,
+    servers: tuple[str, ...] = ("up",),
+    *,
+    toml: str | None = None,
+    port: int | None = None,
+) -> Replica:
+    """`start_replica`'s process, started but not yet waited for (`until_ready`): replicas start side by side."""
     folder.mkdir(parents=True)
     port = port or free_port()
     (folder / "policies").mkdir()
@@ -113,17 +126,22 @@ def start_replica(
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     with (folder / "hub.log").open("wb") as log:
         process = subprocess.Popen(command, cwd=folder, env=environ, stdout=log, stderr=subprocess.STDOUT)
-    replica = Replica(f"http://127.0.0.1:{port}/mcp", process, folder)
+    return Replica(f"http://127.0.0.1:{port}/mcp", process, folder)
+
+
+def until_ready(replica: Replica) -> Replica:
+    """The launched replica, once ready: its mount up, and (before it serves HTTP) registered in Redis."""
+    ready = httpx2.URL(replica.url).copy_with(path="/readyz")
     deadline = time.monotonic() + 90
-    while True:  # ready: its mount up, and (before it serves HTTP) registered in Redis
+    while True:
         try:
-            if httpx2.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+            if httpx2.get(ready, timeout=1).status_code == 200:
                 return replica
         except httpx2.HTTPError:
             pass
-        if time.monotonic() > deadline or process.poll() is not None:
+        if time.monotonic() > deadline or replica.process.poll() is not None:
             replica.kill()
-            raise RuntimeError(f"the replica did not come up: {(folder / 'hub.log').read_text()}")
+            raise RuntimeError(f"the replica did not come up: {(replica.folder / 'hub.log').read_text()}")
         time.sleep(0.05)
 
 
@@ -138,7 +156,9 @@ def three(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -
     started: list[Replica] = []
     try:
         for name in "abc":
-            started.append(start_replica(folder / name, shared_redis.url))
+            started.append(launch_replica(folder / name, shared_redis.url))
+        for replica in started:
+            until_ready(replica)
         yield started
     finally:
         for replica in started:
@@ -345,10 +365,12 @@ async def test_an_edit_adds_and_removes_a_server_on_every_replica_under_traffic(
 ) -> None:
     """Two replicas, their hub.toml edited alike (as a deployment rolls a config out) while a client's calls
     spread over both: `old` leaves and `new` joins every replica's catalog, and no call fails."""
-    replicas = [start_replica(tmp_path / name, shared_redis.url, servers=("up", "old")) for name in "ab"]
+    replicas = [launch_replica(tmp_path / name, shared_redis.url, servers=("up", "old")) for name in "ab"]
     urls = [replica.url for replica in replicas]
     served: list[str] = []
     try:
+        for replica in replicas:
+            until_ready(replica)
         with anyio.fail_after(60):
             async with client("alice", urls, mode="legacy") as c:
                 names = {tool.name for tool in (await c.list_tools()).tools}

@@ -141,7 +141,7 @@ async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path:
     the mount, the server learns the call is cancelled, and the next call is served."""
     marker = tmp_path / "call"
     async with http_fixture("remote") as url:
-        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era, "timeout": 1}})
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": upstream_era, "timeout": 0.5}})
         async with running_hub(config) as hub, hub_client(hub) as client:
             with pytest.raises(MCPError) as caught:
                 await client.call_tool("remote_wait", {"marker": str(marker)})
@@ -332,7 +332,7 @@ async def test_a_stream_to_resume_later_than_the_calls_deadline_times_the_call_o
     """A call's stream that ends asking to be resumed in an hour: the mount's timeout still ends the call
     (-32001 naming the mount), and the server serves on."""
     async with serve_app(misbehaving(build_server("remote").streamable_http_app())) as upstream:
-        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era, "timeout": 1}}
+        servers = {"remote": {"url": f"{upstream}/mcp", "protocol": upstream_era, "timeout": 0.5}}
         async with running_hub(make_config(tmp_path, servers)) as hub, hub_client(hub) as client:
             with anyio.fail_after(10), pytest.raises(MCPError) as caught:
                 await client.call_tool("remote_echo", {"text": "resume-later"})
@@ -558,11 +558,11 @@ async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_
     """A handshake-era session's only activity is a call (served past the SDK's message loop) that takes
     longer than `session_idle_timeout`: the call holds the session, which serves the next request; once
     nothing is in flight the countdown starts again, and the session, left idle, is closed (404)."""
-    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (hub, http, url, session):
+    async with raw_legacy_session(tmp_path, session_idle_timeout=0.5) as (hub, http, url, session):
         session_id = session["Mcp-Session-Id"]
         connections = session_connections(hub.endpoint.server)
         slow = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
-        slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 3, "steps": 1}}  # 3x the timeout
+        slow["params"] = {"name": "srv_slow", "arguments": {"seconds": 1.5, "steps": 1}}  # 3x the timeout
         echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
         echo["params"] = {"name": "srv_echo", "arguments": {"text": "still here"}}
         with anyio.fail_after(20):
@@ -582,7 +582,7 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
     """A session is held from the moment a request for it arrives, as the SDK holds it: a body that takes
     longer than `session_idle_timeout` to arrive is served on the session, which serves on (both for a
     request served past the message loop, and for one handed to the SDK: here, for a key it ignores)."""
-    async with raw_legacy_session(tmp_path, session_idle_timeout=1) as (_hub, http, url, session):
+    async with raw_legacy_session(tmp_path, session_idle_timeout=0.5) as (_hub, http, url, session):
         answers = []
         for request_id, extra in [(2, {}), (3, {"x-note": "handed to the SDK"})]:
             call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", **extra}
@@ -591,7 +591,7 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
 
             async def trickle(body: bytes = body) -> AsyncIterator[bytes]:
                 yield body[:10]
-                await anyio.sleep(2.5)  # past the idle timeout, mid-body
+                await anyio.sleep(1.25)  # past the idle timeout (2.5x), mid-body
                 yield body[10:]
 
             with anyio.fail_after(20):

@@ -66,10 +66,10 @@ class _Wire:
 
 @asynccontextmanager
 async def _hub(tmp_path: Path, lane: bool, era: str) -> AsyncIterator[_Wire]:
-    """A hub over stdio with the fixture server `srv` (its calls time out after 1 s), its tools listed to a
+    """A hub over stdio with the fixture server `srv` (its calls time out after 0.5 s), its tools listed to a
     client of `era`: a handshake-era client initialized; a 2026-07-28 one with the era opened by its first
     request."""
-    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", timeout=1)})
+    config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", timeout=0.5)})
     launch = ["-m", "mcp_hub"] if lane else ["-c", _WITHOUT_LANE]
     command = [sys.executable, *launch, "serve", "--config", str(config)]
     async with await anyio.open_process(command, cwd=tmp_path) as process:
@@ -211,7 +211,7 @@ async def test_an_observed_servers_calls_take_the_lane_too(
 async def _http_sessions(tmp_path: Path) -> AsyncIterator[tuple[httpx2.AsyncClient, list[tuple[str, str]]]]:
     """One hub with `srv` served twice over HTTP, with its lane and without; the HTTP client and, for each,
     the endpoint's URL and an initialized handshake-era session's id."""
-    config = make_config(tmp_path, {"srv": fixture_server("srv", timeout=1)})
+    config = make_config(tmp_path, {"srv": fixture_server("srv", timeout=0.5)})
     async with running_hub(config) as hub:
         laned = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
         with pytest.MonkeyPatch.context() as patch:

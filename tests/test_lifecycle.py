@@ -88,7 +88,7 @@ async def test_a_crashed_server_is_said_to_have_exited_with_its_status(
 async def test_a_server_that_hangs_at_start_does_not_hold_up_the_others(tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
-        {"stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=1.0), "ok": fixture_server("ok")},
+        {"stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=0.5), "ok": fixture_server("ok")},
     )
     hub = Hub(config)
     async with hub.running(), hub_client(hub) as client:
@@ -100,7 +100,7 @@ async def test_a_server_that_hangs_at_start_does_not_hold_up_the_others(tmp_path
             await client.call_tool("stuck_echo", {"text": "x"})
         assert caught.value.code == CONNECTION_CLOSED
         assert caught.value.message.startswith("Server 'stuck' is not connected")
-        assert "no answer to initialize within 1s" in caught.value.message
+        assert "no answer to initialize within 0.5s" in caught.value.message
         health = hub.health()
     assert health["status"] == "degraded"
     assert health["servers"]["stuck"]["state"] in ("down", "starting")
@@ -291,7 +291,7 @@ async def test_http_hub_closes_a_session_idle_past_its_session_idle_timeout(tmp_
         port = sock.getsockname()[1]
     config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")})
     with config.open("a", encoding="utf-8") as file:
-        file.write("\n[http]\nsession_idle_timeout = 1\n")
+        file.write("\n[http]\nsession_idle_timeout = 0.5\n")
     process = subprocess.Popen(_hub_command(config, "--transport", "http", "--port", str(port)), cwd=tmp_path)
     url = f"http://127.0.0.1:{port}/mcp"
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
@@ -307,7 +307,7 @@ async def test_http_hub_closes_a_session_idle_past_its_session_idle_timeout(tmp_
             await wait_for(listening, timeout=20)
             session = await legacy_session(http, url)
             served = await http.post(url, json=ping, headers=session)
-            await anyio.sleep(3)  # idle: no request in flight for three times the timeout
+            await anyio.sleep(2)  # idle: no request in flight for four times the timeout
             gone = await http.post(url, json={**ping, "id": 3}, headers=session)
         assert served.status_code == 200, served.text
         assert gone.status_code == 404, gone.text

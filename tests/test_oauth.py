@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from mcp_hub.auth import Identity
+from mcp_hub.auth import Identity, introspection
 from mcp_hub.auth.identity import PRINCIPAL_KEY, identity_in
 from mcp_hub.auth.jwks import KeySet
 from mcp_hub.auth.jwt import JwtVerifier
@@ -247,7 +247,7 @@ async def test_a_token_in_the_query_string_is_not_read(tmp_path: Path) -> None:
 
 
 async def test_keys_are_fetched_once_and_an_unknown_kid_refetches_at_a_bounded_rate(tmp_path: Path) -> None:
-    interval = 2.0
+    interval = 1.0  # the least `jwks_refetch_interval` takes
     async with oauth_hub(tmp_path, f"jwks_refetch_interval = {interval}\n") as setup:
         issuer = setup.issuer
         started = time.monotonic()
@@ -526,7 +526,7 @@ async def test_an_unreachable_authorization_server_is_answered_503_not_401(tmp_p
 
 
 async def test_an_issuer_that_is_down_is_asked_at_a_bounded_rate_and_then_used_again(tmp_path: Path) -> None:
-    async with oauth_hub(tmp_path, "jwks_refetch_interval = 3\n") as setup:
+    async with oauth_hub(tmp_path, "jwks_refetch_interval = 2\n") as setup:
         setup.issuer.down = True
         statuses = [(await setup.post(setup.token())).status_code for _ in range(5)]
         asked = setup.issuer.requests["metadata"]
@@ -540,7 +540,10 @@ async def test_an_issuer_that_is_down_is_asked_at_a_bounded_rate_and_then_used_a
     assert asked <= 3  # the three well-known URLs, tried once (not once per request)
 
 
-async def test_an_introspection_endpoint_that_is_down_is_not_asked_for_each_request(tmp_path: Path) -> None:
+async def test_an_introspection_endpoint_that_is_down_is_not_asked_for_each_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(introspection, "RETRY_AFTER_FAILURE", 2.0)  # left alone 2 s, not 5, after a failure
     client_id, secret = INTROSPECTION_CLIENT
     extra = f'introspection_endpoint = "{{issuer}}/introspect"\nclient_id = "{client_id}"\nclient_secret = "{secret}"\n'
     async with oauth_hub(tmp_path, extra) as setup:

@@ -20,6 +20,7 @@ from mcp_types import INVALID_PARAMS, ToolListChangedNotification
 
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
+from mcp_hub.policy import store
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, running_hub, serve_app, wait_for, write_config
 
@@ -267,8 +268,9 @@ async def test_rate_limit_trips_and_recovers(tmp_path: Path) -> None:
 
 
 async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_policy(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(store, "POLL_INTERVAL", 0.1)  # edits are seen within a tenth of a second, not a second
     config, _ = setup(tmp_path)
     policy_file = tmp_path / "policies" / "hub.toml"
     changed = anyio.Event()

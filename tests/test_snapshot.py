@@ -54,8 +54,10 @@ def gated_server(name: str, gate: Path, *options: str, **settings: Any) -> dict[
     return {**table, "command": sys.executable, "args": ["-c", GATE, str(gate), *table["args"]]}
 
 
-def snapshot_config(tmp_path: Path, servers: dict[str, dict[str, Any]], snapshot: str = "state/catalog.json") -> Path:
-    return write_config(tmp_path / "hub.toml", servers, catalog_snapshot=snapshot)
+def snapshot_config(
+    tmp_path: Path, servers: dict[str, dict[str, Any]], snapshot: str = "state/catalog.json", **hub: Any
+) -> Path:
+    return write_config(tmp_path / "hub.toml", servers, catalog_snapshot=snapshot, **hub)
 
 
 def read_snapshot(path: Path) -> dict[str, Any]:
@@ -173,8 +175,10 @@ async def test_a_server_configured_differently_is_not_served_from_its_stale_entr
     await first_start(config)
     gate.unlink()
 
-    # `a` now runs with other arguments (and different tools), `gone` is no longer configured.
-    config = snapshot_config(tmp_path, {"a": gated_server("a", gate, "--tools", "2"), "b": gated_server("b", gate)})
+    # `a` now runs with other arguments (and different tools), `gone` is no longer configured. The list answers
+    # at once with what it has (no startup grace): `b` from the snapshot, not `a`, which is still starting.
+    servers = {"a": gated_server("a", gate, "--tools", "2"), "b": gated_server("b", gate)}
+    config = snapshot_config(tmp_path, servers, startup_grace=0)
     hub = Hub(load_config(config))
     async with hub.running(), hub_client(hub) as client:
         names = await tool_names(client)

@@ -47,7 +47,7 @@ async def test_the_first_list_over_stdio_holds_every_server(tmp_path: Path, mode
 
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_call_to_a_server_still_starting_waits_for_it(tmp_path: Path, mode: str) -> None:
-    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "1.5")})
+    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "1")})
     hub = Hub(config)
     async with hub.running(), hub_client(hub, mode=mode) as client:
         assert not hub.upstreams["late"].settled.is_set()
@@ -60,7 +60,7 @@ async def test_the_grace_bounds_the_wait_for_a_server_that_hangs(tmp_path: Path)
     config = make_config(
         tmp_path,
         {"up": fixture_server("up"), "stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=60.0)},
-        startup_grace=3.0,
+        startup_grace=2.0,
     )
     hub = Hub(config)
     async with hub.running(), hub_client(hub) as client:
@@ -77,7 +77,9 @@ async def test_the_grace_bounds_the_wait_for_a_server_that_hangs(tmp_path: Path)
 
 
 async def test_no_grace_answers_at_once_with_what_has_arrived(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "30")}, startup_grace=0)
+    # Late by a second, far more than the list takes; then it sees its stdin closed and exits, and the hub's
+    # shutdown need not wait out the grace a server that does not exit is given before it is terminated.
+    config = make_config(tmp_path, {"late": fixture_server("late", "--start-delay", "1")}, startup_grace=0)
     hub = Hub(config)
     async with hub.running(), hub_client(hub) as client:
         with anyio.fail_after(10):

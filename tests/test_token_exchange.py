@@ -226,7 +226,7 @@ def test_a_token_exchange_mount_is_per_client_and_refuses_shared(tmp_path: Path)
 
 async def test_an_exchanged_token_is_kept_until_it_expires_then_exchanged_anew(tmp_path: Path) -> None:
     async with exchange_hub(tmp_path) as setup:
-        setup.exchanger.expires_in = 2  # exchanged tokens live 2 s from now on (kept until 0.2 s before)
+        setup.exchanger.expires_in = 1  # exchanged tokens live 1 s from now on (kept until 0.1 s before)
         alice = setup.signed_in("alice")
         calls = 0
 

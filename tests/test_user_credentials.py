@@ -359,7 +359,7 @@ async def test_a_handshake_era_client_hears_that_the_sign_in_is_complete(tmp_pat
 
 async def test_a_token_about_to_expire_is_refreshed_before_it_is_sent(tmp_path: Path) -> None:
     async with user_hub(tmp_path) as setup:
-        setup.server.expires_in = 2  # replaced 0.2 s before it expires
+        setup.server.expires_in = 1  # replaced 0.1 s before it expires
         with anyio.fail_after(60):
             async with setup.client("alice", "2026-07-28") as a:
                 await connected(setup, a, "alice")

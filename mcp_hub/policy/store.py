@@ -20,7 +20,8 @@ from mcp_hub.policy import PolicySet, empty_policy, load_policies
 
 logger = logging.getLogger("mcp_hub.policy")
 
-_POLL_INTERVAL = 1.0
+POLL_INTERVAL = 1.0
+"""Seconds between two looks at the policy folder."""
 
 
 class PolicyStore:
@@ -56,7 +57,7 @@ class PolicyStore:
     async def watch(self, on_change: Callable[[], Awaitable[None]]) -> None:
         """Reload whenever the files change, then await `on_change`; until cancelled."""
         while True:
-            await anyio.sleep(_POLL_INTERVAL)
+            await anyio.sleep(POLL_INTERVAL)
             if self.reload():
                 await on_change()
 
