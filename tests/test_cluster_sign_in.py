@@ -33,12 +33,11 @@ from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.server.http import replicas
 from tests.conftest import free_port, serve_app
+from tests.harness.cluster import Replica, start_replica
+from tests.harness.identity import allowed, sign_in, sign_in_link, witnessed
 from tests.redis_server import RedisServer, started_redis
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
-from tests.test_cluster_sessions import Replica, start_replica
-from tests.test_token_exchange import witnessed
-from tests.test_user_credentials import allowed, sign_in, sign_in_link
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from tests.conftest import (
 )
 from tests.conftest import keyed_hub as shared_keyed_hub
 from tests.harness.people import Meeting, Person, ask_at_once, expected
-from tests.test_lifecycle import _alive, _pid
+from tests.harness.processes import alive, pid_of
 
 pytestmark = pytest.mark.anyio
 
@@ -40,9 +40,9 @@ async def test_each_client_gets_its_own_server_process(tmp_path: Path) -> None:
         tmp_path, {"own": fixture_server("own", isolation="per-client"), "common": fixture_server("common")}
     )
     async with running_hub(config) as hub, hub_client(hub) as first, hub_client(hub) as second:
-        own = {await _pid(first, "own_pid"), await _pid(second, "own_pid")}
-        again = await _pid(first, "own_pid")
-        common = {await _pid(first, "common_pid"), await _pid(second, "common_pid")}
+        own = {await pid_of(first, "own_pid"), await pid_of(second, "own_pid")}
+        again = await pid_of(first, "own_pid")
+        common = {await pid_of(first, "common_pid"), await pid_of(second, "common_pid")}
         assert hub.upstreams["own"].client_sessions == 2
     assert len(own) == 2 and again in own
     assert len(common) == 1
@@ -103,16 +103,16 @@ async def test_idle_and_departed_clients_sessions_are_reclaimed(tmp_path: Path) 
     config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client", idle_timeout=0.5)})
     async with running_hub(config) as hub:
         async with hub_client(hub) as client:
-            idle = await _pid(client, "srv_pid")
+            idle = await pid_of(client, "srv_pid")
             await wait_for(lambda: _dead(idle), timeout=10)
-            fresh = await _pid(client, "srv_pid")  # the next call opens a new session
+            fresh = await pid_of(client, "srv_pid")  # the next call opens a new session
             assert fresh != idle
         await wait_for(lambda: _dead(fresh), timeout=10)  # the client left
         assert hub.upstreams["srv"].client_sessions == 0
 
 
 async def _dead(pid: int) -> bool:
-    return not _alive(pid)
+    return not alive(pid)
 
 
 async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -
                 Client(f"{base}/mcp", mode="legacy", cache=None) as a,
                 Client(f"{base}/mcp", mode="legacy", cache=None) as b,
             ):
-                pids = {await _pid(a, "srv_pid"), await _pid(b, "srv_pid")}
+                pids = {await pid_of(a, "srv_pid"), await pid_of(b, "srv_pid")}
             assert len(pids) == 2
             for pid in pids:
                 await wait_for(lambda pid=pid: _dead(pid), timeout=10)
@@ -168,11 +168,11 @@ async def test_each_principals_2026_clients_get_a_session_of_their_own(tmp_path:
         hub_client(hub, "2026-07-28") as local_again,
     ):
         pids = {
-            "alice": await _pid(alice, "srv_pid"),
-            "alice again": await _pid(alice_again, "srv_pid"),
-            "bob": await _pid(bob, "srv_pid"),
-            "local": await _pid(local, "srv_pid"),
-            "local again": await _pid(local_again, "srv_pid"),
+            "alice": await pid_of(alice, "srv_pid"),
+            "alice again": await pid_of(alice_again, "srv_pid"),
+            "bob": await pid_of(bob, "srv_pid"),
+            "local": await pid_of(local, "srv_pid"),
+            "local again": await pid_of(local_again, "srv_pid"),
         }
         assert hub.upstreams["srv"].client_sessions == 3
     assert pids["alice"] == pids["alice again"]
@@ -202,14 +202,14 @@ async def test_a_principals_session_counts_against_max_sessions_and_idles_out(tm
         connect("alice") as alice,
         connect("bob") as bob,
     ):
-        idle = await _pid(alice, "srv_pid")
+        idle = await pid_of(alice, "srv_pid")
         assert hub.upstreams["srv"].client_sessions == 1
         with anyio.fail_after(5), pytest.raises(MCPError) as caught:
             await bob.call_tool("srv_echo", {"text": "y"})
         assert "Server 'srv' has 1 client sessions open, its max_sessions" in caught.value.message
         await wait_for(lambda: _dead(idle), timeout=10)  # alice is still connected, but idle
         assert hub.upstreams["srv"].client_sessions == 0
-        assert await _pid(bob, "srv_pid") != idle
+        assert await pid_of(bob, "srv_pid") != idle
 
 
 async def test_two_clients_of_one_principal_asked_at_once_over_stdio_are_told_why(tmp_path: Path) -> None:

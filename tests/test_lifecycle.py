@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -19,33 +18,16 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotific
 
 from mcp_hub.hub import Hub
 from tests.conftest import fixture_server, hub_client, hub_environment, make_config, running_hub, wait_for, write_config
+from tests.harness.processes import alive, pid_of
 from tests.harness.wire import legacy_session
 
 pytestmark = pytest.mark.anyio
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead but not yet reaped by its parent; the hub is that parent.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-async def _pid(client: Client, tool: str) -> int:
-    result = await client.call_tool(tool, {})
-    return int(result.content[0].text)  # type: ignore[union-attr]
-
-
 async def test_a_crashed_server_answers_promptly_and_comes_back(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"a": fixture_server("a"), "b": fixture_server("b")})
     async with running_hub(config) as hub, hub_client(hub) as client:
-        first_pid = await _pid(client, "a_pid")
+        first_pid = await pid_of(client, "a_pid")
         with anyio.fail_after(5), pytest.raises(MCPError) as caught:
             await client.call_tool("a_crash", {})
         assert caught.value.code == CONNECTION_CLOSED
@@ -59,13 +41,13 @@ async def test_a_crashed_server_answers_promptly_and_comes_back(tmp_path: Path) 
 
         async def restarted() -> bool:
             try:
-                return await _pid(client, "a_pid") != first_pid
+                return await pid_of(client, "a_pid") != first_pid
             except MCPError:
                 return False
 
         await wait_for(restarted)
         assert hub.upstreams["a"].restarts >= 1
-        assert not _alive(first_pid)
+        assert not alive(first_pid)
 
 
 async def test_a_crashed_server_is_said_to_have_exited_with_its_status(
@@ -194,11 +176,11 @@ async def test_stdio_hub_reaps_children_when_the_client_goes_away(tmp_path: Path
             return {"a_pid", "b_pid"} <= names
 
         await wait_for(both_up)
-        pids = [await _pid(client, "a_pid"), await _pid(client, "b_pid")]
-        assert all(_alive(pid) for pid in pids)
+        pids = [await pid_of(client, "a_pid"), await pid_of(client, "b_pid")]
+        assert all(alive(pid) for pid in pids)
 
     async def reaped() -> bool:
-        return not any(_alive(pid) for pid in pids)
+        return not any(alive(pid) for pid in pids)
 
     await wait_for(reaped, timeout=10)
 
@@ -225,7 +207,7 @@ async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
 
         await wait_for(healthy, timeout=20)
         async with Client(f"{base}/mcp", cache=None) as client:
-            pids = [await _pid(client, "a_pid"), await _pid(client, "b_pid")]
+            pids = [await pid_of(client, "a_pid"), await pid_of(client, "b_pid")]
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(15):
             while process.poll() is None:
@@ -233,7 +215,7 @@ async def test_http_hub_reaps_children_on_sigterm(tmp_path: Path) -> None:
         assert process.returncode == 0
 
         async def reaped() -> bool:
-            return not any(_alive(pid) for pid in pids)
+            return not any(alive(pid) for pid in pids)
 
         await wait_for(reaped, timeout=10)
         # Requests are logged by the hub's own access log, when `access_log` is on; not by uvicorn.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import sys
 import textwrap
 import time
@@ -21,7 +20,6 @@ import pytest
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -37,43 +35,13 @@ from mcp_hub.config import OAuthSettings, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
+from tests.harness.oauth import ACCEPT, NODE, POLICY, Tokens, challenge_of
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
-POLICY = """
-[principals]
-carol = "operator"
-hub-client = "reader"           # the oidc-provider test's client (its tokens' sub)
-
-[scopes]
-"hub:admin" = "operator"
-"hub:read" = "reader"
-
-[groups]
-engineering = "operator"
-
-[profiles.reader]
-[[profiles.reader.rules]]
-id = "read"
-effect = "allow"
-tools = ["srv/echo"]
-
-[profiles.operator]
-extends = ["reader"]
-[[profiles.operator.rules]]
-id = "pid"
-effect = "allow"
-tools = ["srv/pid"]
-[[profiles.operator.rules]]
-id = "notes-writers"
-effect = "allow"
-tools = ["srv/delete_note"]
-scopes = ["notes:write"]
-"""
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 0,
@@ -137,15 +105,6 @@ async def oauth_hub(tmp_path: Path, extra: str = "", api_keys: str = "") -> Asyn
             yield Setup(issuer, hub, base, resource, tmp_path / "audit.jsonl")
 
 
-def _challenge(response: httpx2.Response) -> dict[str, str]:
-    """The WWW-Authenticate Bearer challenge's parameters (RFC 6750 §3: auth-params with quoted values)."""
-    value = response.headers["www-authenticate"]
-    assert value.startswith("Bearer ")
-    params = dict(re.findall(r'([a-z_]+)="([^"]*)"', value))
-    assert re.fullmatch(r'Bearer [a-z_]+="[^"]*"(, [a-z_]+="[^"]*")*', value), value
-    return params
-
-
 async def test_protected_resource_metadata_is_served_at_both_well_known_paths(tmp_path: Path) -> None:
     async with (
         oauth_hub(tmp_path, 'scopes_supported = ["hub:read", "hub:admin"]\n') as setup,
@@ -162,7 +121,7 @@ async def test_protected_resource_metadata_is_served_at_both_well_known_paths(tm
     assert document["scopes_supported"] == ["mcp", "hub:read", "hub:admin"]
     assert document["bearer_methods_supported"] == ["header"]
     assert unauthenticated.status_code == 401
-    challenge = _challenge(unauthenticated)
+    challenge = challenge_of(unauthenticated)
     assert challenge == {
         "resource_metadata": f"{setup.base}/.well-known/oauth-protected-resource/mcp",
         "scope": "mcp",
@@ -206,7 +165,7 @@ async def test_bad_tokens_are_refused_with_401_and_the_challenge(tmp_path: Path,
         response = await setup.post(token)
         good = await setup.post(setup.token())
     assert response.status_code == 401, response.text
-    challenge = _challenge(response)
+    challenge = challenge_of(response)
     assert challenge["error"] == "invalid_token"
     assert description in challenge["error_description"]
     assert challenge["resource_metadata"] == f"{setup.base}/.well-known/oauth-protected-resource/mcp"
@@ -231,7 +190,7 @@ async def test_a_token_without_a_required_scope_is_refused_403_insufficient_scop
     async with oauth_hub(tmp_path) as setup:
         response = await setup.post(setup.token(scope="hub:read"))
     assert response.status_code == 403
-    challenge = _challenge(response)
+    challenge = challenge_of(response)
     assert challenge["error"] == "insufficient_scope"
     assert challenge["scope"] == "mcp"
     assert "resource_metadata" in challenge
@@ -243,7 +202,7 @@ async def test_a_token_in_the_query_string_is_not_read(tmp_path: Path) -> None:
         async with httpx2.AsyncClient() as http:
             response = await http.post(f"{setup.base}/mcp?access_token={token}", json=PING, headers=ACCEPT)
     assert response.status_code == 401
-    assert "error" not in _challenge(response)  # no credential was presented at all
+    assert "error" not in challenge_of(response)  # no credential was presented at all
 
 
 async def test_keys_are_fetched_once_and_an_unknown_kid_refetches_at_a_bounded_rate(tmp_path: Path) -> None:
@@ -298,8 +257,8 @@ async def test_opaque_tokens_are_introspected_and_the_answer_kept_while_the_toke
     assert good == [200, 200, 200]
     assert asked_for_good == 1  # kept, not asked again per request
     assert elsewhere.status_code == revoked.status_code == 401
-    assert "not for this resource" in _challenge(elsewhere)["error_description"]
-    assert "not active" in _challenge(revoked)["error_description"]
+    assert "not for this resource" in challenge_of(elsewhere)["error_description"]
+    assert "not active" in challenge_of(revoked)["error_description"]
     assert no_scope.status_code == 403
     assert short.status_code == 200
     assert tools == {"srv_echo"}
@@ -412,29 +371,8 @@ async def test_explain_takes_a_tokens_claims(tmp_path: Path) -> None:
     assert nameless[0] == 2 and "no 'sub' claim" in nameless[2]
 
 
-NODE = ROOT / "tests" / "npm" / "node_modules" / ".bin" / "node"
 OIDC_PROVIDER = ROOT / "tests" / "npm" / "oidc_provider.mjs"
 OIDC_CLIENT = ("hub-client", "hub-client-secret-0123456789")
-
-
-class _Tokens:
-    """The SDK client's token storage, in memory."""
-
-    def __init__(self) -> None:
-        self.tokens: OAuthToken | None = None
-        self.client: OAuthClientInformationFull | None = None
-
-    async def get_tokens(self) -> OAuthToken | None:
-        return self.tokens
-
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        self.tokens = tokens
-
-    async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return self.client
-
-    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        self.client = client_info
 
 
 @asynccontextmanager
@@ -480,7 +418,7 @@ async def test_a_client_that_knows_only_the_spec_connects_with_a_token_from_a_re
             async with serve_app(app, hub_port):
                 provider = ClientCredentialsOAuthProvider(
                     server_url=resource,
-                    storage=_Tokens(),
+                    storage=Tokens(),
                     client_id=OIDC_CLIENT[0],
                     client_secret=OIDC_CLIENT[1],
                     issuer=issuer,

@@ -41,12 +41,10 @@ from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, free_port, running_hub, serve_app, write_config
+from tests.harness.identity import allowed, cli, sign_in_link, witnessed
+from tests.harness.oauth import NODE, Tokens
 from tests.servers.authorization_server import recording
 from tests.servers.fixture import build_server
-from tests.test_oauth import NODE, _Tokens
-from tests.test_revocation import cli
-from tests.test_token_exchange import witnessed
-from tests.test_user_credentials import allowed, sign_in_link
 
 pytestmark = [
     pytest.mark.anyio,
@@ -113,7 +111,7 @@ class Person:
         self.login = login
         self.redirect_uri = f"http://127.0.0.1:{free_port()}/callback"  # the client's; nothing needs to listen
         self.result: AuthorizationCodeResult | None = None
-        self.storage = _Tokens()
+        self.storage = Tokens()
         self.oauth = OAuthClientProvider(
             server_url=hub,
             client_metadata=OAuthClientMetadata(

@@ -17,12 +17,11 @@ import anyio
 import httpx2
 import pytest
 
-from mcp_hub.cli import main as cli_main
 from mcp_hub.credentials.connections import Connection, ConnectionStore
 from tests.conftest import free_port, serve_app, write_config
 from tests.harness.console import ADMIN_KEY, logged_in
+from tests.harness.identity import KEY, SECRET, Setup, cli, connected, user_hub
 from tests.servers.authorization_server import AuthorizationServer, Issued
-from tests.test_user_credentials import KEY, SECRET, Setup, connected, user_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -32,16 +31,6 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
 }
-
-
-async def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """`mcp-hub ARGS` in a worker thread (the authorization server answers on this test's event loop):
-    exit code, stdout, stderr."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exited:
-        await anyio.to_thread.run_sync(cli_main, list(args))
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
 
 
 async def upstream_status(setup: Setup, token: str) -> int:

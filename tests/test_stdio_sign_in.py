@@ -25,10 +25,9 @@ from mcp_types import ElicitResult
 
 from mcp_hub.credentials.connections import new_key
 from tests.conftest import fixture_server, free_port, hub_environment, serve_app, write_config
+from tests.harness.identity import SECRET, sign_in, sign_in_link, witnessed
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
-from tests.test_token_exchange import witnessed
-from tests.test_user_credentials import SECRET, sign_in, sign_in_link
 
 pytestmark = pytest.mark.anyio
 

@@ -21,8 +21,8 @@ from mcp_hub.policy import parse_policies
 from mcp_hub.policy.principal import Principal, groups_of, scopes_of
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, free_port, running_hub, serve_app, write_config
+from tests.harness.oauth import ACCEPT, POLICY, challenge_of
 from tests.servers.authorization import AuthorizationServer
-from tests.test_oauth import ACCEPT, POLICY, _challenge
 
 pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
 
@@ -79,14 +79,14 @@ async def test_a_token_without_a_rules_scope_is_asked_for_it(tmp_path: Path) -> 
         by_key = await _post(base, KEY, CALL)
     for response in (refused, modern):
         assert response.status_code == 403, response.text
-        challenge = _challenge(response)
+        challenge = challenge_of(response)
         assert challenge["error"] == "insufficient_scope"
         assert set(challenge["scope"].split()) == {"mcp", "hub:admin", "notes:write"}
         assert "resource_metadata" in challenge
     assert writer.status_code != 403
     assert other_tool.status_code != 403
     assert reader.status_code == 403  # hub:admin selects the operator profile, whose rule then needs notes:write
-    assert set(_challenge(reader)["scope"].split()) == {"mcp", "hub:read", "hub:admin", "notes:write"}
+    assert set(challenge_of(reader)["scope"].split()) == {"mcp", "hub:read", "hub:admin", "notes:write"}
     assert by_key.status_code != 403  # an API key carries no scopes to ask for
 
 
@@ -133,7 +133,7 @@ async def test_a_token_whose_scopes_select_a_profile_without_the_tool_is_asked_f
         named = await _post(base, issuer.mint(resource, sub="hub-client", scope="mcp hub:read"), _call("srv_pid"))
     for response in (handshake, modern):
         assert response.status_code == 403, response.text
-        challenge = _challenge(response)
+        challenge = challenge_of(response)
         assert challenge["error"] == "insufficient_scope"
         assert set(challenge["scope"].split()) == {"mcp", "hub:read", "hub:admin"}
     assert stepped_up.status_code != 403

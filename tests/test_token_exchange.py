@@ -28,6 +28,7 @@ from mcp_hub.config import load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, running_hub, serve_app, wait_for, write_config
+from tests.harness.identity import witnessed
 from tests.servers.authorization import AuthorizationServer as SignInIssuer
 from tests.servers.authorization_server import EXCHANGE, AuthorizationServer, Issued, guarded
 from tests.servers.fixture import build_server, sse_app
@@ -36,33 +37,6 @@ pytestmark = pytest.mark.anyio
 
 SECRET = "s3cret-of-the-hub-at-the-as"
 CAROL_KEY = "c" * 32
-
-
-def witnessed(app: Any, log: list[tuple[str, bytes]]) -> Any:
-    """`app`, recording each HTTP request's `Authorization` header and body (read whole, then replayed)."""
-
-    async def witness(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await app(scope, receive, send)
-            return
-        headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
-        messages = []
-        body = b""
-        if scope["method"] == "POST":
-            while True:
-                message = await receive()
-                messages.append(message)
-                body += message.get("body", b"")
-                if message["type"] != "http.request" or not message.get("more_body"):
-                    break
-        log.append((headers.get("authorization", ""), body))
-
-        async def replay() -> Any:
-            return messages.pop(0) if messages else await receive()
-
-        await app(scope, replay, send)
-
-    return witness
 
 
 @dataclass

@@ -22,7 +22,7 @@ from mcp_hub.cli import main as cli_main
 from mcp_hub.credentials import consent
 from mcp_hub.credentials.connections import ConnectionStore
 from mcp_hub.policy.principal import Principal
-from tests.test_user_credentials import KEY, Setup, allowed, csrf_of, sign_in, sign_in_link, user_hub
+from tests.harness.identity import KEY, Setup, allowed, csrf_of, sign_in, sign_in_link, user_hub
 
 pytestmark = pytest.mark.anyio
 

@@ -10,5 +10,9 @@ the fixture server as a stdio child); the modules here build on them:
 - `cached`: a hub with caching on, and what its audit says about the cache;
 - `everything`: npm's server-everything over HTTP, and a client's scripted answers to it;
 - `telemetry`: the spans the hub emits, caught in memory;
-- `tasks`: calling a tool as a task and following it to its end.
+- `tasks`: calling a tool as a task and following it to its end;
+- `identity`: people signing in through the hub to a user mount, and the tokens the upstream saw;
+- `oauth`: the hub as an OAuth resource server, and reading its challenges;
+- `cluster`: hub replicas sharing one Redis;
+- `processes`: whether a process the hub started is alive, and which a server runs as.
 """
