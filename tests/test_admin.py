@@ -34,7 +34,7 @@ from tests.harness.console import (
     throttled,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager

@@ -22,7 +22,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_hub.config import load_config
 from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 NAMES = Path(__file__).parent / "servers" / "names.py"
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "invoice\u202efdp.exe" reads as "invoiceexe.pdf"

@@ -18,7 +18,7 @@ from mcp_hub.guardrails import DETECTORS, Detectors, poisoned
 from tests.conftest import EVERYTHING, hub_client, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import DATA, ORDINARY, PIXEL
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 MARKERS = {

@@ -39,7 +39,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 POLICY = """
 [principals]

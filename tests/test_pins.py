@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.config import load_config
 from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 def setup(tmp_path: Path, on_change: str, *, audit: bool = False) -> Path:

@@ -26,7 +26,7 @@ from mcp_hub.search.ranking import Ranker
 from mcp_hub.search.tools import BadSearchCall
 from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 POLICY = """
 [principals]

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import fixture_server, hub_client, make_config, running_hub
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 NOTE_1 = "a+fixture://notes/1"
 

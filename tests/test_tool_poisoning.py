@@ -18,7 +18,7 @@ from mcp_hub.guardrails import Detectors, poisoned
 from tests.conftest import ROOT, hub_client, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import TOOLS
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 REASON = "hidden text: html_comment, tag_characters in description"
