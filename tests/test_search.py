@@ -24,7 +24,7 @@ from mcp_hub.search import index as index_module
 from mcp_hub.search.index import ToolIndex
 from mcp_hub.search.ranking import Ranker
 from mcp_hub.search.tools import BadSearchCall
-from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, hub_client, hub_command, running_hub, wait_for, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -354,7 +354,7 @@ def test_check_says_how_search_ranks(tmp_path: Path) -> None:
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[search]\nenabled = true\nranking = "bm25"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
+        hub_command("check", "--config", str(config)),
         capture_output=True,
         text=True,
         timeout=60,
