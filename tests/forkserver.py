@@ -232,12 +232,15 @@ def stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def _exit_as(code: int) -> None:
-    """Exit with the fork's exit code, or die of the signal that ended it."""
+    """Exit with the fork's exit code, or die of the signal that ended it, at once: the streams close as the
+    launcher ends, not before (as Python's own exit would close them), so that whoever reads them sees their end
+    and the launcher's exit together, as of a process that ran the command itself."""
+    sys.stderr.flush()
     if code < 0:
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
-    sys.exit(code)
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":
