@@ -21,7 +21,7 @@ from mcp_hub.hub import Hub
 from tests.conftest import fixture_server, hub_client, hub_environment, make_config, running_hub, wait_for, write_config
 from tests.harness.wire import legacy_session
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.real_processes]
 
 
 def _alive(pid: int) -> bool:
