@@ -1,8 +1,8 @@
 """A command that runs in a fresh process forked from one that has imported it already.
 
-The conformance suite's client scenarios start their client under test as a command, once per scenario run
-(`tests/conformance_client.py`); each such Python process spends ~2.5 s of CPU importing the SDK and the hub
-before it does anything. Run as a server, this module imports the command's module once and listens on a Unix
+The suite starts Python commands as processes: `mcp-hub` itself, the test servers of tests/servers/ (as stdio
+children of hubs), the conformance suite's client under test (`tests/conformance_client.py`). Each such process
+spends a second or more of CPU importing the SDK and the hub before it does anything. Run as a server, this module imports the command's module once and listens on a Unix
 socket; run as a launcher (with `-S`, so it imports nothing but the standard library), it hands the server its
 arguments, environment, working folder and standard streams, and exits with the exit code of the process the
 server forked for it. That process is the command as it would run on its own: the same code, its own process,
