@@ -108,11 +108,12 @@ def forked(module: str, command: list[str]) -> list[str]:
     of CPU each Python child spends importing the SDK and the hub, in tests of what a command does rather than of
     its process. What such a process does not share with one of its own:
 
-    - its pid, parent and process group are not the launcher's: the fork server is its parent, and signals sent
-      to the launcher (or its group) do not reach it; the launcher dying (or closing its end of the fork server's
-      socket) kills it at once, with SIGKILL, where a real process would get on with its stdin's end of file;
-    - `sys.argv[0]` is the fork server's (`tests/forkserver.py`) and `sys.path` its own (the checkout first, not
-      the working folder); interpreter options (`-X`, `PYTHON*` variables read at start-up) are the fork server's;
+    - its pid, parent and process group are not the launcher's: the fork server is its parent. Of the signals
+      sent to the launcher (or its group), SIGTERM, SIGINT and SIGHUP reach it, passed on a moment later; the
+      others do not (SIGKILL kills the launcher, and the fork server then kills the fork);
+    - `sys.argv[0]` is the fork server's (`tests/forkserver.py`), `sys.path` its own (the checkout first, not the
+      working folder), and so are the interpreter's options (`-X`, `PYTHON*` variables read at start-up) and the
+      buffering of `sys.stdout` (chosen for the fork server's own streams, not a terminal);
     - it ends with `os._exit` after flushing `sys.stdout` and `sys.stderr`: no `atexit` handler runs and no
       non-daemon thread is waited for.
 
