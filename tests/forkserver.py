@@ -2,11 +2,12 @@
 
 The suite starts Python commands as processes: `mcp-hub` itself, the test servers of tests/servers/ (as stdio
 children of hubs), the conformance suite's client under test (`tests/conformance_client.py`). Each such process
-spends a second or more of CPU importing the SDK and the hub before it does anything. Run as a server, this module imports the command's module once and listens on a Unix
-socket; run as a launcher (with `-S`, so it imports nothing but the standard library), it hands the server its
-arguments, environment, working folder and standard streams, and exits with the exit code of the process the
-server forked for it. That process is the command as it would run on its own: the same code, its own process,
-the launcher's environment and streams; only its imports were done before it forked.
+spends a second or more of CPU importing the SDK and the hub before it does anything. Run as a server, this
+module imports the command's module once and listens on a Unix socket; run as a launcher (with `-S`, so it
+imports nothing but the standard library), it hands the server its arguments, environment, working folder and
+standard streams, and exits with the exit code of the process the server forked for it. That process is the
+command as it would run on its own: the same code, its own process, the launcher's environment and streams; only
+its imports were done before it forked.
 
     python -m tests.forkserver serve SOCKET MODULE      # import MODULE, serve forks of it on SOCKET
     python -S tests/forkserver.py SOCKET ARG...         # run MODULE's command with ARGS in a fork; exit with its code
