@@ -138,6 +138,13 @@ def script_server(script: str, *args: str, **settings: Any) -> dict[str, Any]:
     return {"command": command[0], "args": [*command[1:], *args], **settings}
 
 
+def module_server(module: str, *args: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.X]` table that runs `python -m MODULE ARGS` (a server installed beside the hub: PyPI's
+    mcp-server-time, say) as a stdio child, forked from a process that imported it (see `forked`)."""
+    command = forked(module, [sys.executable, "-m", module])
+    return {"command": command[0], "args": [*command[1:], *args], **settings}
+
+
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
     """A `[servers.X]` table that runs the fixture server as a stdio child (see `script_server`)."""
     return script_server(FIXTURE, "--name", name, *options, **settings)
