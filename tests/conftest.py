@@ -75,15 +75,14 @@ def hub_environment(**extra: str) -> dict[str, str]:
 
 
 class _Forkservers:
-    """The session's fork servers (`tests/forkserver.py`), one a server module, each started on first use."""
+    """The session's fork servers (`tests/forkserver.py`), one a module, each started on first use."""
 
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._started: dict[str, tuple[Any, list[str]]] = {}
 
-    def launcher(self, script: str) -> list[str]:
-        """The command that runs `script` (a file under tests/servers/) forked from a preloaded process."""
-        module = ".".join(Path(script).resolve().relative_to(ROOT).with_suffix("").parts)
+    def launcher(self, module: str) -> list[str]:
+        """The command that runs `module`'s command forked from a process that imported it (arguments follow)."""
         if module not in self._started:
             folder = self._folder / module
             folder.mkdir()
@@ -96,21 +95,54 @@ class _Forkservers:
 
 
 _forking: list[_Forkservers] = []
-"""The session's fork servers while a test marked `forked_servers` runs (see `script_server`)."""
+"""The session's fork servers while a test runs, unless it is marked `real_processes` (see `forked`)."""
+
+
+def forked(module: str, command: list[str]) -> list[str]:
+    """The command that runs `module`'s command (`command`, run on its own) in a test: `tests/forkserver.py`'s
+    launcher, unless the test is marked `real_processes` (or this runs outside a test), then `command` itself.
+
+    Forked, the command runs in a fresh process forked from one that imported `module` once for the session, with
+    the launcher's streams, environment (`os.environ` and the C environment alike) and working folder, and the
+    launcher exits as it does (with its exit code, or of the signal that killed it). That saves the second or so
+    of CPU each Python child spends importing the SDK and the hub, in tests of what a command does rather than of
+    its process. What such a process does not share with one of its own:
+
+    - its pid, parent and process group are not the launcher's: the fork server is its parent. Of the signals
+      sent to the launcher (or its group), SIGTERM, SIGINT and SIGHUP reach it, passed on a moment later; the
+      others do not (SIGKILL kills the launcher, and the fork server then kills the fork);
+    - `sys.argv[0]` is the fork server's (`tests/forkserver.py`), `sys.path` its own (the checkout first, not the
+      working folder), and so are the interpreter's options (`-X`, `PYTHON*` variables read at start-up) and the
+      buffering of `sys.stdout` (chosen for the fork server's own streams, not a terminal);
+    - it ends with `os._exit` after flushing `sys.stdout` and `sys.stderr`: no `atexit` handler runs and no
+      non-daemon thread is waited for.
+
+    A test about any of these is marked `real_processes`."""
+    if _forking:
+        return _forking[0].launcher(module)
+    return command
+
+
+def hub_command(*args: str) -> list[str]:
+    """The command line of `mcp-hub ARGS` (this checkout's hub; see `forked`): for `subprocess.run` or
+    `StdioServerParameters`, with `hub_environment()` as its environment."""
+    return [*forked("mcp_hub.cli", [sys.executable, "-m", "mcp_hub"]), *args]
 
 
 def script_server(script: str, *args: str, **settings: Any) -> dict[str, Any]:
-    """A `[servers.X]` table that runs a server of tests/servers/ (`script`, with `args`) as a stdio child.
+    """A `[servers.X]` table that runs a server of tests/servers/ (`script`, with `args`) as a stdio child, forked
+    from a process that imported it (see `forked`): for tests of what the hub does with its servers' answers
+    rather than of their processes."""
+    module = ".".join(Path(script).resolve().relative_to(ROOT).with_suffix("").parts)
+    command = forked(module, [sys.executable, script])
+    return {"command": command[0], "args": [*command[1:], *args], **settings}
 
-    In a test marked `forked_servers` the child is `tests/forkserver.py`'s launcher: the server runs in a fresh
-    process forked from one that imported it once for the session, with the launcher's streams, environment and
-    folder, and the launcher exits as it does. That saves the ~1.5 s of CPU each such server spends importing the
-    SDK, for tests of what the hub does with its servers' answers rather than of their processes (whose pid,
-    signals and exit the hub would see through the launcher)."""
-    if _forking:
-        launcher = _forking[0].launcher(script)
-        return {"command": launcher[0], "args": [*launcher[1:], *args], **settings}
-    return {"command": sys.executable, "args": [script, *args], **settings}
+
+def module_server(module: str, *args: str, **settings: Any) -> dict[str, Any]:
+    """A `[servers.X]` table that runs `python -m MODULE ARGS` (a server installed beside the hub: PyPI's
+    mcp-server-time, say) as a stdio child, forked from a process that imported it (see `forked`)."""
+    command = forked(module, [sys.executable, "-m", module])
+    return {"command": command[0], "args": [*command[1:], *args], **settings}
 
 
 def fixture_server(name: str, *options: str, **settings: Any) -> dict[str, Any]:
@@ -128,8 +160,8 @@ def _forkservers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Forkserv
 
 
 @pytest.fixture(autouse=True)
-def _servers_forked(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.node.get_closest_marker("forked_servers") is None:
+def _processes_forked(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("real_processes") is not None:
         yield
         return
     _forking.append(request.getfixturevalue("_forkservers"))
@@ -239,7 +271,9 @@ async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "forked_servers: fixture_server() and script_server() run forks of a preloaded server process"
+        "markers",
+        "real_processes: hub_command(), fixture_server() and script_server() run processes of their own, not forks "
+        "of a preloaded process (for tests of the process: its pid, signals, exit, interpreter)",
     )
 
 

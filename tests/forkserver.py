@@ -1,19 +1,22 @@
 """A command that runs in a fresh process forked from one that has imported it already.
 
-The conformance suite's client scenarios start their client under test as a command, once per scenario run
-(`tests/conformance_client.py`); each such Python process spends ~2.5 s of CPU importing the SDK and the hub
-before it does anything. Run as a server, this module imports the command's module once and listens on a Unix
-socket; run as a launcher (with `-S`, so it imports nothing but the standard library), it hands the server its
-arguments, environment, working folder and standard streams, and exits with the exit code of the process the
-server forked for it. That process is the command as it would run on its own: the same code, its own process,
-the launcher's environment and streams; only its imports were done before it forked.
+The suite starts Python commands as processes: `mcp-hub` itself, the test servers of tests/servers/ (as stdio
+children of hubs), the conformance suite's client under test (`tests/conformance_client.py`). Each such process
+spends a second or more of CPU importing the SDK and the hub before it does anything. Run as a server, this
+module imports the command's module once and listens on a Unix socket; run as a launcher (with `-S`, so it
+imports nothing but the standard library), it hands the server its arguments, environment, working folder and
+standard streams, and exits with the exit code of the process the server forked for it. That process is the
+command as it would run on its own: the same code, its own process, the launcher's environment and streams; only
+its imports were done before it forked.
 
     python -m tests.forkserver serve SOCKET MODULE      # import MODULE, serve forks of it on SOCKET
     python -S tests/forkserver.py SOCKET ARG...         # run MODULE's command with ARGS in a fork; exit with its code
 
-MODULE's command is its `cli(argv) -> int`, or else its `main()` (sync or async) reading `sys.argv`. A launcher
-that dies (the suite's own time limit, say, or a hub stopping its child) takes its fork with it: the server kills
-a fork whose launcher's connection closes. `start` runs a server for a test fixture.
+MODULE's command is its `cli(argv) -> int`, or else its `main()` (sync or async) reading `sys.argv`. The launcher
+passes the signals that ask a process to stop (SIGTERM, SIGINT, SIGHUP) on to its fork, which handles them as it
+would on its own, and waits for its exit. A launcher that dies (SIGKILL: the suite's own time limit, say, or a
+hub killing its child) takes its fork with it: the server kills a fork whose launcher's connection closes. `start`
+runs a server for a test fixture.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from typing import Any
 
 _LENGTH = struct.Struct("!I")
 _STATUS = struct.Struct("!i")
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""The signals a launcher passes on to its fork (one byte each on the connection: the signal's number)."""
 
 
 def launch(path: str, argv: list[str]) -> int:
@@ -44,6 +49,9 @@ def launch(path: str, argv: list[str]) -> int:
         sent = socket.send_fds(conn, [message], [0, 1, 2])
         if sent < len(message):
             conn.sendall(message[sent:])
+        for signum in FORWARDED:
+            if signal.getsignal(signum) != signal.SIG_IGN:  # a signal the launcher ignores does not reach its fork
+                signal.signal(signum, lambda signum, _: _forward(conn, signum))
         status = b""
         while len(status) < _STATUS.size:
             chunk = conn.recv(_STATUS.size - len(status))
@@ -54,11 +62,17 @@ def launch(path: str, argv: list[str]) -> int:
     return int(_STATUS.unpack(status)[0])
 
 
+def _forward(conn: socket.socket, signum: int) -> None:
+    with contextlib.suppress(OSError):  # the server is gone: the exit code will not come either
+        conn.send(bytes([signum]))
+
+
 def _run_child(
     command: object, fds: list[int], request: dict[str, object], closing: list[object], pidfds: list[int]
 ) -> None:
     """In the fork: close the server's sockets, take the launcher's streams, environment and folder; run."""
     code = 1
+    killed_by: int | None = None
     try:
         for thing in closing:
             thing.close()  # type: ignore[attr-defined]
@@ -70,20 +84,31 @@ def _run_child(
         os.environ.clear()
         os.environ.update(request["env"])  # type: ignore[arg-type]
         os.chdir(request["cwd"])  # type: ignore[arg-type]
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as Python starts: KeyboardInterrupt on SIGINT
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         argv = list(request["argv"])  # type: ignore[call-overload]
         sys.argv = [sys.argv[0], *argv]
         code = command(argv) or 0  # type: ignore[operator]
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
+    except SystemExit as exc:  # as Python exits: no code is 0, a code that is not a number is printed, then 1
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException as exc:
         import traceback
 
         traceback.print_exc()
+        if isinstance(exc, KeyboardInterrupt):  # as Python exits of an unhandled one: killed by SIGINT
+            killed_by = signal.SIGINT
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # the reader may be gone; the exit code still counts
                 stream.flush()
+        if killed_by is not None:
+            signal.signal(killed_by, signal.SIG_DFL)
+            os.kill(os.getpid(), killed_by)
         os._exit(code)
 
 
@@ -125,8 +150,15 @@ def serve(path: str, module: str) -> None:
                 running[conn] = (pid, pidfd)
                 selector.register(conn, selectors.EVENT_READ, ("gone", conn))
                 selector.register(pidfd, selectors.EVENT_READ, ("exited", conn))
-            elif kind == "gone":  # the launcher closed its end (or died): its fork goes too
-                if conn in running and _registered(selector, conn):
+            elif kind == "gone":  # a signal to pass on, or the launcher closed its end (or died): its fork goes too
+                try:
+                    signals = conn.recv(64)
+                except OSError:
+                    signals = b""
+                if conn in running and signals:
+                    for signum in signals:
+                        os.kill(running[conn][0], signum)
+                elif conn in running and _registered(selector, conn):
                     selector.unregister(conn)
                     os.kill(running[conn][0], signal.SIGKILL)
             elif conn in running:  # "exited"
@@ -201,12 +233,15 @@ def stop(server: subprocess.Popen[bytes]) -> None:
 
 
 def _exit_as(code: int) -> None:
-    """Exit with the fork's exit code, or die of the signal that ended it."""
+    """Exit with the fork's exit code, or die of the signal that ended it, at once: the streams close as the
+    launcher ends, not before (as Python's own exit would close them), so that whoever reads them sees their end
+    and the launcher's exit together, as of a process that ran the command itself."""
+    sys.stderr.flush()
     if code < 0:
         with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP have no handler to reset
             signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
-    sys.exit(code)
+    os._exit(code & 0xFF)
 
 
 if __name__ == "__main__":

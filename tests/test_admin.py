@@ -21,7 +21,7 @@ from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import fixture_server, hub_client, running_hub, serve_app, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, hub_command, running_hub, serve_app, wait_for, write_config
 from tests.harness.console import (
     ADMIN_KEY,
     ALICE_KEY,
@@ -34,7 +34,7 @@ from tests.harness.console import (
     throttled,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager
@@ -260,8 +260,9 @@ async def test_a_logged_out_session_is_refused_at_once(tmp_path: Path) -> None:
             assert explained.status_code == 401
 
 
-RELOAD_MARK = {"mark": fixture_server("mark")}
-"""A server an edit adds, to know when the hub has applied that edit."""
+def reload_mark() -> dict[str, dict[str, Any]]:
+    """A server an edit adds, to know when the hub has applied that edit."""
+    return {"mark": fixture_server("mark")}
 
 
 async def _reloaded(hub: Hub) -> bool:
@@ -275,7 +276,7 @@ async def test_the_secrets_of_a_reload_are_masked(tmp_path: Path) -> None:
     keys = f'root = "{ADMIN_KEY}"'
     async with console_hub(tmp_path, live=True, keys=keys) as (hub, base), httpx2.AsyncClient(timeout=30) as web:
         await logged_in(web, base)
-        servers = {"more": fixture_server("more", env={"SERVICE_PASSWORD": added}), **RELOAD_MARK}
+        servers = {"more": fixture_server("more", env={"SERVICE_PASSWORD": added}), **reload_mark()}
         console_config(tmp_path, mount_token=rotated, servers=servers, keys=keys)
         await wait_for(lambda: _reloaded(hub), timeout=30)
         await wait_for(lambda: _true(hub.upstreams["more"].settled.is_set()), timeout=30)
@@ -317,7 +318,7 @@ async def test_an_admin_key_removed_or_changed_by_a_reload_ends_its_sessions_at_
             assert events.status_code == 200
             chunks = events.aiter_text()
             assert "event: replace" in await anext(chunks)
-            console_config(tmp_path, servers=RELOAD_MARK, keys=f'root = "{new_key}", carol = "{carol_key}"', tail="")
+            console_config(tmp_path, servers=reload_mark(), keys=f'root = "{new_key}", carol = "{carol_key}"', tail="")
             await wait_for(lambda: _reloaded(hub), timeout=30)
             for web in (root, ops):
                 refused = await web.get(f"{base}/admin/status")
@@ -435,7 +436,6 @@ def test_a_rejected_definition_stays_held_even_where_changes_are_served(tmp_path
 
 async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     from mcp_hub.catalog.pins import PinStore
     from tests.conftest import ROOT
@@ -449,7 +449,7 @@ async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) 
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\npins = "pins.json"\n')
     listed = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "pins", "--config", str(config)],
+        hub_command("pins", "--config", str(config)),
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,7 +11,7 @@ from mcp_hub.config import load_config
 from mcp_hub.server.http import build_app
 from tests.conftest import KEYS, fixture_server, running_hub, serve_app, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 INITIALIZE = {
     "jsonrpc": "2.0",

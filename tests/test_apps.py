@@ -7,7 +7,6 @@ the host is the SDK's client declaring the extension, compared with the same cli
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,6 +27,7 @@ from tests.conftest import (
     ROOT,
     fixture_server,
     hub_client,
+    hub_command,
     hub_environment,
     make_config,
     running_hub,
@@ -36,7 +36,7 @@ from tests.conftest import (
     write_config,
 )
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 APPS = str(ROOT / "tests" / "servers" / "apps.py")
 UI = "io.modelcontextprotocol/ui"
@@ -56,7 +56,8 @@ def apps_server(protocol: str) -> dict[str, Any]:
 
 @asynccontextmanager
 async def direct(protocol: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=sys.executable, args=[APPS])
+    server = script_server(APPS)
+    params = StdioServerParameters(command=server["command"], args=server["args"])
     async with Client(params, mode=protocol, cache=None, extensions=HOST) as client:
         yield client
 
@@ -316,9 +317,10 @@ async def test_a_clients_own_session_declares_that_clients_extensions(tmp_path: 
 async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_era: str) -> None:
     """`mcp-hub serve` over stdio, as a desktop host runs it: the page the tool names, then the page's calls."""
     config = write_config(tmp_path / "hub.toml", {"apps": apps_server("2026-07-28")})
+    command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command[0],
+        args=command[1:],
         cwd=str(tmp_path),
         env=hub_environment(),
     )

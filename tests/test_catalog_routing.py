@@ -11,7 +11,7 @@ from mcp_types import INVALID_PARAMS
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, wait_for
 from tests.servers.fixture import BASE_TOOLS
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "2026-07-28"]
 

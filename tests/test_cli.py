@@ -13,14 +13,12 @@ import pytest
 
 from mcp_hub.catalog.snapshot import fingerprint
 from mcp_hub.config import load_config
-from tests.conftest import ROOT, fixture_server, write_config
+from tests.conftest import ROOT, fixture_server, hub_command, script_server, write_config
 from tests.servers.fixture import BASE_TOOLS
 
 
 def mcp_hub(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_hub", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )
+    return subprocess.run(hub_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def test_version_is_the_one_pyproject_toml_gives() -> None:
@@ -89,8 +87,8 @@ def test_check_connect_says_what_it_waited_for_and_what_the_server_wrote(tmp_pat
 
 def test_check_connect_shows_what_a_server_refused_and_what_it_listed_wrong(tmp_path: Path) -> None:
     servers = {
-        "p": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "partial.py")]},
-        "s": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "sloppy.py")]},
+        "p": script_server(str(ROOT / "tests" / "servers" / "partial.py")),
+        "s": script_server(str(ROOT / "tests" / "servers" / "sloppy.py")),
     }
     config = write_config(tmp_path / "hub.toml", servers)
     result = mcp_hub("check", "--config", str(config), "--connect")
@@ -161,7 +159,7 @@ def test_import_converts_a_claude_desktop_config(tmp_path: Path) -> None:
     assert "GITHUB_TOKEN" in result.stderr  # told to export it
 
     checked = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(output)],
+        hub_command("check", "--config", str(output)),
         capture_output=True,
         text=True,
         timeout=60,

@@ -22,18 +22,16 @@ from typing import IO
 import pytest
 
 from mcp_hub.cli import _parser
-from tests.conftest import ROOT, fixture_server, free_port, hub_environment, write_config
+from tests.conftest import ROOT, fixture_server, free_port, hub_command, hub_environment, write_config
 
 
 def mcp_hub(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_hub", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return subprocess.run(hub_command(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def serving(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "mcp_hub", "serve", *args],
+        hub_command("serve", *args),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -263,7 +261,7 @@ def test_serving_stdio_at_a_terminal_says_it_waits_for_a_client(tmp_path: Path) 
     config = write_config(tmp_path / "hub.toml", {}, catalog_snapshot=False)
     leader, follower = pty.openpty()
     hub = subprocess.Popen(
-        [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config)],
+        hub_command("serve", "--config", str(config)),
         cwd=ROOT,
         stdin=follower,
         stdout=subprocess.DEVNULL,

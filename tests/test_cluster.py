@@ -27,7 +27,7 @@ from mcp_hub.cache import MemoryStore
 from mcp_hub.config import parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, serve_app, wait_for
+from tests.conftest import free_port, hub_command, serve_app, wait_for
 from tests.harness.cached import KEYS, POLICY, Setup, audit_outcomes, cached_hub, text
 from tests.redis_server import RedisServer
 from tests.servers.counting import counting_server
@@ -160,7 +160,7 @@ async def test_an_accepted_pin_releases_the_tool_on_every_replica(tmp_path: Path
         await on_a.call_tool("up_redefine", {"text": "Look it up again."})
         await wait_for(lambda: lookup_on_both(None))  # held on both
         environ = {**os.environ, **{f"{name.upper()}_KEY": key for name, key in KEYS.items()}}
-        command = [sys.executable, "-m", "mcp_hub", "pins", "--config", str(tmp_path / "replica0" / "hub.toml")]
+        command = hub_command("pins", "--config", str(tmp_path / "replica0" / "hub.toml"))
         accepted = await anyio.run_process([*command, "accept", "up/lookup"], env=environ, check=False)
         assert accepted.returncode == 0 and b"accepted up/lookup" in accepted.stdout, accepted.stderr
         await wait_for(lambda: lookup_on_both("Look it up again."))  # released on both

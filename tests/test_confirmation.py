@@ -7,7 +7,6 @@ server whose tool names would deceive) and the SDK's real clients, in both proto
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mcp_hub.config import load_config
-from tests.conftest import fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, running_hub, script_server, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 NAMES = Path(__file__).parent / "servers" / "names.py"
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "invoice\u202efdp.exe" reads as "invoiceexe.pdf"
@@ -56,7 +55,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
     policies.mkdir()
     (policies / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
     deceiving = [json.dumps(f"delete{RLO}fdp.exe"), json.dumps("delete\u200bnote")]
-    servers = {"srv": fixture_server("srv"), "names": {"command": sys.executable, "args": [str(NAMES), *deceiving]}}
+    servers = {"srv": fixture_server("srv"), "names": script_server(str(NAMES), *deceiving)}
     config = write_config(tmp_path / "hub.toml", servers)
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "logs/audit.jsonl"\n')

@@ -19,7 +19,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.harness.wire import JSON_HEADERS, modern_call
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 PAGE = "https://app.example.com"
 """The origin allowed in these tests."""

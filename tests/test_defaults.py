@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_hub.config import load_config, unauthenticated_exposure
 from mcp_hub.state import state_file
-from tests.conftest import ROOT, free_port, hub_environment, wait_for
+from tests.conftest import ROOT, free_port, hub_command, hub_environment, script_server, wait_for
 from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
@@ -39,8 +39,9 @@ def quick_start(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "policies", tmp_path / "policies")
     config = tmp_path / "hub.toml"
     text = (ROOT / "hub.toml").read_text(encoding="utf-8")
+    leaky = script_server(str(LEAKY))
     config.write_text(
-        text + f"\n[servers.leaky]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(LEAKY))}]\n",
+        text + f"\n[servers.leaky]\ncommand = {json.dumps(leaky['command'])}\nargs = {json.dumps(leaky['args'])}\n",
         encoding="utf-8",
     )
     return config
@@ -89,9 +90,10 @@ async def _holds_and_redacts(client: Client, config: Path, principal: str) -> No
 
 async def test_the_quick_start_over_stdio_holds_a_poisoned_tool_and_redacts_a_secret(tmp_path: Path) -> None:
     config = quick_start(tmp_path)
+    command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command[0],
+        args=command[1:],
         cwd=str(tmp_path),
         env=environment(),
     )
@@ -103,7 +105,7 @@ async def test_the_quick_start_over_stdio_holds_a_poisoned_tool_and_redacts_a_se
 async def http_hub(config: Path, *options: str) -> AsyncIterator[tuple[subprocess.Popen[bytes], Path]]:
     """`mcp-hub serve --transport http` on `config`, as a process; its output in a file beside the config."""
     output = config.parent / "hub.out"
-    command = [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), "--transport", "http", *options]
+    command = hub_command("serve", "--config", str(config), "--transport", "http", *options)
     with output.open("wb") as out:
         process = subprocess.Popen(command, cwd=config.parent, stdout=out, stderr=out, env=environment())
     try:

@@ -23,7 +23,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 import tomllib
 import urllib.error
@@ -36,6 +35,7 @@ import pytest
 import yaml
 
 from mcp_hub.config import load_config, unauthenticated_exposure
+from tests.conftest import hub_command
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -140,7 +140,7 @@ def test_containerfile_copies_what_exists_and_serves_as_documented() -> None:
 def check(config: Path, state: Path) -> subprocess.CompletedProcess[str]:
     """`mcp-hub check` on `config`, with the variables it references set and `state` as the state folder."""
     return subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
+        hub_command("check", "--config", str(config)),
         capture_output=True,
         text=True,
         timeout=120,
@@ -169,7 +169,7 @@ def test_deploy_hub_toml_loads_and_passes_check(tmp_path: Path) -> None:
 
 def test_deploy_hub_toml_without_its_variables_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(DEPLOY / "hub.toml")],
+        hub_command("check", "--config", str(DEPLOY / "hub.toml")),
         capture_output=True,
         text=True,
         timeout=120,

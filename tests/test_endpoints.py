@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -27,7 +26,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.library import HubClient
 from mcp_hub.server.curated import selections
-from tests.conftest import ROOT, fixture_server, hub_environment, running_hub, serve_app, write_config
+from tests.conftest import ROOT, fixture_server, hub_command, hub_environment, running_hub, serve_app, write_config
 from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -327,7 +326,7 @@ def test_check_reports_a_bad_endpoint_selector(tmp_path: Path) -> None:
     config = tmp_path / "hub.toml"
     config.write_text('[servers.git]\ncommand = "x"\n[endpoints.coding]\ntools = ["echo"]\n', encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
+        hub_command("check", "--config", str(config)),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -339,7 +338,7 @@ def test_check_reports_a_bad_endpoint_selector(tmp_path: Path) -> None:
 
 async def test_serve_endpoint_over_stdio_serves_the_view(tmp_path: Path) -> None:
     config = setup(tmp_path)
-    command = [sys.executable, "-m", "mcp_hub", "serve", "--config", str(config), "--endpoint", "coding"]
+    command = hub_command("serve", "--config", str(config), "--endpoint", "coding")
     params = StdioServerParameters(
         command=command[0],
         args=command[1:],
@@ -359,7 +358,7 @@ async def test_serve_endpoint_over_stdio_serves_the_view(tmp_path: Path) -> None
 def test_tools_endpoint_prints_the_view(tmp_path: Path) -> None:
     config = setup(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "tools", "--config", str(config), "--endpoint", "coding", "--json"],
+        hub_command("tools", "--config", str(config), "--endpoint", "coding", "--json"),
         cwd=ROOT,
         capture_output=True,
         text=True,

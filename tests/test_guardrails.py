@@ -5,7 +5,6 @@ real client and a real server (tests/servers/leaky.py) whose results carry the d
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,10 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
 from mcp_hub.guardrails import DETECTORS, Detectors, poisoned
-from tests.conftest import EVERYTHING, hub_client, running_hub, script_server, wait_for, write_config
+from tests.conftest import EVERYTHING, hub_client, module_server, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import DATA, ORDINARY, PIXEL
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 MARKERS = {
@@ -203,7 +202,7 @@ async def test_no_false_positives_on_the_public_servers_results(tmp_path: Path, 
     )
     servers = {
         "everything": {"command": str(EVERYTHING), "args": ["stdio"]},
-        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+        "time": module_server("mcp_server_time", "--local-timezone", "UTC"),
     }
     config = write_config(tmp_path / "hub.toml", servers)
     with config.open("a", encoding="utf-8") as file:

@@ -25,7 +25,7 @@ from tests.conftest import hub_client, running_hub, script_server, write_config
 from tests.harness.telemetry import finished, observed
 from tests.servers.leaky import DATA
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 KEY = DATA["aws"]

@@ -8,7 +8,6 @@ The server is `tests/servers/tasks_server.py` (a stdio child), whose `slow_compu
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
-from tests.conftest import ROOT, hub_client, running_hub, write_config
+from tests.conftest import ROOT, hub_client, running_hub, script_server, write_config
 from tests.harness.tasks import call, follow, settled
 from tests.servers.leaky import DATA
 from tests.servers.tasks_server import TASKS
@@ -45,7 +44,7 @@ def setup(tmp_path: Path, action: str | None, on: str = "results") -> tuple[Path
             on = "{on}"
             """)
     (policies / "policy.toml").write_text(policy, encoding="utf-8")
-    server = {"command": sys.executable, "args": [SERVER], "env": {"TASKS_RECORD": str(tmp_path / "updates.jsonl")}}
+    server = script_server(SERVER, env={"TASKS_RECORD": str(tmp_path / "updates.jsonl")})
     config = write_config(tmp_path / "hub.toml", {"work": server})
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\nreload = false\n\n[audit]\nfile = "audit.jsonl"\n')

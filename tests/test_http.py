@@ -31,7 +31,7 @@ from tests.harness.wire import JSON_HEADERS, MODERN_META, legacy_session
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
 from tests.test_resilience import _true
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 MODES = ["legacy", "2026-07-28"]
 TWO_MIB = 2 * 1024 * 1024

@@ -32,7 +32,7 @@ from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.harness.wire import MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import build_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 # -- a raw HTTP/1.1 exchange --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from mcp_hub.clients import client_config_files
 from mcp_hub.config import load_config
-from tests.conftest import ROOT
+from tests.conftest import ROOT, hub_command
 
 GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
 CLAUDE_DESKTOP = {
@@ -34,7 +34,7 @@ def mcp_hub(*args: str, home: Path, cwd: Path, **extra: str) -> subprocess.Compl
     }
     environment.update(HOME=str(home), **extra)
     return subprocess.run(
-        [sys.executable, "-m", "mcp_hub", *args],
+        hub_command(*args),
         cwd=cwd,
         env=environment,
         capture_output=True,

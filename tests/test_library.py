@@ -6,7 +6,6 @@ provider-shaped tool call made through the hub's policy and audit, and an agent 
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.library import HubClient
 from mcp_hub.providers import openai
 from mcp_hub.server.http import build_app
-from tests.conftest import EVERYTHING, fixture_server, serve_app, wait_for, write_config
+from tests.conftest import EVERYTHING, fixture_server, module_server, serve_app, wait_for, write_config
 from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +61,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
     (tmp_path / "policies" / "hub.toml").write_text(
         textwrap.dedent(POLICY).replace("{root}", str(tmp_path / "docs")), encoding="utf-8"
     )
-    time_server = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    time_server = module_server("mcp_server_time", "--local-timezone", "UTC")
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv"), "time": time_server})
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')

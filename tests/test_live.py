@@ -29,7 +29,7 @@ from mcp_hub import live
 from mcp_hub.config import HubConfig, load_config, parse_config
 from mcp_hub.hub import Hub
 from mcp_hub.upstream import State
-from tests.conftest import fixture_server, free_port, hub_client, hub_environment, wait_for
+from tests.conftest import fixture_server, free_port, hub_client, hub_command, hub_environment, script_server, wait_for
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 
@@ -322,7 +322,7 @@ async def test_a_secret_of_an_added_server_is_one_the_guardrails_know(tmp_path: 
         encoding="utf-8",
     )
     path, policy = tmp_path / "hub.toml", {"dir": "policies", "reload": False}
-    leaky = {"command": sys.executable, "args": [LEAKY]}
+    leaky = script_server(LEAKY)
     write(path, {"a": fixture_server("a")}, rename=False, policy=policy)
     hub = Hub(load_config(path))
     listener = Listener()
@@ -341,6 +341,7 @@ async def test_a_secret_of_an_added_server_is_one_the_guardrails_know(tmp_path: 
 # -- `mcp-hub serve` as a process --------------------------------------------------------------------------
 
 
+@pytest.mark.real_processes  # the hub's own handling of SIGHUP and SIGTERM
 async def test_a_served_hub_applies_edits_and_says_what_changed(tmp_path: Path) -> None:
     """Over HTTP: an added server reaches the connected client by list_changed; an edit that leaves the file's
     size and time as they were is applied on SIGHUP; the log says what changed."""
@@ -384,9 +385,10 @@ async def test_a_served_hub_applies_edits_and_says_what_changed(tmp_path: Path) 
 async def test_a_hub_served_over_stdio_applies_an_edit(tmp_path: Path) -> None:
     path = tmp_path / "hub.toml"
     write(path, {"a": fixture_server("a")}, rename=False)
+    hub = hub_command("serve", "--config", str(path))
     command = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(path)],
+        command=hub[0],
+        args=hub[1:],
         cwd=str(tmp_path),
         env=hub_environment(),
     )

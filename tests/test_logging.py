@@ -16,7 +16,7 @@ from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 class Logs:

@@ -29,7 +29,7 @@ from mcp_hub.server.serving import KEPT_BYTES, Envelopes
 from tests.conftest import fixture_server, make_config, running_hub, serve_app
 from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, modern_call, read_answer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager

@@ -38,7 +38,7 @@ from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_a
 from tests.harness.oauth import ACCEPT, NODE, POLICY, Tokens, challenge_of
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

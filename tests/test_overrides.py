@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.library import HubClient
 from mcp_hub.live import LiveConfig
-from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, hub_client, hub_command, running_hub, wait_for, write_config
 
 pytestmark = pytest.mark.anyio
 
@@ -168,7 +167,7 @@ async def test_search_finds_and_shows_the_override(tmp_path: Path) -> None:
 
 def _command(config: Path, *args: str) -> Any:
     done = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "tools", "--config", str(config), *args],
+        hub_command("tools", "--config", str(config), *args),
         capture_output=True,
         text=True,
         timeout=60,

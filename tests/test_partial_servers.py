@@ -9,7 +9,6 @@ that answers ping, logging/setLevel, resources/subscribe and completion with
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,18 @@ import pytest
 from mcp_types import ResourceTemplateReference
 
 from mcp_hub.upstream import State, supervisor
-from tests.conftest import ROOT, hub_client, make_config, running_hub, wait_for
+from tests.conftest import ROOT, hub_client, make_config, running_hub, script_server, wait_for
 
 PARTIAL = str(ROOT / "tests" / "servers" / "partial.py")
 SLOPPY = str(ROOT / "tests" / "servers" / "sloppy.py")
 
 
 def partial_server(*options: str, **settings: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [PARTIAL, *options], "connect_timeout": 30, **settings}
+    return script_server(PARTIAL, *options, connect_timeout=30, **settings)
 
 
 def sloppy_server(**settings: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [SLOPPY], "connect_timeout": 30, **settings}
+    return script_server(SLOPPY, connect_timeout=30, **settings)
 
 
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import load_config
-from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, hub_client, hub_command, running_hub, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 def setup(tmp_path: Path, on_change: str, *, audit: bool = False) -> Path:
@@ -53,7 +52,7 @@ async def test_a_rewritten_tool_is_held_until_accepted(tmp_path: Path) -> None:
         assert caught.value.message == "Unknown tool: srv_echo"
 
         listed = subprocess.run(
-            [sys.executable, "-m", "mcp_hub", "pins", "--config", str(config)],
+            hub_command("pins", "--config", str(config)),
             capture_output=True,
             text=True,
             timeout=30,
@@ -61,7 +60,7 @@ async def test_a_rewritten_tool_is_held_until_accepted(tmp_path: Path) -> None:
         )
         assert "srv/echo" in listed.stdout and "1 changed since" in listed.stdout
         accepted = subprocess.run(
-            [sys.executable, "-m", "mcp_hub", "pins", "--config", str(config), "accept", "srv/echo"],
+            hub_command("pins", "--config", str(config), "accept", "srv/echo"),
             capture_output=True,
             text=True,
             timeout=30,

@@ -24,7 +24,7 @@ from mcp_hub.policy import store
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, running_hub, serve_app, wait_for, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 PROFILES = """
 [principals]

@@ -21,7 +21,7 @@ from tests.conftest import fixture_server, hub_client, make_config, running_hub,
 from tests.harness.people import EXPECTED, Meeting, Person, ask_at_once, expected
 from tests.servers.fixture import build_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("what", list(EXPECTED))

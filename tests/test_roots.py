@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,16 +23,18 @@ from tests.conftest import (
     ROOT,
     fixture_server,
     hub_client,
+    hub_command,
     hub_environment,
     make_config,
     running_hub,
+    script_server,
     serve_app,
     wait_for,
     write_config,
 )
 from tests.harness.people import Person
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 ASKER = str(ROOT / "tests" / "servers" / "roots_asker.py")
 CONFIGURED = ["/srv/docs", "file:///srv/data"]
@@ -43,7 +44,7 @@ CONFIGURED_URIS = "file:///srv/docs file:///srv/data"
 def asker(**settings: Any) -> dict[str, Any]:
     """A `[servers.X]` table for the server that asks for roots on its own as soon as it starts (a
     handshake-era server: a 2026-07-28 one can ask only inside a call)."""
-    return {"command": sys.executable, "args": [ASKER], "protocol": "legacy", **settings}
+    return script_server(ASKER, protocol="legacy", **settings)
 
 
 class Roots:
@@ -165,9 +166,10 @@ async def test_over_http_a_server_asking_outside_any_call_hears_no_roots(tmp_pat
 async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     """`mcp-hub serve` over stdio, mounting the asker as `ra`."""
     config = write_config(tmp_path / "hub.toml", {"ra": asker()})
+    command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command[0],
+        args=command[1:],
         cwd=str(tmp_path),
         env=hub_environment(),
     )
@@ -230,9 +232,10 @@ async def test_server_filesystem_serves_the_roots_of_the_hubs_stdio_client(tmp_p
     project = tmp_path / "project"
     project.mkdir()
     config = write_config(tmp_path / "hub.toml", {"files": {"command": str(FILESYSTEM)}})
+    command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command[0],
+        args=command[1:],
         cwd=str(tmp_path),
         env=hub_environment(),
     )

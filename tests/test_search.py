@@ -24,9 +24,18 @@ from mcp_hub.search import index as index_module
 from mcp_hub.search.index import ToolIndex
 from mcp_hub.search.ranking import Ranker
 from mcp_hub.search.tools import BadSearchCall
-from tests.conftest import ROOT, fixture_server, hub_client, running_hub, wait_for, write_config
+from tests.conftest import (
+    ROOT,
+    fixture_server,
+    hub_client,
+    hub_command,
+    module_server,
+    running_hub,
+    wait_for,
+    write_config,
+)
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 POLICY = """
 [principals]
@@ -315,7 +324,7 @@ async def test_real_servers_found_and_called_in_a_persons_words(tmp_path: Path) 
     finds the real tool, and call_tool calls it."""
     servers = {
         "srv": fixture_server("srv"),
-        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+        "time": module_server("mcp_server_time", "--local-timezone", "UTC"),
         "git": {"command": sys.executable, "args": ["-m", "mcp_server_git"]},
     }
     config = write_config(tmp_path / "hub.toml", servers)
@@ -354,7 +363,7 @@ def test_check_says_how_search_ranks(tmp_path: Path) -> None:
     with config.open("a", encoding="utf-8") as file:
         file.write('\n[search]\nenabled = true\nranking = "bm25"\n')
     result = subprocess.run(
-        [sys.executable, "-m", "mcp_hub", "check", "--config", str(config)],
+        hub_command("check", "--config", str(config)),
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,10 +20,10 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_hub.server import stdio
 from mcp_hub.server.stdio import _is_stream, _Lines
-from tests.conftest import fixture_server, hub_environment, wait_for, write_config
+from tests.conftest import fixture_server, hub_command, hub_environment, wait_for, write_config
 from tests.harness.people import EXPECTED, Person
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "2026-07-28"]
 
@@ -33,9 +32,10 @@ ERAS = ["legacy", "2026-07-28"]
 async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     """`mcp-hub serve` over stdio with one fixture server, `srv`, once its tools are listed."""
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
+    command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command[0],
+        args=command[1:],
         cwd=str(tmp_path),
         env=hub_environment(),  # the session's state folder: no catalog snapshot of an earlier run
     )

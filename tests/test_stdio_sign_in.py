@@ -9,7 +9,6 @@ the fixture SDK server over streamable HTTP behind its bearer check. The browser
 from __future__ import annotations
 
 import socket
-import sys
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
 from mcp_hub.credentials.connections import new_key
-from tests.conftest import fixture_server, free_port, hub_environment, serve_app, write_config
+from tests.conftest import fixture_server, free_port, hub_command, hub_environment, serve_app, write_config
 from tests.harness.identity import SECRET, sign_in, sign_in_link, witnessed
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
@@ -43,9 +42,10 @@ class Setup:
     calls: list[tuple[str, bytes]]
 
     def client(self, mode: str = "legacy", **options: Any) -> Client:
+        command = hub_command("serve", "--config", str(self.config))
         params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "mcp_hub", "serve", "--config", str(self.config)],
+            command=command[0],
+            args=command[1:],
             cwd=str(self.config.parent),
             env=hub_environment(HUB_TOKEN_KEY=KEY),
         )
@@ -149,7 +149,7 @@ async def test_a_callback_port_in_use_stops_the_hub_at_start_with_a_clear_error(
             taken.listen()
             with anyio.fail_after(60):
                 done = await anyio.run_process(
-                    [sys.executable, "-m", "mcp_hub", "serve", "--config", str(setup.config)],
+                    hub_command("serve", "--config", str(setup.config)),
                     input=b"",
                     check=False,
                     cwd=str(tmp_path),

@@ -24,7 +24,7 @@ from tests.conftest import fixture_server, free_port, running_hub, serve_app, wr
 from tests.harness.oauth import ACCEPT, POLICY, challenge_of
 from tests.servers.authorization import AuthorizationServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "srv_delete_note", "arguments": {}}}
 KEY = "k" * 32

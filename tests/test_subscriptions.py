@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,9 @@ from mcp import Client
 from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import fixture_server, hub_client, make_config, running_hub
+from tests.conftest import fixture_server, hub_client, make_config, module_server, running_hub
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 NOTE_1 = "a+fixture://notes/1"
 
@@ -111,7 +110,7 @@ async def test_a_2026_client_hears_that_the_tools_changed(tmp_path: Path) -> Non
 
 
 async def test_capabilities_follow_what_the_mounts_offer(tmp_path: Path) -> None:
-    time_server = {"command": str(Path(sys.executable).parent / "mcp-server-time"), "args": []}
+    time_server = module_server("mcp_server_time")
     config = make_config(tmp_path, {"clock": time_server})
     async with running_hub(config) as hub, hub_client(hub) as client:
         caps = client.session.server_capabilities

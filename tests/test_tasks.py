@@ -9,7 +9,6 @@ mcp_hub/server/tasks.py), so only the 2026-07-28 era is tested.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -25,7 +24,7 @@ from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp_hub.hub import Hub
-from tests.conftest import ROOT, Connect, hub_client, make_config, running_hub, serve_app, wait_for
+from tests.conftest import ROOT, Connect, hub_client, make_config, running_hub, script_server, serve_app, wait_for
 from tests.conftest import keyed_hub as shared_keyed_hub
 from tests.harness.tasks import call, follow, settled
 from tests.servers.tasks_server import TASKS, build_server
@@ -42,7 +41,7 @@ async def extensions_of(client: Client) -> dict[str, Any]:
 
 
 async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs_uris(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    config = make_config(tmp_path, {"work": script_server(SERVER)})
     async with (
         running_hub(config) as hub,
         hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client,
@@ -78,7 +77,7 @@ async def test_a_task_handle_comes_with_the_hubs_id_and_its_result_with_the_hubs
 
 async def test_a_handshake_era_client_is_answered_without_a_task(tmp_path: Path) -> None:
     """Its call result can be no task handle, whatever it declares: the server hears no tasks extension."""
-    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    config = make_config(tmp_path, {"work": script_server(SERVER)})
     async with running_hub(config) as hub, hub_client(hub, "legacy", extensions=[advertise(TASKS)]) as client:
         result = await client.call_tool("work_slow_compute", {"seconds": 5})
         assert result.content == [types.TextContent(type="text", text="ran slow_compute synchronously")]
@@ -88,7 +87,7 @@ async def test_a_handshake_era_client_is_answered_without_a_task(tmp_path: Path)
 
 
 async def test_a_cancelled_task_is_cancelled_at_its_server_and_an_unknown_id_is_unknown(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    config = make_config(tmp_path, {"work": script_server(SERVER)})
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
         handle = await call(client, "work_slow_compute", seconds=600, label="long")
         ack = await follow(client, "tasks/cancel", handle["taskId"])
@@ -156,7 +155,7 @@ async def test_another_principal_cannot_see_or_cancel_a_task(tmp_path: Path) -> 
 async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_path: Path) -> None:
     """With `isolation = "per-client"`, each principal has a server process of its own, which alone knows its
     tasks: the follow-ups go to it."""
-    mount = {"command": sys.executable, "args": [SERVER], "isolation": "per-client"}
+    mount = script_server(SERVER, isolation="per-client")
     async with keyed_hub(tmp_path, [], mount) as (_, connect), connect("alice") as alice, connect("bob") as bob:
         mine = await call(alice, "work_slow_compute", seconds=0.1, label="alice")
         theirs = await call(bob, "work_slow_compute", seconds=600, label="bob")
@@ -165,7 +164,7 @@ async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_pa
 
 
 async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
-    mount = {"command": sys.executable, "args": [SERVER], "timeout": 1}
+    mount = script_server(SERVER, timeout=1)
     config = make_config(tmp_path, {"work": mount})
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
         handle = await call(client, "work_stuck_job")
@@ -177,7 +176,7 @@ async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
 
 
 async def test_a_follow_up_the_client_cancels_is_cancelled_at_its_server(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"work": {"command": sys.executable, "args": [SERVER]}})
+    config = make_config(tmp_path, {"work": script_server(SERVER)})
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:
         handle = await call(client, "work_stuck_job")
         with anyio.move_on_after(2) as waiting:  # the client gives up on its tasks/get

@@ -36,7 +36,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, serve_app
 from tests.harness.telemetry import finished, observed
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"

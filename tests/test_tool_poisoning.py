@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.config import load_config
 from mcp_hub.guardrails import Detectors, poisoned
-from tests.conftest import ROOT, hub_client, running_hub, script_server, wait_for, write_config
+from tests.conftest import ROOT, hub_client, hub_command, running_hub, script_server, wait_for, write_config
 from tests.servers.leaky import TOOLS
 
-pytestmark = [pytest.mark.anyio, pytest.mark.forked_servers]
+pytestmark = pytest.mark.anyio
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 REASON = "hidden text: html_comment, tag_characters in description"
@@ -40,7 +39,7 @@ def setup(tmp_path: Path, on_change: str, scan: str | None = '["hidden"]') -> Pa
 
 
 def mcp_hub_pins(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "mcp_hub", "pins", "--config", str(config), *args]
+    command = hub_command("pins", "--config", str(config), *args)
     return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=ROOT)
 
 

@@ -19,6 +19,8 @@ from mcp_hub.upstream.stdio import _HELD_BYTES, ArrivingLines, StdinLines, Stdio
 from mcp_hub.upstream.stdio import ChildPipes as Pipes
 from tests.conftest import fixture_server, make_config
 
+pytestmark = pytest.mark.real_processes  # the pipes of the stdio servers' own processes
+
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 
 ECHO_LINES = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
