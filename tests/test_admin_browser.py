@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import ROOT, free_port, hub_environment
+from tests.conftest import ROOT, free_port, hub_command, hub_environment
 from tests.harness.console import ADMIN_KEY, ALICE_KEY, BOB_KEY, console_config
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -91,7 +90,7 @@ def hub(tmp_path: Path, browser: WebDriver) -> Iterator[RunningHub]:
 
 @contextmanager
 def serving(tmp_path: Path, config: Path, port: int, browser: WebDriver, **env: str) -> Iterator[RunningHub]:
-    command = [sys.executable, "-m", "mcp_hub", "serve", "--transport", "http", "--port", str(port)]
+    command = hub_command("serve", "--transport", "http", "--port", str(port))
     with (tmp_path / "hub.log").open("wb") as log:
         process = subprocess.Popen(
             [*command, "--config", str(config)],

@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 import mcp_hub.server.http.app
 from mcp_hub.server.http import build_app
 from mcp_hub.server.lane import CallLane
-from tests.conftest import fixture_server, make_config, running_hub, serve_app, write_config
+from tests.conftest import fixture_server, hub_command, make_config, running_hub, serve_app, write_config
 from tests.harness.wire import JSON_HEADERS, MODERN_META, read_answer
 
 pytestmark = pytest.mark.anyio
@@ -70,8 +70,8 @@ async def _hub(tmp_path: Path, lane: bool, era: str) -> AsyncIterator[_Wire]:
     client of `era`: a handshake-era client initialized; a 2026-07-28 one with the era opened by its first
     request."""
     config = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv", timeout=0.5)})
-    launch = ["-m", "mcp_hub"] if lane else ["-c", _WITHOUT_LANE]
-    command = [sys.executable, *launch, "serve", "--config", str(config)]
+    serve = ["serve", "--config", str(config)]
+    command = hub_command(*serve) if lane else [sys.executable, "-c", _WITHOUT_LANE, *serve]
     async with await anyio.open_process(command, cwd=tmp_path) as process:
         wire = _Wire(process)
         if era == "legacy":

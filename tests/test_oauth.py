@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
@@ -34,7 +33,7 @@ from mcp_hub.auth.verifier import TokenVerifier
 from mcp_hub.config import OAuthSettings, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, fixture_server, free_port, running_hub, serve_app, wait_for, write_config
+from tests.conftest import ROOT, fixture_server, free_port, hub_command, running_hub, serve_app, wait_for, write_config
 from tests.harness.oauth import ACCEPT, NODE, POLICY, Tokens, challenge_of
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
@@ -313,7 +312,7 @@ async def test_a_session_is_bound_to_the_principal_that_opened_it(tmp_path: Path
 
 async def _mcp_hub(*args: str) -> tuple[int, str, str]:
     with anyio.fail_after(120):
-        done = await anyio.run_process([sys.executable, "-m", "mcp_hub", *args], cwd=ROOT, check=False)
+        done = await anyio.run_process(hub_command(*args), cwd=ROOT, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 

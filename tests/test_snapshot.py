@@ -26,7 +26,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config
 from mcp_hub.upstream import State
-from tests.conftest import fixture_server, hub_client, hub_environment, running_hub, wait_for, write_config
+from tests.conftest import fixture_server, hub_client, hub_command, hub_environment, running_hub, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -385,9 +385,8 @@ async def test_a_hub_launched_over_stdio_lists_every_tool_at_once_from_its_secon
     gate = tmp_path / "gate"
     gate.touch()
     config = write_config(tmp_path / "hub.toml", {"a": gated_server("a", gate), "b": gated_server("b", gate)})
-    hub = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_hub", "serve", "--config", str(config)], env=hub_environment()
-    )
+    command, *args = hub_command("serve", "--config", str(config))
+    hub = StdioServerParameters(command=command, args=args, env=hub_environment())
     everything = {f"{m}_{n}" for m in ("a", "b") for n in BASE_NAMES}
     async with Client(hub, mode="legacy", cache=None) as client:
         assert await tool_names(client) == everything  # the first start waits for its servers

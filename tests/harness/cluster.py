@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, hub_command
 
 KEYS = {"alice": "a" * 32, "carol": "c" * 32}
 
@@ -102,7 +102,7 @@ def launch_replica(
     (folder / "policies").mkdir()
     (folder / "policies" / "hub.toml").write_text(textwrap.dedent(POLICY), encoding="utf-8")
     (folder / "hub.toml").write_text(toml or hub_toml(redis_url, work_ms, servers), encoding="utf-8")
-    command = [sys.executable, "-m", "mcp_hub", "serve", "--transport", "http", "--port", str(port)]
+    command = hub_command("serve", "--transport", "http", "--port", str(port))
     command += ["--config", str(folder / "hub.toml")]
     environ = {**os.environ, "PYTHONPATH": str(ROOT)}
     with (folder / "hub.log").open("wb") as log:
