@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import compileall
 import gc
+import inspect
 import math
 import os
 import re
@@ -280,11 +281,15 @@ async def hub_client(hub: Hub, mode: str = "legacy", **client_options: Any) -> A
         yield client
 
 
-async def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05) -> None:
-    """Poll an async predicate until it is true (bounded; no fixed sleeps)."""
+async def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05) -> None:
+    """Poll a predicate, sync or async, until it is true (bounded; no fixed sleeps)."""
     with anyio.fail_after(timeout):
-        while not await predicate():
+        while not await _value(predicate()):
             await anyio.sleep(interval)
+
+
+async def _value(result: Any) -> Any:
+    return await result if inspect.isawaitable(result) else result
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -150,7 +150,7 @@ async def test_concurrent_reads_of_one_resource_make_one_upstream_call(tmp_path:
             async with anyio.create_task_group() as tg:
                 for _ in range(5):
                     tg.start_soon(read)
-                await wait_for(lambda: _true(cache.waiting == 4 and hub.served[("resource", "count://slow")] == 1))
+                await wait_for(lambda: cache.waiting == 4 and hub.served[("resource", "count://slow")] == 1)
                 hub.gate.set()
     assert results == ["count://slow #1"] * 5
     assert hub.served[("resource", "count://slow")] == 1
@@ -313,7 +313,7 @@ async def test_a_policy_change_invalidates(tmp_path: Path) -> None:
         await alice.call_tool("up_lookup", {"x": 1})
         revision = hub.hub.policy().revision
         hub.policy.write_text(POLICY + '\n[audit]\nmask_arguments = ["*secret*"]\n', encoding="utf-8")
-        await wait_for(lambda: _true(hub.hub.policy().revision != revision))
+        await wait_for(lambda: hub.hub.policy().revision != revision)
         assert text(await alice.call_tool("up_lookup", {"x": 1})).endswith("#2")
 
 
@@ -337,12 +337,12 @@ async def test_a_reconnection_invalidates_the_mount(tmp_path: Path) -> None:
             await alice.call_tool("up_lookup", {"x": 1})
             await alice.read_resource("up+count://a")
             first.set()  # the server goes away; a call finds out
-            await wait_for(lambda: _true(not _listening(port)))
+            await wait_for(lambda: not _listening(port))
             with contextlib.suppress(MCPError):
                 await alice.call_tool("up_write", {})
             second = anyio.Event()
             await tg.start(_serve_until, server, port, second)  # and it comes back on the same port
-            await wait_for(lambda: _true(upstream.restarts >= 1 and upstream.state == State.UP), timeout=40)
+            await wait_for(lambda: upstream.restarts >= 1 and upstream.state == State.UP, timeout=40)
             assert text(await alice.call_tool("up_lookup", {"x": 1})).endswith("#2")
             assert text(await alice.read_resource("up+count://a")) == "count://a #2"
             second.set()
@@ -359,10 +359,6 @@ async def _serve_until(
     async with serve_app(server.streamable_http_app(), port):
         task_status.started()
         await stop.wait()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def _changed(now: Any, before: tuple[int, ...]) -> bool:

@@ -14,11 +14,8 @@ import pytest
 from mcp_hub.catalog.snapshot import fingerprint
 from mcp_hub.config import load_config
 from tests.conftest import ROOT, fixture_server, hub_command, script_server, write_config
+from tests.harness.cli import mcp_hub
 from tests.servers.fixture import BASE_TOOLS
-
-
-def mcp_hub(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(hub_command(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def test_version_is_the_one_pyproject_toml_gives() -> None:

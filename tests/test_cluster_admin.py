@@ -103,11 +103,7 @@ async def test_while_redis_is_down_a_login_is_the_replicas_own_until_redis_is_ba
             assert not cluster.up
         finally:
             os.kill(pid, signal.SIGCONT)
-        await wait_for(lambda: _true(cluster.up), timeout=20)
+        await wait_for(lambda: cluster.up, timeout=20)
         for cookie, status in ((local, 303), (shared, 200)):
             async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
                 assert (await replay.get(f"{a}/admin/status")).status_code == status
-
-
-async def _true(value: bool) -> bool:
-    return value

@@ -27,9 +27,9 @@ from mcp_hub.credentials.token_exchange import CALLER_TOKEN, CallerToken, TokenE
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import KEYS, free_port, hub_client, keyed_hub, make_config, running_hub, serve_app
+from tests.harness.cli import mcp_hub
 from tests.servers.authorization_server import AuthorizationServer, guarded, recording
 from tests.servers.fixture import build_server, sse_app
-from tests.test_cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_hub.config import load_config, unauthenticated_exposure
 from mcp_hub.state import state_file
 from tests.conftest import ROOT, free_port, hub_command, hub_environment, script_server, wait_for
-from tests.test_cli import mcp_hub
+from tests.harness.cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 

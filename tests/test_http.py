@@ -29,7 +29,6 @@ from mcp_hub.server.hub_server import session_connections
 from tests.conftest import fixture_server, free_port, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.harness.wire import JSON_HEADERS, MODERN_META, legacy_session
 from tests.servers.fixture import BASE_TOOLS, build_server, sse_app
-from tests.test_resilience import _true
 
 pytestmark = pytest.mark.anyio
 
@@ -568,7 +567,7 @@ async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_
         with anyio.fail_after(20):
             held = await http.post(url, json=slow, headers=session)
             after = await http.post(url, json=echo, headers=session)
-        await wait_for(lambda: _true(session_id not in connections), timeout=20)
+        await wait_for(lambda: session_id not in connections, timeout=20)
         gone = await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session)
     assert held.status_code == 200, held.text
     assert _events(held) == [{"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "done"}]}}]

@@ -30,7 +30,7 @@ from mcp_hub.library import HubClient
 from mcp_hub.providers import openai
 from mcp_hub.server.http import build_app
 from tests.conftest import EVERYTHING, fixture_server, module_server, serve_app, wait_for, write_config
-from tests.test_cli import mcp_hub
+from tests.harness.cli import mcp_hub
 
 pytestmark = pytest.mark.anyio
 

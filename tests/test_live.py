@@ -91,10 +91,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 # -- what changed ----------------------------------------------------------------------------------------
 
 
@@ -230,7 +226,7 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
             tg.start_soon(traffic)
             with anyio.fail_after(30):
                 await asked.wait()
-            await wait_for(lambda: _true((tmp_path / "b.started").exists()))
+            await wait_for(lambda: (tmp_path / "b.started").exists())
 
             # b removed, c added: written to a temporary file renamed over hub.toml
             write(path, {"a": a, "c": c}, rename=True)
@@ -239,7 +235,7 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
             answer.set()  # the call on a was in flight all along
         assert results == ["Server 'b' closed the connection during tools/call", "elicited: accept {'answer': 'later'}"]
         assert served and set(served) == {"a: busy"}
-        await wait_for(lambda: _true(not _alive(b_pid)), timeout=15)  # b stopped, its process reaped
+        await wait_for(lambda: not _alive(b_pid), timeout=15)  # b stopped, its process reaped
         assert await _pid(client, "a_pid") == a_pid  # a untouched, on the same session
 
         # c changed (one more tool): written in place
@@ -256,7 +252,7 @@ async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
         def rejected() -> list[str]:
             return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR and r.name == "mcp_hub.live"]
 
-        await wait_for(lambda: _true(bool(rejected())), timeout=15)
+        await wait_for(lambda: bool(rejected()), timeout=15)
         [message] = rejected()
         assert message.startswith(f"{path}: servers.c.bogus: unknown key 'bogus'; remove it (allowed keys: command,")
         assert message.endswith("); the configuration in force stays until the file is fixed")
@@ -354,7 +350,7 @@ async def test_a_served_hub_applies_edits_and_says_what_changed(tmp_path: Path) 
         process = subprocess.Popen([*command, "--port", str(port)], cwd=tmp_path, stderr=log, env=hub_environment())
     listener = Listener()
     try:
-        await wait_for(lambda: _true("server 'a': up" in log_path.read_text()), timeout=30)
+        await wait_for(lambda: "server 'a': up" in log_path.read_text(), timeout=30)
         async with Client(
             f"http://127.0.0.1:{port}/mcp", mode="legacy", cache=None, message_handler=listener.on_message
         ) as client:

@@ -30,10 +30,6 @@ def setup(tmp_path: Path, on_change: str, *, audit: bool = False) -> Path:
     return config
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
 async def test_a_rewritten_tool_is_held_until_accepted(tmp_path: Path) -> None:
     config = setup(tmp_path, "hold")
     pins = tmp_path / "pins.json"
@@ -97,7 +93,7 @@ async def test_a_rewritten_tool_is_served_and_reported_when_flagged(tmp_path: Pa
             return "srv_extra" in {t.name for t in (await client.list_tools()).tools}
 
         await wait_for(grown)
-        await wait_for(lambda: _true(audit.exists() and "tool_changed" in audit.read_text(encoding="utf-8")))
+        await wait_for(lambda: audit.exists() and "tool_changed" in audit.read_text(encoding="utf-8"))
     assert tools["srv_echo"].description == "new words"
     records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
     (changed,) = [r for r in records if r["outcome"] == "tool_changed"]

@@ -283,7 +283,7 @@ async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_pol
         revision = hub.policy().revision
         good = policy_file.read_text(encoding="utf-8")
         policy_file.write_text(good + '\n[profiles.broken\nx = "', encoding="utf-8")
-        await wait_for(lambda: _true(hub.policy.last_error is not None))
+        await wait_for(lambda: hub.policy.last_error is not None)
         assert "hub.toml" in (hub.policy.last_error or "")
         logged = [r.getMessage() for r in caplog.records if r.name == "mcp_hub.policy"]
         assert any("hub.toml" in message and "line" in message for message in logged), logged
@@ -296,10 +296,6 @@ async def test_policy_edits_apply_live_and_a_broken_edit_keeps_the_last_good_pol
         tools = {t.name for t in (await client.list_tools()).tools}
     assert hub.policy().revision != revision
     assert "srv_echo" not in tools and "srv_read_file" in tools
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_path: Path) -> None:

@@ -278,15 +278,11 @@ async def hub_process(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> Asy
             while process.poll() is None:
                 await anyio.sleep(0.05)
         assert process.returncode == 0
-        await wait_for(lambda: _true(not any(_alive(pid) for pid in children)), timeout=10)
+        await wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 def _text(result: Any) -> str:
@@ -372,7 +368,7 @@ async def test_two_hundred_concurrent_sessions_get_one_answer_per_request(tmp_pa
             wrong = {key: found for key, found in outcomes.items() if found != ["ok"]}
             assert not wrong, f"{len(wrong)} requests without exactly one right answer, e.g. {list(wrong.items())[:5]}"
             # Every session closed: the hub holds what it held before (fds drop as connections close).
-            await wait_for(lambda: _true(hub.fds() <= fds), timeout=15)
+            await wait_for(lambda: hub.fds() <= fds, timeout=15)
             assert hub.children() == children
             rounds.append((hub.rss(), hub.fds()))
         assert (await hub.health())["status"] == "ok"
@@ -420,7 +416,7 @@ async def test_an_upstream_killed_mid_call(tmp_path: Path, mode: str) -> None:
             async with anyio.create_task_group() as tg:
                 for marker in markers:
                     tg.start_soon(in_flight, marker)
-                await wait_for(lambda: _true(all(Path(f"{m}.started").exists() for m in markers)))
+                await wait_for(lambda: all(Path(f"{m}.started").exists() for m in markers))
                 os.kill(victim, signal.SIGKILL)
                 with anyio.fail_after(5):  # promptly: not the mount's 60 s timeout
                     while len(outcomes) < len(markers):
@@ -558,7 +554,7 @@ async def test_a_client_that_disconnects_mid_call_cancels_the_upstream_call(tmp_
             for i, marker in enumerate(markers):
                 headers, body = modern_call("srv_wait", {"marker": str(marker)}, request_id=i)
                 tg.start_soon(lambda h=headers, b=body: http.post(url, json=b, headers=h))
-            await wait_for(lambda: _true(all(Path(f"{m}.started").exists() for m in markers)))
+            await wait_for(lambda: all(Path(f"{m}.started").exists() for m in markers))
             tg.cancel_scope.cancel()  # every connection closes mid-request
         for marker in markers:  # well before srv's 60 s timeout
             await wait_for(lambda marker=marker: _cancelled(marker), timeout=10)
@@ -934,4 +930,4 @@ async def test_junk_on_the_hubs_stdin_is_skipped_and_every_request_answered_once
         await process.stdin.aclose()
         with anyio.fail_after(15):
             assert await process.wait() == 0
-    await wait_for(lambda: _true(not any(_alive(pid) for pid in children)), timeout=10)
+    await wait_for(lambda: not any(_alive(pid) for pid in children), timeout=10)

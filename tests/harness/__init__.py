@@ -14,5 +14,6 @@ the fixture server as a stdio child); the modules here build on them:
 - `identity`: people signing in through the hub to a user mount, and the tokens the upstream saw;
 - `oauth`: the hub as an OAuth resource server, and reading its challenges;
 - `cluster`: hub replicas sharing one Redis;
-- `processes`: whether a process the hub started is alive, and which a server runs as.
+- `processes`: whether a process the hub started is alive, and which a server runs as;
+- `cli`: the `mcp-hub` command as a user runs it (forked: see `hub_command` in conftest).
 """
