@@ -67,6 +67,7 @@ def test_the_console_is_off_by_default_and_needs_an_administrator() -> None:
         parse_config('[admin]\nenabled = true\nkeys = { root = "short" }\n')
 
 
+@pytest.mark.slow
 async def test_without_the_setting_there_is_no_console(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")}))
     async with running_hub(config) as hub:
@@ -75,6 +76,7 @@ async def test_without_the_setting_there_is_no_console(tmp_path: Path) -> None:
             assert (await web.get(f"{base}/admin/login")).status_code == 404
 
 
+@pytest.mark.slow
 async def test_login_sets_a_strict_http_only_cookie_and_a_wrong_key_is_refused(tmp_path: Path) -> None:
     async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
         assert (await web.get(f"{base}/admin/status")).headers["location"] == "/admin/login"
@@ -269,6 +271,7 @@ async def _reloaded(hub: Hub) -> bool:
     return "mark" in hub.upstreams and hub.upstreams["mark"].settled.is_set()
 
 
+@pytest.mark.slow
 async def test_the_secrets_of_a_reload_are_masked(tmp_path: Path) -> None:
     """An edit of hub.toml adds a server with a secret env value and rotates `srv`'s: once the hub applied it,
     an audit line holding the new values (and the old one) shows each masked."""
@@ -297,6 +300,7 @@ async def test_the_secrets_of_a_reload_are_masked(tmp_path: Path) -> None:
                 assert secret not in detail.text
 
 
+@pytest.mark.slow
 async def test_an_admin_key_removed_or_changed_by_a_reload_ends_its_sessions_at_once(tmp_path: Path) -> None:
     """root, ops and carol are signed in; an edit changes root's key and removes ops': as soon as the hub applied
     it, root's and ops' sessions are refused (root's live stream ends), carol's goes on, and root signs in with
@@ -430,6 +434,7 @@ def test_a_rejected_definition_stays_held_even_where_changes_are_served(tmp_path
     assert store.accept(["srv/echo"]) == ["srv/echo"] and store.pins["srv/echo"]["definition"] == again
 
 
+@pytest.mark.slow
 async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) -> None:
     import subprocess
 
@@ -454,6 +459,7 @@ async def test_mcp_hub_pins_lists_a_rejected_change_as_rejected(tmp_path: Path) 
     assert listed.returncode == 0 and "srv/echo  (rejected by root at " in listed.stdout
 
 
+@pytest.mark.slow
 async def test_without_a_user_mount_the_connections_page_says_there_are_none(tmp_path: Path) -> None:
     async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
         await logged_in(web, base)
@@ -462,6 +468,7 @@ async def test_without_a_user_mount_the_connections_page_says_there_are_none(tmp
         assert 'href="/admin/connections"' in page.text  # in the navigation
 
 
+@pytest.mark.slow
 async def test_connections_lists_sign_ins_without_tokens_and_revoke_makes_the_person_sign_in_again(
     tmp_path: Path,
 ) -> None:
@@ -531,6 +538,7 @@ def _records(setup: Any) -> list[Any]:
     return ConnectionStore(setup.store, KEY).list()
 
 
+@pytest.mark.slow
 async def test_connections_lists_the_clients_people_allowed_and_withdraw_makes_the_next_sign_in_ask_again(
     tmp_path: Path,
 ) -> None:

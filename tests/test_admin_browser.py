@@ -55,6 +55,8 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 T = TypeVar("T")
 KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY}
 

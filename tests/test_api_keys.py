@@ -23,6 +23,7 @@ PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
+@pytest.mark.slow
 async def test_a_session_opened_with_one_api_key_is_refused_to_another(tmp_path: Path) -> None:
     path = write_config(tmp_path / "hub.toml", {"srv": fixture_server("srv")})
     with path.open("a", encoding="utf-8") as file:

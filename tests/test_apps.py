@@ -73,6 +73,7 @@ def dumped(model: Any) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("server_era", "host_era"), ERAS)
 async def test_the_page_a_tool_names_is_read_through_the_hub(tmp_path: Path, server_era: str, host_era: str) -> None:
     async with direct(server_era) as server:
@@ -313,6 +314,7 @@ async def test_a_clients_own_session_declares_that_clients_extensions(tmp_path: 
     assert heard == {"extensions": {UI: {"mimeTypes": [MIME]}, "com.example/other": {"level": 2}}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host_era", ["legacy", "auto"])
 async def test_over_stdio_a_host_renders_and_drives_a_page(tmp_path: Path, host_era: str) -> None:
     """`mcp-hub serve` over stdio, as a desktop host runs it: the page the tool names, then the page's calls."""

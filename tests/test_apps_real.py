@@ -46,6 +46,7 @@ pytestmark = [
         not (NODE.exists() and EXT_APPS.exists()),
         reason="npm's @modelcontextprotocol/ext-apps is not in tests/npm (run `npm ci --prefix tests/npm`)",
     ),
+    pytest.mark.slow,
 ]
 
 UI = "io.modelcontextprotocol/ui"

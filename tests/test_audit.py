@@ -153,6 +153,7 @@ def test_events_reach_the_file_one_line_each(tmp_path: Path) -> None:
     assert log.dropped == 0
 
 
+@pytest.mark.slow
 def test_hundred_threads_lose_and_reorder_nothing(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     log = AuditLog(path, max_bytes=300_000, backups=100)  # rotating while they write
@@ -173,6 +174,7 @@ def test_hundred_threads_lose_and_reorder_nothing(tmp_path: Path) -> None:
     check_producers(path, log, expected_files=2)
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_hundred_tasks_lose_and_reorder_nothing(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
@@ -423,6 +425,7 @@ async def test_a_stalled_disk_never_blocks_a_task(caplog: pytest.LogCaptureFixtu
         log.stop()
 
 
+@pytest.mark.slow
 def test_events_recorded_while_stopping_are_written_or_counted(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     log = AuditLog(path)
@@ -572,6 +575,7 @@ async def test_an_exception_the_audit_link_does_not_know_is_audited_as_error_not
     assert line["outcome"] == "error" and "RuntimeError" in (line["reason"] or "")
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_line_names_the_policy_that_decided_even_if_it_changed_during_confirmation(

@@ -266,6 +266,7 @@ class Updates:
             self.arrived.set()
 
 
+@pytest.mark.slow
 async def test_a_resource_the_server_says_was_updated_is_read_again(tmp_path: Path) -> None:
     updates = Updates()
     async with cached_hub(tmp_path) as hub, hub.connect("alice", "legacy", message_handler=updates) as alice:
@@ -308,6 +309,7 @@ async def test_a_changed_tool_definition_is_a_new_key(tmp_path: Path) -> None:
         assert text(await alice.call_tool("up_lookup", {"x": 1})).endswith("#2")
 
 
+@pytest.mark.slow
 async def test_a_policy_change_invalidates(tmp_path: Path) -> None:
     async with cached_hub(tmp_path) as hub, hub.connect("alice") as alice:
         await alice.call_tool("up_lookup", {"x": 1})
@@ -326,6 +328,7 @@ async def test_invalidate_cache_forgets_everything(tmp_path: Path) -> None:
         assert text(await alice.read_resource("up+count://a")) == "count://a #2"
 
 
+@pytest.mark.slow
 async def test_a_reconnection_invalidates_the_mount(tmp_path: Path) -> None:
     port = free_port()
     server, served = counting_server("up")

@@ -232,6 +232,7 @@ async def test_by_default_a_list_comes_whole_in_one_page(tmp_path: Path) -> None
     assert len(listed.tools) == 250 + len(BASE_TOOLS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_list_asked_again_after_the_catalog_changed_is_the_new_catalog(tmp_path: Path, mode: str) -> None:
     """Answers are kept per page; a changed catalog is a new listing, never an old answer."""

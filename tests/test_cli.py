@@ -17,6 +17,8 @@ from tests.conftest import ROOT, fixture_server, hub_command, script_server, wri
 from tests.harness.cli import mcp_hub
 from tests.servers.fixture import BASE_TOOLS
 
+pytestmark = pytest.mark.slow
+
 
 def test_version_is_the_one_pyproject_toml_gives() -> None:
     """`--version` reads the installed distribution's version: pyproject.toml's, written nowhere else."""

@@ -24,6 +24,8 @@ import pytest
 from mcp_hub.cli import _parser
 from tests.conftest import ROOT, fixture_server, free_port, hub_command, hub_environment, write_config
 
+pytestmark = pytest.mark.slow
+
 
 def mcp_hub(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(hub_command(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)

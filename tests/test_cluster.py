@@ -32,7 +32,7 @@ from tests.harness.cached import KEYS, POLICY, Setup, audit_outcomes, cached_hub
 from tests.redis_server import RedisServer
 from tests.servers.counting import counting_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @asynccontextmanager

@@ -24,7 +24,7 @@ from tests.conftest import running_hub, serve_app, wait_for
 from tests.harness.console import ADMIN_KEY, attempt, console_config, logged_in, throttled
 from tests.redis_server import RedisServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @asynccontextmanager

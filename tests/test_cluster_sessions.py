@@ -26,7 +26,7 @@ from tests.conftest import wait_for
 from tests.harness.cluster import KEYS, Replica, hub_toml, launch_replica, start_replica, until_ready
 from tests.redis_server import RedisServer, started_redis
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 YES = {"action": "accept", "content": {"confirm": True}}
 ANSWER = {"action": "accept", "content": {"answer": "yes"}}

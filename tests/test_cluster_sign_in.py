@@ -39,7 +39,7 @@ from tests.redis_server import RedisServer, started_redis
 from tests.servers.authorization_server import AuthorizationServer, guarded
 from tests.servers.fixture import build_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 SECRET = "s3cret-of-the-hub-at-the-as"
 KEYS = {"alice": "a" * 32, "bob": "b" * 32, "carol": "c" * 32}

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mcp_hub import config
 from mcp_hub.config_reference import COMMAND, EXPLAINED, REFERENCE, TABLES, render
 
 
+@pytest.mark.slow
 def test_the_committed_reference_is_the_generated_one() -> None:
     committed = REFERENCE.read_text(encoding="utf-8")
     assert committed == render(), f"docs/configuration-reference.md is stale; regenerate it: {COMMAND}"
 
 
+@pytest.mark.slow
 def test_every_table_and_key_is_listed() -> None:
     models = {model for _, model in TABLES}
     for name, field in config.HubConfig.model_fields.items():

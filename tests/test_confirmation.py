@@ -87,6 +87,7 @@ class Person:
         return types.ElicitResult(action="accept", content={"confirm": True})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_question_shows_deceiving_characters_escaped_and_other_text_as_it_is(
     tmp_path: Path, mode: str
@@ -194,6 +195,7 @@ async def test_a_retry_with_the_same_arguments_in_another_order_is_the_same_call
     assert [line["outcome"] for line in audit_lines(audit)] == ["confirmed"]
 
 
+@pytest.mark.slow
 async def test_a_handshake_era_confirmation_answers_for_its_own_call(tmp_path: Path) -> None:
     """Handshake era: the question goes out inside the call, as a request of its own, and the call runs with
     the arguments it was asked about; there is no retry to carry other ones. Two calls at once, one person

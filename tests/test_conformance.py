@@ -54,6 +54,8 @@ import uvicorn
 from tests import forkserver
 from tests.conftest import ROOT, free_port, write_config
 
+pytestmark = pytest.mark.slow
+
 NPM = ROOT / "tests" / "npm" / "node_modules"
 NODE = NPM / ".bin" / "node"
 SERVER = ROOT / "tests" / "servers" / "conformance.py"

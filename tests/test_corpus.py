@@ -55,7 +55,7 @@ from tests.conftest import (
 )
 from tests.harness.everything import Asked, Script, everything_over_http
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 NPM_BIN = ROOT / "tests" / "npm" / "node_modules" / ".bin"
 SERVERS = ROOT / "tests" / "servers"

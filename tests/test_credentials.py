@@ -197,6 +197,7 @@ def _leaks(seen: list[dict[str, str]]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["streamable-http", "sse"])
 async def test_no_client_credential_reaches_an_upstream(tmp_path: Path, transport: str) -> None:
     """Clients present API keys (`Authorization: Bearer` and `X-API-Key`) to the hub; the upstreams see the
@@ -385,6 +386,7 @@ def test_the_client_secret_comes_from_the_environment_and_is_never_shown() -> No
         parse_config('[servers.local]\ncommand = "x"\n[servers.local.auth]\nmode = "static"\n')
 
 
+@pytest.mark.slow
 def test_check_names_the_auth_key_and_the_fix(tmp_path: Path) -> None:
     config = tmp_path / "hub.toml"
     config.write_text(

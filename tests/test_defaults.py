@@ -25,7 +25,7 @@ from mcp_hub.state import state_file
 from tests.conftest import ROOT, free_port, hub_command, hub_environment, script_server, wait_for
 from tests.harness.cli import mcp_hub
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 LEAKY = ROOT / "tests" / "servers" / "leaky.py"
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"  # what tests/servers/leaky.py's `leak {"what": "aws"}` answers

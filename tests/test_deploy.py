@@ -37,6 +37,8 @@ import yaml
 from mcp_hub.config import load_config, unauthenticated_exposure
 from tests.conftest import hub_command
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 KUBERNETES = DEPLOY / "kubernetes"

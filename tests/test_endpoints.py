@@ -116,6 +116,7 @@ async def refusal(call: Any) -> tuple[int, str]:
 GIT_VIEW = sorted(f"git_{tool['name']}" for tool in BASE_TOOLS if tool["name"] not in ("delete_note", "crash"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_endpoint_serves_its_view_beside_the_whole_hub(tmp_path: Path, mode: str) -> None:
     async with (
@@ -142,6 +143,7 @@ async def test_an_endpoint_serves_its_view_beside_the_whole_hub(tmp_path: Path, 
     assert whole_instructions is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_principal_sees_the_intersection_of_its_profile_and_the_endpoint(tmp_path: Path, mode: str) -> None:
     async with (
@@ -336,6 +338,7 @@ def test_check_reports_a_bad_endpoint_selector(tmp_path: Path) -> None:
     assert f"{config}: endpoints.coding.tools[0]" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 async def test_serve_endpoint_over_stdio_serves_the_view(tmp_path: Path) -> None:
     config = setup(tmp_path)
     command = hub_command("serve", "--config", str(config), "--endpoint", "coding")
@@ -371,6 +374,7 @@ def test_tools_endpoint_prints_the_view(tmp_path: Path) -> None:
     assert catalog["prompts"] == []
 
 
+@pytest.mark.slow
 async def test_the_library_client_takes_an_endpoint(tmp_path: Path) -> None:
     config = load_config(setup(tmp_path), environ={"ALICE": KEYS["alice"], "BOB": KEYS["bob"]})
     async with HubClient.from_config(config, endpoint="research") as hub:

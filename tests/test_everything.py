@@ -50,7 +50,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import EVERYTHING, fixture_server, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.harness.everything import Asked, Script, dump, everything_over_http
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 MOUNTS = {"stdio": "everything", "http": "remote"}
 """Upstream kind -> the mount it is served under."""

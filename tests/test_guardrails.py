@@ -68,6 +68,7 @@ def assert_no_values(audit: Path) -> None:
         assert value not in written and json.dumps(value)[1:-1] not in written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ERAS)
 async def test_redact_replaces_each_kind_in_every_part_of_a_tool_result(tmp_path: Path, mode: str) -> None:
     config, audit = setup(tmp_path, guard("redact", "results"))
@@ -191,6 +192,7 @@ async def test_no_guards_no_link(tmp_path: Path) -> None:
     assert not any(type(link).__name__ == "Guardrails" for link in hub.links)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ERAS)
 async def test_no_false_positives_on_the_public_servers_results(tmp_path: Path, mode: str) -> None:
     """npm's server-everything and mcp-server-time, every detector watching: nothing found in their results
@@ -250,6 +252,7 @@ async def test_progress_messages_are_redacted_as_they_go(tmp_path: Path, mode: s
     assert reasons == ["secrets found aws_access_key x1 in the progress messages"]
 
 
+@pytest.mark.slow
 async def test_guards_added_by_a_policy_reload_apply(tmp_path: Path) -> None:
     config, _ = setup(tmp_path, "")
     text = config.read_text(encoding="utf-8").replace("reload = false", "reload = true")
@@ -313,6 +316,7 @@ async def test_overlapping_findings_take_the_strongest_guard_and_are_all_audited
     assert "s3cr3t" not in audit.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 async def test_whole_tokens_and_national_phones_of_the_configured_regions(tmp_path: Path) -> None:
     """A current-format Stripe key reaches the server as one marker (no tail after it), and a phone number in
     national form is found for a region of `[guardrails] regions`."""

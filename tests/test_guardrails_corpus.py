@@ -298,6 +298,7 @@ def test_realistic_strings_pass_every_detector_untouched(text: str) -> None:
     assert kinds == {} and out == text
 
 
+@pytest.mark.slow
 def test_false_positive_rate_of_national_phones() -> None:
     """Thousands of strings of the kinds that look like phone numbers to a loose matcher (order numbers with and
     without separators, dates, times, timestamps, versions, IP addresses, amounts), in the three regions: none is
@@ -321,6 +322,7 @@ def test_false_positive_rate_of_national_phones() -> None:
     assert found == []
 
 
+@pytest.mark.slow
 def test_no_national_phones_in_ordinary_text() -> None:
     """The ordinary-text corpus of the detector tests (the hub's source, README and docs/, the MCP SDK's source, package
     manifests and a lockfile, JSON log records: about 2.7 million characters), with three regions: the only

@@ -210,6 +210,7 @@ def _corpus() -> list[tuple[str, str]]:
     return texts
 
 
+@pytest.mark.slow
 def test_no_false_positives_on_ordinary_text() -> None:
     """Secrets, cards, IBANs, national IDs and phones: none in ordinary text. (E-mail addresses and HTML
     comments do occur in ordinary text, and are then what they are: checked on their own below.)"""
@@ -311,6 +312,7 @@ def test_a_long_text_is_scanned_in_pieces_of_whole_lines_without_losing_a_match(
     assert sorted((m.kind, m.start, m.end) for m in found) == sorted(expected)
 
 
+@pytest.mark.slow
 def test_the_detector_libraries_load_only_when_a_text_is_looked_at_with_them() -> None:
     """detect-secrets, python-stdnum and phonenumbers take a tenth of a second to import: a hub that loads the
     hub and its guardrails, and looks for hidden text only (pinning's default), never imports them."""

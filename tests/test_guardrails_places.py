@@ -360,6 +360,7 @@ async def test_a_servers_question_is_redacted_on_its_way_to_the_client(
     assert reasons == [f"secrets found aws_access_key x1 in the {where}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("upstream", UPSTREAMS)
 @pytest.mark.parametrize("mode", ERAS)
 async def test_a_servers_question_is_blocked_on_its_way_to_the_client(tmp_path: Path, mode: str, upstream: str) -> None:

@@ -70,6 +70,7 @@ def guard_lines(audit: Path) -> list[dict[str, Any]]:
     return [line for line in lines if line["rule"] in ("redact-results", "block-results") and line["arguments"] is None]
 
 
+@pytest.mark.slow
 async def test_without_guards_a_tasks_result_passes_unchanged(tmp_path: Path) -> None:
     status, done = await run_tasks(setup(tmp_path, None)[0])
     assert status["statusMessage"] == f"computing {KEY}"
@@ -152,6 +153,7 @@ async def test_a_failed_tasks_error_and_a_tasks_questions_are_guarded_as_message
     assert all(KEY not in json.dumps(line) for line in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ["redact", "block"])
 async def test_the_answers_a_tasks_update_brings_are_guarded_as_the_calls_arguments(
     tmp_path: Path, action: str

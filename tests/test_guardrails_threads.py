@@ -76,6 +76,7 @@ def answer(text: str) -> Any:
     return server
 
 
+@pytest.mark.slow
 async def test_a_small_result_is_guarded_while_a_large_one_is_scanned(tmp_path: Path) -> None:
     policy = parse_policies({"policy.toml": POLICY})
     detectors = Watched()

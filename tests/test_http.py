@@ -134,6 +134,7 @@ async def test_a_call_its_client_cancels_is_cancelled_on_an_http_server(
     assert echo.structured_content == {"text": "after", "server": "remote"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("upstream_era", MODES)
 async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path: Path, upstream_era: str) -> None:
     """An HTTP server that does not answer within the mount's timeout: the client gets -32001 naming
@@ -150,6 +151,7 @@ async def test_a_call_past_its_deadline_is_cancelled_on_an_http_server(tmp_path:
     assert echo.structured_content == {"text": "after", "server": "remote"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("upstream_era", MODES)
 @pytest.mark.parametrize("mode", MODES)
 async def test_progress_from_an_http_server_reaches_the_caller(tmp_path: Path, mode: str, upstream_era: str) -> None:
@@ -324,6 +326,7 @@ async def test_a_call_whose_stream_the_http_server_closes_is_resumed_and_answere
     assert len(resumed) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("upstream_era", MODES)
 async def test_a_stream_to_resume_later_than_the_calls_deadline_times_the_call_out(
     tmp_path: Path, upstream_era: str
@@ -353,6 +356,7 @@ async def test_legacy_sse_upstream(tmp_path: Path) -> None:
     assert len(big.content[0].text) == TWO_MIB  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_an_http_server_that_goes_away_is_reconnected(tmp_path: Path) -> None:
     port = free_port()
     config = make_config(tmp_path, {"remote": {"url": f"http://127.0.0.1:{port}/mcp"}, "local": fixture_server("l")})
@@ -397,6 +401,7 @@ async def test_an_http_server_that_goes_away_is_reconnected(tmp_path: Path) -> N
             stop_second.set()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_hub_serves_streamable_http_in_both_eras(tmp_path: Path, mode: str) -> None:
     progress: list[float] = []
@@ -502,6 +507,7 @@ async def test_a_handshake_era_call_is_answered_as_json_unless_it_has_more_to_sa
     assert events[-1]["result"]["content"][0]["text"] == "done"
 
 
+@pytest.mark.slow
 async def test_a_quiet_call_outlasting_the_window_is_streamed_answer_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -524,6 +530,7 @@ async def test_a_quiet_call_outlasting_the_window_is_streamed_answer_last(
     assert plain.json()["result"]["structuredContent"] == {"text": "after", "server": "srv"}
 
 
+@pytest.mark.slow
 async def test_a_list_is_answered_in_each_clients_era_however_often_it_is_asked(tmp_path: Path) -> None:
     """The hub keeps a page's answer to send again; it keeps one per protocol era, as the SDK shapes it."""
     async with raw_legacy_session(tmp_path) as (_hub, http, url, session):
@@ -553,6 +560,7 @@ def _events(response: httpx2.Response) -> list[dict[str, Any]]:
     return [response.json()]
 
 
+@pytest.mark.slow
 async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_path: Path) -> None:
     """A handshake-era session's only activity is a call (served past the SDK's message loop) that takes
     longer than `session_idle_timeout`: the call holds the session, which serves the next request; once
@@ -577,6 +585,7 @@ async def test_a_call_outlasting_the_session_idle_timeout_holds_its_session(tmp_
     assert gone.json()["error"]["code"] == -32600
 
 
+@pytest.mark.slow
 async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_session(tmp_path: Path) -> None:
     """A session is held from the moment a request for it arrives, as the SDK holds it: a body that takes
     longer than `session_idle_timeout` to arrive is served on the session, which serves on (both for a
@@ -602,6 +611,7 @@ async def test_a_request_whose_body_outlasts_the_session_idle_timeout_holds_its_
     assert ping.status_code == 200 and ping.json() == {"jsonrpc": "2.0", "id": 4, "result": {}}
 
 
+@pytest.mark.slow
 async def test_a_request_reusing_the_id_of_a_streaming_call_in_flight_is_refused_and_that_call_keeps_its_answer(
     tmp_path: Path,
 ) -> None:

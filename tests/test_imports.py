@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 OPTIONAL = {
     "snowballstemmer": "tool search ([search], a profile's tool_search): its stemmer, with every language's",
     "joserfc": "[auth.oauth]: the access tokens' checks",

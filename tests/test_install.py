@@ -22,6 +22,8 @@ from mcp.client.stdio import StdioServerParameters, get_default_environment
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
 UNTRACKED = (".git", ".venv*", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
 """What .gitignore keeps out of a clone, and git's own folder."""

@@ -99,6 +99,7 @@ async def test_sessions_beyond_max_sessions_are_refused(tmp_path: Path) -> None:
     assert "Server 'srv' has 1 client sessions open, its max_sessions" in caught.value.message
 
 
+@pytest.mark.slow
 async def test_idle_and_departed_clients_sessions_are_reclaimed(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client", idle_timeout=0.5)})
     async with running_hub(config) as hub:
@@ -115,6 +116,7 @@ async def _dead(pid: int) -> bool:
     return not alive(pid)
 
 
+@pytest.mark.slow
 async def test_per_client_sessions_over_the_hubs_http_endpoint(tmp_path: Path) -> None:
 
     config = make_config(tmp_path, {"srv": fixture_server("srv", isolation="per-client")})
@@ -155,6 +157,7 @@ async def keyed_hub(tmp_path: Path, **mount: Any) -> AsyncIterator[tuple[Hub, Co
         yield served
 
 
+@pytest.mark.slow
 async def test_each_principals_2026_clients_get_a_session_of_their_own(tmp_path: Path) -> None:
     """2026-07-28 requests have no connection: a per-client mount serves them by principal (API key), so
     alice's clients share a session that bob's do not; clients in process (as over stdio) are the local user,
@@ -196,6 +199,7 @@ async def test_two_principals_2026_clients_each_answer_their_own_questions(tmp_p
     assert alice.asked == bob.asked == [what]
 
 
+@pytest.mark.slow
 async def test_a_principals_session_counts_against_max_sessions_and_idles_out(tmp_path: Path) -> None:
     async with (
         keyed_hub(tmp_path, isolation="per-client", max_sessions=1, idle_timeout=0.5) as (hub, connect),
@@ -212,6 +216,7 @@ async def test_a_principals_session_counts_against_max_sessions_and_idles_out(tm
         assert await pid_of(bob, "srv_pid") != idle
 
 
+@pytest.mark.slow
 async def test_two_clients_of_one_principal_asked_at_once_over_stdio_are_told_why(tmp_path: Path) -> None:
     """Two programs with one API key share a session; over stdio nothing says whose a question is, and two
     2026-07-28 requests are two clients: the server is refused, with advice that fits a principal's session."""

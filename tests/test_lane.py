@@ -27,7 +27,7 @@ from mcp_hub.server.lane import CallLane
 from tests.conftest import fixture_server, hub_command, make_config, running_hub, serve_app, write_config
 from tests.harness.wire import JSON_HEADERS, MODERN_META, read_answer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 _WITHOUT_LANE = (
     "import sys, mcp_hub.server.stdio as stdio; stdio.lane_of = lambda server: None; "

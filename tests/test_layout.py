@@ -151,6 +151,7 @@ CHANNELS = ("mcp_hub.upstream.stdio", "mcp_hub.upstream.http", "mcp_hub.upstream
 """The kinds of upstream channel: they share upstream/channel.py, never each other."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("siblings", [DOORS, CHANNELS], ids=["doors", "channels"])
 def test_siblings_share_through_their_core(siblings: tuple[str, ...]) -> None:
     graph = _module_graph()

@@ -77,6 +77,7 @@ def audit_lines(path: Path) -> list[dict[str, Any]]:
 TIME_CALL = {"timezone": "Asia/Tokyo"}
 
 
+@pytest.mark.slow
 async def test_provider_calls_go_through_the_hubs_policy_and_audit(tmp_path: Path) -> None:
     config, audit = setup(tmp_path)
     outside = str(tmp_path / "secret.txt")
@@ -248,6 +249,7 @@ tools = ["time/*"]
 """
 
 
+@pytest.mark.slow
 def test_tools_format_exports_what_a_principal_may_see(tmp_path: Path) -> None:
     """`mcp-hub tools --format`: the catalog a principal may see as a provider's tool definitions."""
     config, _ = setup(tmp_path)
@@ -287,6 +289,7 @@ when_unsupported = "deny"
 """
 
 
+@pytest.mark.slow
 async def test_images_structured_content_and_confirmation_from_real_servers(tmp_path: Path) -> None:
     """npm's server-everything (its image, its structured content, its tools' schemas) and the fixture
     server's confirmed tool, through HubClient in each provider's shape."""
@@ -332,6 +335,7 @@ async def test_images_structured_content_and_confirmation_from_real_servers(tmp_
             assert deleted["content"] == [{"type": "text", "text": "deleted k"}] and len(asked) == 1
 
 
+@pytest.mark.slow
 async def test_an_in_process_hub_as_a_named_principal(tmp_path: Path) -> None:
     """`from_config(..., principal=P)`: P's tools only, P's calls audited as P's; a tool P may not see is unknown."""
     config, audit = setup(tmp_path)

@@ -21,7 +21,7 @@ from tests.conftest import fixture_server, hub_client, hub_environment, make_con
 from tests.harness.processes import alive, pid_of
 from tests.harness.wire import legacy_session
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_processes]
+pytestmark = [pytest.mark.anyio, pytest.mark.real_processes, pytest.mark.slow]
 
 
 async def test_a_crashed_server_answers_promptly_and_comes_back(tmp_path: Path) -> None:

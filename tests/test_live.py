@@ -33,7 +33,7 @@ from tests.conftest import fixture_server, free_port, hub_client, hub_command, h
 
 LEAKY = str(Path(__file__).parent / "servers" / "leaky.py")
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 def write(path: Path, servers: dict[str, dict[str, Any]], *, rename: bool, **tables: dict[str, Any]) -> None:

@@ -107,6 +107,7 @@ async def test_log_messages_ride_the_calls_stream_over_http(tmp_path: Path, clie
         assert logs.levels == expected
 
 
+@pytest.mark.slow
 async def test_a_2026_client_that_did_not_ask_gets_no_log_messages(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"a": fixture_server("a")})
     logs = Logs()

@@ -110,6 +110,7 @@ def _cases() -> dict[str, tuple[dict[str, str], Any]]:
 CASES = _cases()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str) -> None:
     headers, body = CASES[case]
@@ -133,6 +134,7 @@ async def test_the_hubs_entry_answers_as_the_sdks_does(tmp_path: Path, case: str
         assert [e.get("method") for e in events] == ["notifications/progress"] * 2 + [None]
 
 
+@pytest.mark.slow
 async def test_a_quiet_2026_call_outlasting_the_window_is_pinged_and_answered_last(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -188,6 +188,7 @@ def test_names_are_valid_and_injective(inputs: tuple[list[tuple[str, str]], set[
             assert name.startswith(mount + SEPARATOR)
 
 
+@pytest.mark.slow
 @given(name_inputs(), st.data())
 def test_names_are_deterministic_under_permutation(
     inputs: tuple[list[tuple[str, str]], set[str]], data: st.DataObject
@@ -214,6 +215,7 @@ def test_valid_natural_names_are_preserved(inputs: tuple[list[tuple[str, str]], 
                 assert natural(*owner, unprefixed) == candidate
 
 
+@pytest.mark.slow
 @given(name_inputs())
 def test_natural_names_split_back(inputs: tuple[list[tuple[str, str]], set[str]]) -> None:
     items, unprefixed = inputs
@@ -346,6 +348,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(st.one_of(st.text(), st.binary().map(b64), json_values.map(lambda v: b64(json.dumps(v)))), st.text())
 def test_arbitrary_cursor_raises_only_invalid_cursor(cursor: str, revision: str) -> None:
     try:

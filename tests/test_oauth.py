@@ -37,7 +37,7 @@ from tests.conftest import ROOT, fixture_server, free_port, hub_command, running
 from tests.harness.oauth import ACCEPT, NODE, POLICY, Tokens, challenge_of
 from tests.servers.authorization import INTROSPECTION_CLIENT, AuthorizationServer
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

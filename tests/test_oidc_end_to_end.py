@@ -52,6 +52,7 @@ pytestmark = [
         not NODE.exists() or not (ROOT / "tests" / "npm" / "node_modules" / "oidc-provider").exists(),
         reason="npm's oidc-provider is not installed in tests/npm",
     ),
+    pytest.mark.slow,
 ]
 
 SCRIPT = ROOT / "tests" / "npm" / "oidc_login_provider.mjs"

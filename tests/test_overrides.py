@@ -177,6 +177,7 @@ def _command(config: Path, *args: str) -> Any:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_tools_command_and_the_provider_exports_show_the_override(tmp_path: Path) -> None:
     config = setup(tmp_path, extra="\n[hub]\ncatalog_snapshot = false\n")
     listed = {tool["name"]: tool for tool in json.loads(_command(config, "--json"))["tools"]}
@@ -243,6 +244,7 @@ async def test_an_edited_override_applies_without_restarting_the_server(tmp_path
     assert tools["srv_read_file"].input_schema["required"] == ["path"]
 
 
+@pytest.mark.slow
 async def test_the_library_exports_the_override_and_calls_with_the_fixed_argument(tmp_path: Path) -> None:
     async with HubClient.from_config(setup(tmp_path)) as hub:
         gemini = {tool["name"]: tool for tool in (await hub.definitions("gemini"))[0]["function_declarations"]}

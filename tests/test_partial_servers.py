@@ -31,6 +31,7 @@ def sloppy_server(**settings: Any) -> dict[str, Any]:
     return script_server(SLOPPY, connect_timeout=30, **settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["auto", "legacy"])
 async def test_a_server_without_a_templates_handler_mounts(tmp_path: Path, protocol: str) -> None:
     config = make_config(tmp_path, {"p": partial_server(protocol=protocol)})
@@ -129,6 +130,7 @@ async def test_completion_from_a_server_that_offers_none_is_empty(tmp_path: Path
             assert "completion/complete" not in hub.health()["servers"]["s"]["refused"]
 
 
+@pytest.mark.slow
 async def test_malformed_items_are_skipped_and_the_rest_serves(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

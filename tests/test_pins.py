@@ -30,6 +30,7 @@ def setup(tmp_path: Path, on_change: str, *, audit: bool = False) -> Path:
     return config
 
 
+@pytest.mark.slow
 async def test_a_rewritten_tool_is_held_until_accepted(tmp_path: Path) -> None:
     config = setup(tmp_path, "hold")
     pins = tmp_path / "pins.json"
@@ -120,6 +121,7 @@ async def test_a_rewritten_tool_is_served_and_pinned_anew_when_accepted(tmp_path
     assert echoed.structured_content == {"text": "z", "server": "srv"}
 
 
+@pytest.mark.slow
 async def test_a_pins_file_that_cannot_be_written_does_not_stop_the_listing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

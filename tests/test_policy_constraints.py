@@ -424,6 +424,7 @@ def test_path_within_through_decide_with_real_symlinks(tree: dict[str, str]) -> 
     assert "outside/secret" not in escape.reason  # where the link points is not told
 
 
+@pytest.mark.slow
 def test_relative_path_through_decide_names_the_rule() -> None:
     p = constrained("path_within = ['/srv/docs']")
     decision = p.decide("x", Target("tool", "t", "t", {"v": "etc/passwd"}), realpath=lambda path: path)

@@ -420,6 +420,7 @@ def test_explain_no_match_denied_and_hidden() -> None:
     assert "Outcome: CONFIRM by rule 'confirm-deletes': destructive (a person is asked, 120 s" in confirm
 
 
+@pytest.mark.slow
 def test_explain_names_included_profiles() -> None:
     text = explain(policy(EXTENDS), "admin", tool("notes", "list_secrets"))
     assert "Profile 'admin' (default allow; includes the rules of editor, viewer, base)" in text

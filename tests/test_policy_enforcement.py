@@ -216,6 +216,7 @@ async def test_confirmation_without_elicitation_is_refused(tmp_path: Path, mode:
     assert "elicitation" in result.content[0].text  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_confirmation_unanswered_within_the_timeout_is_refused(tmp_path: Path) -> None:
     config, audit = setup(tmp_path)
     policy_file = tmp_path / "policies" / "hub.toml"
@@ -253,6 +254,7 @@ async def test_confirmation_a_client_cannot_ask_for_is_let_through_when_configur
     assert line["outcome"] == "allowed" and line["reason"].startswith("unconfirmed")
 
 
+@pytest.mark.slow
 async def test_rate_limit_trips_and_recovers(tmp_path: Path) -> None:
     config, audit = setup(tmp_path)
     async with running_hub(load_config(config)) as hub, hub_client(hub) as client:
@@ -388,6 +390,7 @@ async def test_http_clients_without_api_keys_are_the_principal_anonymous(tmp_pat
     assert tools == {"srv_echo", "srv_read_file"}  # the reader profile, not stdio's operator
 
 
+@pytest.mark.slow
 async def test_each_principal_lists_what_it_may_see_however_often_lists_are_asked(tmp_path: Path) -> None:
     """Answers kept for one principal's listing are never another principal's."""
     config, _ = setup(tmp_path)

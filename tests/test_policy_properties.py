@@ -10,10 +10,13 @@ import unicodedata
 from typing import Any
 from urllib.parse import unquote
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_hub.policy import Outcome, PolicySet, Target, mask_arguments, parse_policies, path_problem
+
+pytestmark = pytest.mark.slow  # thousands of generated examples
 
 MOUNT_GLOBS = ["*", "notes", "n*", "time", "[nt]*", "no?es"]
 NAME_GLOBS = ["*", "list_*", "delete_*", "x", "*_note", "?ist*", "notes://*", "notes://{title}"]

@@ -255,6 +255,7 @@ RESULT = {
 }
 
 
+@pytest.mark.slow
 def test_results_in_each_provider_shape() -> None:
     toolset = Toolset([{"name": "plot", "inputSchema": {}}])
     message = openai.chat_result("call_1", RESULT)

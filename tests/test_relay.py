@@ -210,6 +210,7 @@ async def test_a_sealed_state_is_refused_to_another_principal(tmp_path: Path) ->
     assert done.content[0].text == "elicited: accept {'answer': 'ada'}"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_two_calls_reporting_progress_at_once_each_hear_their_own(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"srv": fixture_server("srv")})
     heard: dict[str, list[tuple[float, float | None]]] = {"a": [], "b": []}
@@ -236,6 +237,7 @@ async def http_upstream(name: str) -> AsyncIterator[str]:
 
 
 # The in-process server asks for sampling as a handshake-era server does, which the SDK warns is deprecated.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 @pytest.mark.parametrize("what", list(EXPECTED))
 @pytest.mark.parametrize(

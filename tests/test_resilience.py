@@ -55,7 +55,7 @@ from tests.conftest import fixture_server, free_port, make_config, running_hub, 
 from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import BASE_TOOLS, build_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_processes]
+pytestmark = [pytest.mark.anyio, pytest.mark.real_processes, pytest.mark.slow]
 
 MIB = 1024 * 1024
 MODES = ["legacy", "2026-07-28"]

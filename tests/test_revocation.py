@@ -44,6 +44,7 @@ def stored(setup: Setup) -> list[Connection]:
     return ConnectionStore(setup.store, KEY).list()
 
 
+@pytest.mark.slow
 async def test_cli_revoke_revokes_both_tokens_at_the_authorization_server(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +87,7 @@ async def test_cli_revoke_revokes_both_tokens_at_the_authorization_server(
             assert "its tokens were revoked at the authorization server" in revoke["reason"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("endpoint", [True, False], ids=["revocation-endpoint", "none"])
 async def test_the_admin_consoles_revoke_revokes_at_the_authorization_server_and_says_so(
     tmp_path: Path, endpoint: bool
@@ -186,6 +188,7 @@ async def test_a_refusing_authorization_server_the_tokens_are_forgotten_and_the_
     assert "access-a" not in server.revoked
 
 
+@pytest.mark.slow
 async def test_client_secret_post_revokes_with_the_clients_credentials_in_the_body(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -101,6 +101,7 @@ def test_a_root_that_is_not_a_local_folder_is_a_clear_error(roots: str, reason: 
     assert reason in str(caught.value)
 
 
+@pytest.mark.slow
 async def test_configured_roots_answer_a_server_that_asks_on_its_own(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"ra": asker(roots=CONFIGURED)})
     client_roots = Roots("file:///home/ada")
@@ -227,6 +228,7 @@ async def test_server_filesystem_serves_the_configured_roots(tmp_path: Path) -> 
         assert str(docs) in await allowed_directories(client, str(docs))
 
 
+@pytest.mark.slow
 @needs_filesystem
 async def test_server_filesystem_serves_the_roots_of_the_hubs_stdio_client(tmp_path: Path) -> None:
     project = tmp_path / "project"

@@ -85,6 +85,7 @@ async def _refusal(call: Any) -> tuple[int, str]:
     return caught.value.code, caught.value.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_the_list_is_the_search_and_call_tools_and_the_pinned_ones(tmp_path: Path, mode: str) -> None:
     async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub, mode) as client:
@@ -94,6 +95,7 @@ async def test_the_list_is_the_search_and_call_tools_and_the_pinned_ones(tmp_pat
     assert listed[1].input_schema["required"] == ["name"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_search_finds_a_tool_and_call_invokes_it_as_a_direct_call(tmp_path: Path, mode: str) -> None:
     config = setup(tmp_path)
@@ -192,6 +194,7 @@ async def test_a_tool_held_by_pinning_is_not_found(tmp_path: Path) -> None:
     assert refused == (INVALID_PARAMS, "Unknown tool: srv_echo")
 
 
+@pytest.mark.slow
 async def test_a_policy_profile_turns_search_on_or_off_for_its_principals(tmp_path: Path) -> None:
     config = setup(tmp_path, search="")
     policy = tmp_path / "policies" / "hub.toml"
@@ -287,6 +290,7 @@ def test_an_unknown_ranking_is_refused() -> None:
         Ranker(TOOLS, "semantic")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_call_through_call_tool_is_confirmed_as_a_direct_call(tmp_path: Path, mode: str) -> None:
     """A handshake-era client is asked with elicitation/create, a 2026-07-28 one in an input_required result
@@ -308,6 +312,7 @@ async def test_a_call_through_call_tool_is_confirmed_as_a_direct_call(tmp_path: 
     assert (line["name"], line["outcome"], line["rule"]) == ("delete_note", "confirmed", "destructive")
 
 
+@pytest.mark.slow
 async def test_a_policy_profile_may_turn_search_off_where_the_hub_turns_it_on(tmp_path: Path) -> None:
     config = setup(tmp_path)
     policy = tmp_path / "policies" / "hub.toml"
@@ -319,6 +324,7 @@ async def test_a_policy_profile_may_turn_search_off_where_the_hub_turns_it_on(tm
     assert refused == (INVALID_PARAMS, "Unknown tool: search_tools")
 
 
+@pytest.mark.slow
 async def test_real_servers_found_and_called_in_a_persons_words(tmp_path: Path) -> None:
     """PyPI's mcp-server-time and mcp-server-git beside the fixture: a request worded as a person types it
     finds the real tool, and call_tool calls it."""
@@ -396,6 +402,7 @@ async def test_each_search_leaves_an_audit_line(tmp_path: Path, mode: str) -> No
     assert call["results"] is None and call["name"] == "echo"
 
 
+@pytest.mark.slow
 async def test_the_index_is_built_before_the_first_search_and_again_on_each_change(tmp_path: Path) -> None:
     async with running_hub(load_config(setup(tmp_path))) as hub, hub_client(hub) as client:
         index = hub.search.index
@@ -418,6 +425,7 @@ async def test_the_index_is_built_before_the_first_search_and_again_on_each_chan
         assert index.builds == builds == 2
 
 
+@pytest.mark.slow
 async def test_a_search_during_a_build_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """The build runs in a worker thread (the event loop goes on); a search arriving meanwhile waits for it
     and uses its ranker: one build for one revision."""

@@ -93,6 +93,7 @@ def _plain(char: str) -> bool:
     return not any(low <= ord(char) <= high for low, high in _IGNORABLE_LETTERS_AND_MARKS)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.text())
 def test_nothing_that_deceives_is_left_and_the_rest_is_kept(text: str) -> None:
@@ -102,6 +103,7 @@ def test_nothing_that_deceives_is_left_and_the_rest_is_kept(text: str) -> None:
         assert result == text
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(json_values)
 def test_shown_json_is_json_of_the_same_value(value: Any) -> None:

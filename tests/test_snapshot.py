@@ -29,7 +29,7 @@ from mcp_hub.upstream import State
 from tests.conftest import fixture_server, hub_client, hub_command, hub_environment, running_hub, wait_for, write_config
 from tests.servers.fixture import BASE_TOOLS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 GATE = textwrap.dedent(
     """

@@ -22,7 +22,11 @@ from mcp_hub.upstream.relay import InFlight
 from mcp_hub.upstream.stdio import StdioChannel
 from tests.conftest import fixture_server, make_config
 
-pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's"), pytest.mark.real_processes]
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="pidfds are Linux's"),
+    pytest.mark.real_processes,
+    pytest.mark.slow,
+]
 uvloop = pytest.importorskip("uvloop")  # the hub's loop where it is installed (not on Windows)
 
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line.upper()); sys.stdout.flush()\nsys.exit(3)\n"

@@ -15,7 +15,7 @@ from mcp_types import CONNECTION_CLOSED
 from mcp_hub.hub import Hub
 from tests.conftest import fixture_server, hub_client, hub_environment, make_config, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_processes]
+pytestmark = [pytest.mark.anyio, pytest.mark.real_processes, pytest.mark.slow]
 
 ERAS = ["legacy", "2026-07-28"]
 

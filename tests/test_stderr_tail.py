@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mcp_hub.upstream.stderr import StderrTail
 
 
@@ -12,6 +14,7 @@ def test_lines_arrive_in_pieces_and_only_the_last_are_kept() -> None:
     assert tail.lines() == ["three", "four", "fi"]  # blank lines dropped; the unfinished one shown as it is
 
 
+@pytest.mark.slow
 def test_a_long_line_is_cut_and_bad_bytes_spoil_only_themselves() -> None:
     tail = StderrTail()
     tail.feed(b"x" * 10_000)

@@ -48,6 +48,7 @@ async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> Asy
         yield client
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ERAS)
 async def test_what_a_call_sends_arrives_before_its_answer(tmp_path: Path, mode: str) -> None:
     heard: list[str] = []
@@ -138,6 +139,7 @@ def test_only_pipes_and_sockets_are_read_on_the_event_loop(tmp_path: Path) -> No
         os.close(write)
 
 
+@pytest.mark.slow
 async def test_a_2026_stdio_client_listens_and_closes_its_subscription(tmp_path: Path) -> None:
     """A `subscriptions/listen` request stays open past the SDK's loop: its events arrive on it, and closing
     it (the client's cancel) ends it while the connection serves on."""

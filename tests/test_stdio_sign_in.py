@@ -91,6 +91,7 @@ async def stdio_user_hub(tmp_path: Path, callback_host: str = "127.0.0.1", below
             yield Setup(config, server, upstream, callback, calls)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_callback(
     tmp_path: Path, mode: str
@@ -122,6 +123,7 @@ async def test_a_url_capable_client_over_stdio_signs_in_through_the_loopback_cal
         assert setup.bearers_of("over-stdio") == {token} == setup.bearers_of("over-stdio-again")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_client_answered_with_the_link_over_stdio_signs_in_and_calls_again(tmp_path: Path, mode: str) -> None:
     """A client that does not take URL elicitation hears -32042 with the link; the person signs in (the browser
@@ -141,6 +143,7 @@ async def test_a_client_answered_with_the_link_over_stdio_signs_in_and_calls_aga
         assert setup.bearers_of("then") == setup.issued_to("alice") and not setup.bearers_of("first")
 
 
+@pytest.mark.slow
 async def test_a_callback_port_in_use_stops_the_hub_at_start_with_a_clear_error(tmp_path: Path) -> None:
     async with stdio_user_hub(tmp_path) as setup:
         port = int(setup.callback.rsplit(":", 1)[1].split("/")[0])
@@ -160,6 +163,7 @@ async def test_a_callback_port_in_use_stops_the_hub_at_start_with_a_clear_error(
     assert "servers.remote.auth.redirect_uri" in stderr and f"port {port} on 127.0.0.1 is in use" in stderr, stderr
 
 
+@pytest.mark.slow
 async def test_a_user_mount_added_by_a_live_reload_gets_its_loopback_listener(tmp_path: Path) -> None:
     """The stdio hub starts with no `user` mount, so with no listener. hub.toml gains one while it serves: the
     reload starts its listener, and the person's sign-in comes back to it; the mount taken out again, the

@@ -63,6 +63,7 @@ async def _post(base: str, credential: str, body: Any, **headers: str) -> httpx2
         return await http.post(f"{base}/mcp", json=body, headers=sent)
 
 
+@pytest.mark.slow
 async def test_a_token_without_a_rules_scope_is_asked_for_it(tmp_path: Path) -> None:
     async with step_up_hub(tmp_path) as (issuer, resource, base):
         operator = issuer.mint(resource, sub="dave", scope="mcp hub:admin")
@@ -107,6 +108,7 @@ def _call(tool: str) -> dict[str, Any]:
     return {**CALL, "params": {"name": tool, "arguments": {}}}
 
 
+@pytest.mark.slow
 async def test_a_token_whose_scopes_select_a_profile_without_the_tool_is_asked_for_the_one_that_has_it(
     tmp_path: Path,
 ) -> None:

@@ -82,6 +82,7 @@ async def test_subscribing_to_an_unknown_resource_is_an_error(tmp_path: Path) ->
             await subscribe(client, "nowhere+fixture://notes/1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server_era", ["legacy", "2026-07-28"])
 async def test_a_2026_client_listens_for_resource_updates(tmp_path: Path, server_era: str) -> None:
     config = make_config(tmp_path, {"a": fixture_server("a", protocol=server_era)})
@@ -109,6 +110,7 @@ async def test_a_2026_client_hears_that_the_tools_changed(tmp_path: Path) -> Non
         assert "a_new_tool" in {tool.name for tool in (await client.list_tools()).tools}
 
 
+@pytest.mark.slow
 async def test_capabilities_follow_what_the_mounts_offer(tmp_path: Path) -> None:
     time_server = module_server("mcp_server_time")
     config = make_config(tmp_path, {"clock": time_server})

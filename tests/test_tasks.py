@@ -152,6 +152,7 @@ async def test_another_principal_cannot_see_or_cancel_a_task(tmp_path: Path) -> 
     assert named != {task_id} and named != {""}
 
 
+@pytest.mark.slow
 async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_path: Path) -> None:
     """With `isolation = "per-client"`, each principal has a server process of its own, which alone knows its
     tasks: the follow-ups go to it."""
@@ -163,6 +164,7 @@ async def test_a_task_on_a_per_client_session_is_followed_on_that_session(tmp_pa
         assert (await follow(bob, "tasks/get", theirs["taskId"]))["status"] == "working"
 
 
+@pytest.mark.slow
 async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
     mount = script_server(SERVER, timeout=1)
     config = make_config(tmp_path, {"work": mount})
@@ -175,6 +177,7 @@ async def test_a_follow_up_has_its_servers_timeout(tmp_path: Path) -> None:
         assert (await follow(client, "tasks/cancel", handle["taskId"]))["resultType"] == "complete"
 
 
+@pytest.mark.slow
 async def test_a_follow_up_the_client_cancels_is_cancelled_at_its_server(tmp_path: Path) -> None:
     config = make_config(tmp_path, {"work": script_server(SERVER)})
     async with running_hub(config) as hub, hub_client(hub, "2026-07-28", extensions=[advertise(TASKS)]) as client:

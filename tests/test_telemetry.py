@@ -520,6 +520,7 @@ def test_otlp_without_the_exporter_says_what_to_install(monkeypatch: pytest.Monk
     assert "pip install -e '.[otlp]' from the checkout" in caught.value.reason
 
 
+@pytest.mark.slow
 def test_endpoint_and_headers_expand_variables() -> None:
     settings = parse_config(
         '[telemetry]\ntraces = "otlp"\nendpoint = "${COLLECTOR:-http://collector:4318}"\nheaders = { a = "${K}" }\n',

@@ -131,6 +131,7 @@ def _echoed(body: bytes, text: str) -> bool:
     return b'"tools/call"' in body and f'"text":"{text}"'.encode() in body.replace(b" ", b"")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_each_caller_reaches_the_mount_with_its_own_exchanged_token(
@@ -187,6 +188,7 @@ async def test_a_caller_without_a_token_gets_a_clear_error(tmp_path: Path) -> No
         assert not [r for r in setup.exchanger.requests if r["grant_type"] == EXCHANGE]
 
 
+@pytest.mark.slow
 def test_a_token_exchange_mount_is_per_client_and_refuses_shared(tmp_path: Path) -> None:
     auth = {"mode": "token_exchange", "token_url": "https://as.example/token", "client_id": "the-hub"}
     mount = {"url": "https://wiki.example/mcp", "auth": auth}
@@ -198,6 +200,7 @@ def test_a_token_exchange_mount_is_per_client_and_refuses_shared(tmp_path: Path)
     assert "servers.wiki.isolation" in str(caught.value)
 
 
+@pytest.mark.slow
 async def test_an_exchanged_token_is_kept_until_it_expires_then_exchanged_anew(tmp_path: Path) -> None:
     async with exchange_hub(tmp_path) as setup:
         setup.exchanger.expires_in = 1  # exchanged tokens live 1 s from now on (kept until 0.1 s before)
@@ -225,6 +228,7 @@ async def test_an_exchanged_token_is_kept_until_it_expires_then_exchanged_anew(t
     assert set(bearers) == {f"Bearer {first}", f"Bearer {second}"}
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the server's sampling request
 async def test_a_clients_session_sends_with_the_latest_token_the_client_brought(tmp_path: Path) -> None:
     """Over legacy SSE the client's own session sends by itself what no call of the client sends (here: its

@@ -85,6 +85,7 @@ async def test_the_default_scan_holds_instructions_to_the_model(tmp_path: Path) 
     assert "leaky/shadow  (held or flagged for instructions to the model: model_tag" in shown.stdout, shown.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_poisoned_tool_is_held_until_accepted(tmp_path: Path, mode: str) -> None:
     config = setup(tmp_path, "hold")
@@ -121,6 +122,7 @@ async def test_a_poisoned_tool_is_served_and_audited_when_flagged(tmp_path: Path
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("on_change", "scan"), [("accept", '["hidden"]'), ("hold", "[]")])
 async def test_accept_or_no_scan_serves_it(tmp_path: Path, on_change: str, scan: str) -> None:
     config = setup(tmp_path, on_change, scan)

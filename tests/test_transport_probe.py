@@ -157,6 +157,7 @@ async def test_a_server_that_accepts_the_handshake_is_not_probed_again() -> None
     assert types.CallToolResult.model_validate(result).structured_content == {"text": "hi", "server": "remote"}
 
 
+@pytest.mark.slow
 async def test_an_imported_sse_server_mounts_whether_or_not_the_file_names_its_transport(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
     async with serve_app(recording(sse_app(build_server("old")), seen)) as upstream:

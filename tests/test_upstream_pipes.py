@@ -19,7 +19,7 @@ from mcp_hub.upstream.stdio import _HELD_BYTES, ArrivingLines, StdinLines, Stdio
 from mcp_hub.upstream.stdio import ChildPipes as Pipes
 from tests.conftest import fixture_server, make_config
 
-pytestmark = pytest.mark.real_processes  # the pipes of the stdio servers' own processes
+pytestmark = [pytest.mark.real_processes, pytest.mark.slow]  # the pipes of the stdio servers' own processes
 
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 

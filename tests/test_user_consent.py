@@ -207,6 +207,7 @@ async def test_deny_fails_the_waiting_call_and_keeps_nothing(tmp_path: Path) -> 
         nothing_kept(setup)
 
 
+@pytest.mark.slow
 async def test_a_second_client_of_the_person_is_asked_again_and_the_same_client_is_not(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,6 +325,7 @@ async def test_a_consent_link_expires(tmp_path: Path, monkeypatch: pytest.Monkey
         nothing_kept(setup)
 
 
+@pytest.mark.slow
 def test_a_token_file_from_before_consents_were_kept_is_read(tmp_path: Path) -> None:
     """A file of the earlier format (a bare list of records) keeps its connections, and takes consents from then
     on; revoking a connection forgets the consents toward that mount only."""

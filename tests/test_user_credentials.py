@@ -42,6 +42,7 @@ from tests.harness.identity import (
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_each_person_reaches_the_mount_with_their_own_token(tmp_path: Path, mode: str) -> None:
     """Two principals call one `user` mount: each is first sent to sign in, then every call of theirs carries
@@ -166,6 +167,7 @@ async def test_a_handshake_era_client_hears_that_the_sign_in_is_complete(tmp_pat
                 await wait_for(told)
 
 
+@pytest.mark.slow
 async def test_a_token_about_to_expire_is_refreshed_before_it_is_sent(tmp_path: Path) -> None:
     async with user_hub(tmp_path) as setup:
         setup.server.expires_in = 1  # replaced 0.1 s before it expires
@@ -251,6 +253,7 @@ async def test_a_refused_token_is_refreshed_once_for_all_waiting_calls(tmp_path:
             assert setup.bearers_of_calls(f"alice-again-{n}") == {second}
 
 
+@pytest.mark.slow
 async def test_a_refused_refresh_asks_the_person_to_sign_in_again(tmp_path: Path) -> None:
     async with user_hub(tmp_path) as setup:
         with anyio.fail_after(60):
@@ -264,6 +267,7 @@ async def test_a_refused_refresh_asks_the_person_to_sign_in_again(tmp_path: Path
                 assert (await a.call_tool("remote_echo", {"text": "alice-later"})).structured_content
 
 
+@pytest.mark.slow
 async def test_revoked_from_the_cli_the_session_closes_and_the_person_signs_in_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -330,6 +334,7 @@ def test_the_token_file_is_read_again_when_changed_elsewhere_and_needs_its_key(t
         ConnectionStore(path, new_key()).list()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_token_refused_mid_session_asks_a_url_capable_client_and_the_call_goes_through(
     tmp_path: Path, mode: str
@@ -375,6 +380,7 @@ async def test_a_token_refused_mid_session_asks_a_url_capable_client_and_the_cal
                 assert len([b for b, body in setup.calls if b'"alice-later"' in body.replace(b" ", b"")]) == 1
 
 
+@pytest.mark.slow
 async def test_a_server_that_refuses_even_a_refreshed_token_is_reported_in_words(tmp_path: Path) -> None:
     """The server refuses every token of alice's, the refreshed one too: her call fails with an error that says
     what the server answered, not which task group it came through."""

@@ -21,6 +21,7 @@ MESSAGES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("message", MESSAGES, ids=["text", "1 MB", "notification", "big ints", "int keys", "model"])
 def test_a_message_is_written_as_json_that_reads_back_as_itself(message: dict[str, object]) -> None:
     written = wire.dumps(message)
