@@ -259,6 +259,7 @@ def test_get_slash_points_to_the_mcp_endpoint_and_healthz(tmp_path: Path) -> Non
     assert "connect an MCP client to /mcp" in home["message"]
 
 
+@pytest.mark.real_processes  # a forked hub at a terminal once outlasted SIGTERM's 20 s
 def test_serving_stdio_at_a_terminal_says_it_waits_for_a_client(tmp_path: Path) -> None:
     config = write_config(tmp_path / "hub.toml", {}, catalog_snapshot=False)
     leader, follower = pty.openpty()

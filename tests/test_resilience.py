@@ -1,6 +1,7 @@
-"""Resilience: the hub under load and abuse, from both sides, with real processes only.
+"""Resilience: the hub under load and abuse, from both sides, with real processes.
 
-Upstreams are the fixture server as stdio children (and in-process over HTTP);
+Upstreams are the fixture server as stdio children (forks of a preloaded one, and launched afresh, marked
+`real_processes`, where a test kills, freezes or measures them), and in-process over HTTP;
 the hub runs in-process behind uvicorn, or as `mcp-hub serve` in a child
 process where its memory and its own children are easier to watch; clients are
 the SDK's `Client`, or raw HTTP and raw stdio where they must misbehave.
@@ -55,7 +56,7 @@ from tests.conftest import fixture_server, free_port, make_config, running_hub, 
 from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import BASE_TOOLS, build_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_processes, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 MIB = 1024 * 1024
 MODES = ["legacy", "2026-07-28"]
@@ -356,6 +357,7 @@ async def _storm(url: str) -> dict[tuple[int, str], list[str]]:
     return outcomes
 
 
+@pytest.mark.real_processes
 async def test_two_hundred_concurrent_sessions_get_one_answer_per_request(tmp_path: Path) -> None:
     servers = {"a": fixture_server("a"), "b": fixture_server("b")}
     async with hub_process(tmp_path, servers) as hub:
@@ -398,6 +400,7 @@ async def hub_serving(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> Asy
     await back_to(before)
 
 
+@pytest.mark.real_processes
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_upstream_killed_mid_call(tmp_path: Path, mode: str) -> None:
     async with hub_serving(tmp_path, {"a": fixture_server("a"), "b": fixture_server("b")}) as (hub, url, baseline):
@@ -439,6 +442,7 @@ async def test_an_upstream_killed_mid_call(tmp_path: Path, mode: str) -> None:
         await back_to(baseline)
 
 
+@pytest.mark.real_processes
 async def test_a_hung_upstream_times_out_and_the_others_serve(tmp_path: Path) -> None:
     servers = {"stuck": fixture_server("stuck", timeout=1.0), "ok": fixture_server("ok")}
     async with hub_serving(tmp_path, servers) as (hub, url, baseline):
@@ -512,6 +516,7 @@ async def test_junk_on_an_upstreams_stdout_is_skipped(tmp_path: Path, what: str,
         await back_to(baseline)
 
 
+@pytest.mark.real_processes
 async def test_a_line_without_end_costs_a_timeout_not_memory(tmp_path: Path) -> None:
     """200 MB and no newline: the hub drops the line past MAX_LINE_BYTES instead of holding it."""
     servers = {"bad": fixture_server("bad", timeout=2.0), "ok": fixture_server("ok")}
@@ -616,6 +621,7 @@ def _payload(size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
+@pytest.mark.real_processes
 @pytest.mark.parametrize(("upstream", "mode"), [("stdio", "legacy"), ("http", MODERN)])
 async def test_ten_megabytes_each_way(tmp_path: Path, upstream: str, mode: str) -> None:
     payload = _payload(TEN_MB)
@@ -852,6 +858,7 @@ STDIO_JUNK: list[bytes] = [
 ]
 
 
+@pytest.mark.real_processes
 async def test_junk_on_the_hubs_stdin_is_skipped_and_every_request_answered_once(tmp_path: Path) -> None:
     """Lines that are no JSON-RPC message get no answer (or one with id null); requests get exactly one."""
     config = write_config(tmp_path / "hub.toml", {"a": fixture_server("a")}, log_level="warning")
