@@ -28,6 +28,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,41 +168,32 @@ class TimingPlugin:
         self.sampler = _Sampler()
         self.sampler.start()
 
+    @contextmanager
     def _measure(self, item: pytest.Item, phase: str) -> Iterator[None]:
         wall, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
         self.sampler.current = item.nodeid
-        yield
-        spent = self.report.tests[item.nodeid][phase]
-        spent.wall += time.perf_counter() - wall
-        spent.cpu += time.process_time() - cpu
-        spent.children += _children_cpu() - children
+        try:
+            yield
+        finally:
+            spent = self.report.tests[item.nodeid][phase]
+            spent.wall += time.perf_counter() - wall
+            spent.cpu += time.process_time() - cpu
+            spent.children += _children_cpu() - children
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Any:
-        measuring = self._measure(item, "setup")
-        next(measuring)
-        try:
+        with self._measure(item, "setup"):
             return (yield)
-        finally:
-            next(measuring, None)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
-        measuring = self._measure(item, "call")
-        next(measuring)
-        try:
+        with self._measure(item, "call"):
             return (yield)
-        finally:
-            next(measuring, None)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Any:
-        measuring = self._measure(item, "teardown")
-        next(measuring)
-        try:
+        with self._measure(item, "teardown"):
             return (yield)
-        finally:
-            next(measuring, None)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any]) -> Any:
