@@ -219,6 +219,7 @@ async def allowed_directories(client: Client, expected: str) -> str:
     return text
 
 
+@pytest.mark.slow
 @needs_filesystem
 async def test_server_filesystem_serves_the_configured_roots(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
