@@ -224,7 +224,8 @@ class _Server(uvicorn.Server):
                 task.cancel(msg="the test's server stops")
         for server in self.servers:
             await server.wait_closed()
-        await self.lifespan.shutdown()
+        if not self.force_exit:
+            await self.lifespan.shutdown()
 
 
 @asynccontextmanager
@@ -290,14 +291,6 @@ async def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval
 
 async def _value(result: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "real_processes: hub_command(), fixture_server() and script_server() run processes of their own, not forks "
-        "of a preloaded process (for tests of the process: its pid, signals, exit, interpreter)",
-    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
