@@ -17,9 +17,6 @@ or HTTP, in either era) gets a hub of its own for the module, so the server's ow
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,7 +30,8 @@ from mcp.client import advertise
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app, wait_for
+from tests.conftest import ROOT, hub_client, make_config, running_hub, serve_app
+from tests.harness.processes import logging_until
 
 NPM = ROOT / "tests" / "npm"
 NODE = NPM / "node_modules" / ".bin" / "node"
@@ -80,34 +78,10 @@ def stdio_params() -> StdioServerParameters:
 @asynccontextmanager
 async def charts_over_http(workdir: Path) -> AsyncIterator[str]:
     """Run the server with `--http` (a free loopback port); yield its MCP URL."""
+    command = [str(NODE), str(SERVER), "--http"]
     log = workdir / "charts.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(NODE), str(SERVER), "--http"],
-            cwd=NPM,
-            env=dict(os.environ),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        url: list[str] = []
-
-        async def listening() -> bool:
-            text = log.read_text(encoding="utf-8", errors="replace")
-            assert process.poll() is None, f"the ext-apps server exited with {process.returncode}:\n{text}"
-            url.extend(re.findall(r"^listening on (http://\S+)$", text, re.MULTILINE)[:1])
-            return bool(url)
-
-        await wait_for(listening, timeout=20)
-        yield url[0]
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    async with logging_until(command, log, r"^listening on (http://\S+)$", "the ext-apps server", cwd=NPM) as url:
+        yield url[1]
 
 
 @pytest.fixture(scope="module")

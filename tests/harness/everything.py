@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ import mcp_types as types
 from mcp.client.session import ClientRequestContext
 
 from tests.conftest import EVERYTHING, wait_for
+from tests.harness.processes import logging_until
 
 _LOOPBACK_PRELOAD = r"""
 // server-everything listens on every interface (express `app.listen(PORT)`); keep it on
@@ -37,26 +36,9 @@ async def everything_over_http(workdir: Path) -> AsyncIterator[str]:
     preload.write_text(_LOOPBACK_PRELOAD, encoding="utf-8")
     log = workdir / "everything.log"
     env = {**os.environ, "PORT": "0", "NODE_OPTIONS": f'--require "{preload}"'}
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [str(EVERYTHING), "streamableHttp"],
-            env=env,
-            cwd=workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,  # it logs every request there
-            stderr=stderr,
-        )
-    try:
-        port: list[str] = []
-
-        async def listening() -> bool:
-            text = log.read_text(encoding="utf-8", errors="replace")
-            assert process.poll() is None, f"server-everything exited with {process.returncode}:\n{text}"
-            port.extend(re.findall(r"^loopback port (\d+)$", text, re.MULTILINE)[:1])
-            return bool(port)
-
-        await wait_for(listening, timeout=20)
-        url = f"http://127.0.0.1:{port[0]}/mcp"
+    command = [str(EVERYTHING), "streamableHttp"]
+    async with logging_until(command, log, r"^loopback port (\d+)$", "server-everything", cwd=workdir, env=env) as port:
+        url = f"http://127.0.0.1:{port[1]}/mcp"
 
         async def answers() -> bool:
             try:
@@ -68,13 +50,6 @@ async def everything_over_http(workdir: Path) -> AsyncIterator[str]:
 
         await wait_for(answers, timeout=10)
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 SAMPLING_CAPABILITY = types.SamplingCapability(
