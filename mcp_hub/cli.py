@@ -316,6 +316,10 @@ def _check(args: argparse.Namespace) -> int:
             print(f"  {name}: {_state(report)}: {reason}")
             for line in _collapsed(report["stderr"])[-_STDERR_LINES:]:
                 print(f"    stderr: {line}")
+        if "sandbox" in report:
+            print(f"    sandbox: {report['sandbox']['summary']}")
+            if report["sandbox"]["limit_hit"]:
+                print(f"    sandbox limit: {report['sandbox']['limit_hit']}")
         for method, why in report["refused"].items():
             print(f"    refused {method}: {why}")
         for line in report["skipped"]:

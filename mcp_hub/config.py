@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from mcp_hub.errors import ConfigError
@@ -770,6 +770,92 @@ def _is_json(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
+SANDBOX_PROFILES = ("standard", "network", "off")
+"""The sandbox profiles a stdio server may be given (see mcp_hub/upstream/sandbox.py for what each allows)."""
+
+
+class SandboxSettings(BaseModel):
+    """The [sandbox] table (what every stdio server gets) and a server's own `sandbox` (a profile's name, or a
+    table of these keys over the hub-wide ones): what a stdio server may see, reach and use (Linux, bubblewrap;
+    see README, "Sandbox")."""
+
+    model_config = _MODEL_CONFIG
+
+    profile: Literal["standard", "network", "off"] | None = None
+    """"standard": the system read-only, a private empty home and /tmp, no network, limits on memory and processes;
+    "network": the same with the network; "off": no sandbox. Unset in [sandbox]: no sandbox (as "off"); unset in
+    a server's table: the hub-wide profile, or "standard"."""
+    read: tuple[str, ...] = Field(default=(), strict=False)
+    """Folders or files the server may read (absolute paths or ~/...); the hub-wide list and the server's add up."""
+    write: tuple[str, ...] = Field(default=(), strict=False)
+    """Folders or files the server may read and write."""
+    network: Literal["none", "any"] | None = None
+    """"none": a network of its own with only its own loopback (no connection out, none to this machine's
+    services); "any": this machine's network. Unset: the profile's."""
+    memory: ByteSize | None = None
+    """The most memory its processes may use together ("512MiB", "2GiB"; a number is bytes); past it, the
+    kernel kills it. Unset: the profile's (1 GiB). Needs a writable cgroup (see README, "Sandbox")."""
+    processes: int | None = Field(default=None, ge=1)
+    """The most processes and threads it may run at once (256 in the profiles). Needs a writable cgroup."""
+    cpu_seconds: int | None = Field(default=None, ge=1)
+    """The CPU time its process may use in all before it is killed (unset: no limit; servers run for days)."""
+    file_size: ByteSize | None = None
+    """The largest file it may write (1 GiB in the profiles)."""
+    open_files: int | None = Field(default=None, ge=16)
+    """The most files it may have open at once (4096 in the profiles)."""
+    required: bool | None = None
+    """In [sandbox]: true, a stdio server does not start where the sandbox cannot be set up (bubblewrap missing);
+    false (the default), it runs unconfined there, with a warning in the log, `check` and /healthz. A server
+    whose own table asks for a sandbox never runs without one."""
+
+    @field_validator("read", "write")
+    @classmethod
+    def _absolute_paths(cls, paths: tuple[str, ...]) -> tuple[str, ...]:
+        for index, path in enumerate(paths):
+            if not (path.startswith(("/", "~", "${"))):
+                raise rule_error(
+                    f"{path!r} is not an absolute path; write the full path, like '/srv/data' or '~/notes'", index
+                )
+            if "\x00" in path:
+                raise rule_error("a path cannot contain a NUL character", index)
+            if os.path.normpath(path) == "/":
+                raise rule_error('"/" is the whole filesystem; name the folders, or write sandbox = "off"', index)
+        return paths
+
+
+def effective_sandbox(hub: SandboxSettings, own: SandboxSettings | None) -> SandboxSettings | None:
+    """A stdio server's sandbox: its own table's keys over the hub-wide ones (`read` and `write` add up), with
+    `required` true where it asked for one itself; None where neither asks for one."""
+    if own is None:
+        if hub.profile in (None, "off"):
+            return None
+        return hub.model_copy(update={"required": bool(hub.required)})
+    profile = own.profile or hub.profile or "standard"
+    if profile == "off":
+        return SandboxSettings(profile="off")
+    keys = ("network", "memory", "processes", "cpu_seconds", "file_size", "open_files")
+    values = {key: getattr(own if key in own.model_fields_set else hub, key) for key in keys}
+    return SandboxSettings(
+        profile=profile,
+        read=tuple(dict.fromkeys((*hub.read, *own.read))),
+        write=tuple(dict.fromkeys((*hub.write, *own.write))),
+        required=True,
+        **values,
+    )
+
+
+def _sandbox_table(value: Any) -> Any:
+    """A server's `sandbox = "NAME"` as the table `{profile = "NAME"}`."""
+    if isinstance(value, str):
+        if value not in SANDBOX_PROFILES:
+            raise rule_error(
+                f"unknown sandbox profile {value!r}; write one of {', '.join(map(repr, SANDBOX_PROFILES))}, or a "
+                'table such as { profile = "standard", write = ["~/notes"] }'
+            )
+        return {"profile": value}
+    return value
+
+
 class ServerConfig(BaseModel):
     """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
 
@@ -814,6 +900,9 @@ class ServerConfig(BaseModel):
     hub's answer to every `roots/list` the server asks. None: the server hears a client's roots."""
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     """What a model reads of some of the server's tools, by the server's own tool name ([servers.NAME.tools.TOOL])."""
+    sandbox: SandboxSettings | None = None
+    """A stdio server's own sandbox: a profile's name ("standard", "network", "off") or a table of [sandbox]'s
+    keys over the hub-wide ones ([servers.NAME.sandbox]). Unset: the hub-wide [sandbox]."""
     unusable: str | None = None
     """Not a hub.toml key: why the loader left this server out (a variable its table needs is not set); such a
     server is not enabled."""
@@ -849,6 +938,11 @@ class ServerConfig(BaseModel):
                     name,
                 )
         return {name: value.strip(" \t") for name, value in headers.items()}
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _sandbox_profile(cls, value: Any) -> Any:
+        return _sandbox_table(value)
 
     @field_validator("roots")
     @classmethod
@@ -913,7 +1007,7 @@ def _check_mount_name(name: str) -> None:
         )
 
 
-_STDIO_ONLY = ("args", "env", "cwd")
+_STDIO_ONLY = ("args", "env", "cwd", "sandbox")
 _REMOTE_ONLY = ("transport", "headers", "auth")
 
 
@@ -949,6 +1043,7 @@ class HubConfig(BaseModel):
     search: SearchSettings = Field(default_factory=SearchSettings)
     guardrails: GuardrailsSettings = Field(default_factory=GuardrailsSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
     admin: AdminSettings = Field(default_factory=AdminSettings)
     path: str = "hub.toml"
@@ -994,6 +1089,16 @@ class HubConfig(BaseModel):
                     "or disable the other servers",
                     *("servers", name, "prefix"),
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _sandbox_each_stdio_server(self) -> HubConfig:
+        """Each stdio server's `sandbox` becomes the one it runs in (`effective_sandbox`)."""
+        for name, server in self.servers.items():
+            if server.command is not None:
+                sandbox = effective_sandbox(self.sandbox, server.sandbox)
+                if sandbox != server.sandbox:
+                    self.servers[name] = server.model_copy(update={"sandbox": sandbox})
         return self
 
     @model_validator(mode="after")
@@ -1160,6 +1265,7 @@ _TOP_KEYS = (
     "search",
     "guardrails",
     "cluster",
+    "sandbox",
     "endpoints",
     "admin",
 )
@@ -1175,12 +1281,14 @@ _SECTION_KEYS = {
     "search": tuple(SearchSettings.model_fields),
     "guardrails": tuple(GuardrailsSettings.model_fields),
     "cluster": tuple(ClusterSettings.model_fields),
+    "sandbox": tuple(SandboxSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "unusable"))
 _SERVER_AUTH_KEYS = tuple(ServerAuth.model_fields)
 _ENDPOINT_KEYS = tuple(EndpointSettings.model_fields)
 _TOOL_OVERRIDE_KEYS = tuple(ToolOverride.model_fields)
+_SERVER_SANDBOX_KEYS = tuple(key for key in SandboxSettings.model_fields if key != "required")
 
 
 def _unknown_keys(data: dict[str, Any], file: str) -> list[ConfigError]:
@@ -1199,6 +1307,8 @@ def _unknown_keys(data: dict[str, Any], file: str) -> list[ConfigError]:
                 found += _check_table(table, _SERVER_KEYS, ("servers", name), file)
                 if isinstance(table.get("auth"), dict):
                     found += _check_table(table["auth"], _SERVER_AUTH_KEYS, ("servers", name, "auth"), file)
+                if isinstance(table.get("sandbox"), dict):
+                    found += _check_table(table["sandbox"], _SERVER_SANDBOX_KEYS, ("servers", name, "sandbox"), file)
                 for tool, override in (table["tools"] if isinstance(table.get("tools"), dict) else {}).items():
                     if isinstance(override, dict):
                         found += _check_table(override, _TOOL_OVERRIDE_KEYS, ("servers", name, "tools", tool), file)
@@ -1281,7 +1391,7 @@ def _describe(value: Any) -> str:
 
 _REFERENCE = re.compile(r"\$\$|\$\{(?P<body>[^}]*)\}|\$\{")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^$]*))?\Z")
-_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots", "auth"))
+_EXPANDED_KEYS = frozenset(("command", "args", "env", "cwd", "url", "headers", "roots", "auth", "sandbox"))
 
 
 class UnsetVariable(ConfigError):

@@ -62,6 +62,8 @@ from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
+from mcp_hub.upstream.sandbox import describe as sandbox_report
+from mcp_hub.upstream.sandbox import limit_refusals
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
@@ -195,7 +197,12 @@ class Hub:
 
     def _upstream(self, server: ServerConfig) -> Upstream:
         return Upstream(
-            server, self._on_listing, on_log=self._on_log, on_updated=self._on_updated, sole_client=self._sole_client
+            server,
+            self._on_listing,
+            on_log=self._on_log,
+            on_updated=self._on_updated,
+            sole_client=self._sole_client,
+            on_limit=lambda upstream, ended: self.audit.record_server_limit(upstream.name, ended),
         )
 
     @asynccontextmanager
@@ -492,6 +499,10 @@ class Hub:
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),
             }
+            sandbox = sandbox_report(upstream.config)
+            if sandbox is not None:
+                sandbox["limit_hit"] = upstream.limit_hit or limit_refusals(name)
+                servers[name]["sandbox"] = sandbox
         for name, server in self.config.servers.items():  # left out by the loader: a variable it needs is unset
             if server.unusable is not None:
                 servers[name] = {

@@ -72,6 +72,7 @@ _OUTCOMES = (
     "redacted",
     "flagged",
     "tool_changed",
+    "server_limit",
     "accepted",
     "rejected",
     "revoked",

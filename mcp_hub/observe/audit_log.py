@@ -331,6 +331,28 @@ class AuditLog:
             )
         )
 
+    def record_server_limit(self, mount: str, ended: str) -> None:
+        """A stdio server's sandbox ended it for a limit (`ended` says which): one event, outcome "server_limit",
+        by the principal "mcp-hub"; the server is restarted."""
+        self.record(
+            AuditEvent(
+                time=self.now(),
+                decision_id=self.new_decision_id(),
+                principal="mcp-hub",
+                session=None,
+                method="server/exit",
+                mount=mount,
+                name=None,
+                via=None,
+                arguments={},
+                outcome="server_limit",
+                rule=None,
+                reason=f"{ended}; restarted",
+                latency_ms=None,
+                policy_revision=None,
+            )
+        )
+
     def __enter__(self) -> AuditLog:
         self.start()
         return self

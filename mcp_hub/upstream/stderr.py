@@ -43,11 +43,15 @@ class StderrTail:
         self._pipes: set[asyncio.ReadTransport] = set()
         self.ended: str | None = None
         """How the child of the current connection attempt ended (None: it has not, or it is not known)."""
+        self.limit: str | None = None
+        """The sandbox limit that ended it ("its memory limit (1 GiB)"), if one did."""
         self._ended = asyncio.Event()
 
-    def child_exited(self, returncode: int) -> None:
-        """The child exited with `returncode` (negative: the signal that ended it)."""
-        self.ended = exit_status(returncode)
+    def child_exited(self, returncode: int, how: str | None = None, limit: str | None = None) -> None:
+        """The child exited with `returncode` (negative: the signal that ended it); `how` says so in words
+        where its sandbox knows more, and `limit` names the sandbox limit that ended it."""
+        self.ended = how or exit_status(returncode)
+        self.limit = limit
         self._ended.set()
 
     async def wait_ended(self, seconds: float) -> str | None:
@@ -68,7 +72,7 @@ class StderrTail:
     def capturing(self) -> Iterator[None]:
         """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit; how the
         previous attempt's child ended is forgotten on entry."""
-        self.ended = None
+        self.ended = self.limit = None
         self._ended = asyncio.Event()
         try:
             yield

@@ -73,6 +73,7 @@ from mcp_hub.sdk.client import (
 from mcp_hub.streams import LineStart, ReadStreamBase, deliver_progress
 from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
 from mcp_hub.upstream.command import CommandNotFound, find_command
+from mcp_hub.upstream.sandbox import Confinement, confine
 from mcp_hub.upstream.stderr import StderrTail, stderr_for_child
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -111,6 +112,8 @@ class StdioTransport:
         self._stderr = stderr
         self._inner: StdioClient | None = None
         self.channel: StdioChannel | None = None
+        self.confinement: Confinement | None = None
+        """The child's sandbox (sandbox.py), where it has one."""
 
     async def __aenter__(self) -> TransportStreams:
         if self._command is None:
@@ -118,13 +121,21 @@ class StdioTransport:
             if self._command is None:
                 raise CommandNotFound(self._config.command or "", self._config.cwd)
             self._params = self._params.model_copy(update={"command": self._command})
+        params = self._params
+        self.confinement = confine(self._config, params.command, params.args, params.cwd)
+        if self.confinement is not None:
+            command, *args = self.confinement.argv
+            params = params.model_copy(update={"command": command, "args": args})
         channel = StdioChannel()
         pipes = ChildPipes(channel.take_line, channel.handing_on)
-        if self._stderr is not None:
-            pipes.on_exit = self._stderr.child_exited
-        async with stderr_for_child(self._stderr) as errlog:  # the child's own once it has started
-            self._inner = StdioClient(self._params, pipes, errlog)
-            read_stream, write_stream = await self._inner.__aenter__()
+        pipes.on_exit = self._child_exited
+        try:
+            async with stderr_for_child(self._stderr) as errlog:  # the child's own once it has started
+                self._inner = StdioClient(params, pipes, errlog)
+                read_stream, write_stream = await self._inner.__aenter__()
+        except BaseException:
+            self._release()
+            raise
         channel.open(write_stream, pipes.stdin)
         self.channel = channel
         return channel.wrap(read_stream), write_stream
@@ -135,7 +146,23 @@ class StdioTransport:
         if self.channel is not None:
             self.channel.close()
         assert self._inner is not None
-        return await self._inner.__aexit__(exc_type, exc, tb)
+        try:
+            return await self._inner.__aexit__(exc_type, exc, tb)
+        finally:
+            self._release()
+
+    def _child_exited(self, returncode: int) -> None:
+        """How the child ended (and the sandbox limit that ended it), for the mount's reports."""
+        if self._stderr is None:
+            return
+        if self.confinement is None:
+            self._stderr.child_exited(returncode)
+        else:
+            self._stderr.child_exited(returncode, *self.confinement.ended(returncode))
+
+    def _release(self) -> None:
+        if self.confinement is not None:
+            self.confinement.release()
 
 
 # -- the channel ---------------------------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ from mcp_hub.upstream.relay import (
     SoleClient,
     takes_url_elicitation,
 )
+from mcp_hub.upstream.sandbox import SandboxUnavailable
 from mcp_hub.upstream.stderr import StderrTail
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -116,6 +117,10 @@ ListingHook = Callable[["Upstream", frozenset[str]], Awaitable[None]]
 LogHook = Callable[[Mapping[str, Any]], Awaitable[None]]
 """Delivers a server's log message that no single client's request explains (to every client)."""
 
+LimitHook = Callable[["Upstream", str], None]
+"""Called when a stdio server's sandbox killed it for a limit, with how it ended ("the server was killed for its
+memory limit (1 GiB)")."""
+
 UpdatedHook = Callable[["Upstream", str], Awaitable[None]]
 """Called when the server says a resource it was asked about (`subscribe`) changed; the server's URI."""
 
@@ -142,6 +147,7 @@ class Upstream:
         on_log: LogHook | None = None,
         on_updated: UpdatedHook | None = None,
         sole_client: SoleClient | None = None,
+        on_limit: LimitHook | None = None,
     ) -> None:
         """`sole_client`: the one client of a hub serving stdio, asked the shared session's `roots/list`
         when no client's call explains it (see relay.py)."""
@@ -153,6 +159,9 @@ class Upstream:
         self._on_log = on_log
         self._on_updated = on_updated
         self._sole_client = sole_client
+        self._on_limit = on_limit
+        self.limit_hit: str | None = None
+        """How the server's sandbox last ended it for a limit, and when (kept across restarts)."""
         self._log_level: str | None = None
         self._subscribed: set[str] = set()
         """The server's URIs of the resources some client wants to hear about."""
@@ -593,6 +602,8 @@ class Upstream:
                     self.last_error = _describe(exc)
                     if _closed(exc) and (ended := await self.stderr.wait_ended(_REAPED_WITHIN)) is not None:
                         self.last_error = f"{self.last_error}: {ended}"
+                    if self.stderr.limit is not None and self.stderr.ended is not None:
+                        self._limited(self.stderr.ended)
                     missing = _command_missing(exc)
                     if not missing or said is None or said[0] != self.last_error or started - said[1] > _SAY_AGAIN:
                         logger.warning("server %r: %s", self.name, self.last_error)
@@ -752,6 +763,11 @@ class Upstream:
         except MCPError as exc:
             self._refused("ping", exc)  # answered, just not with a result: the connection works
 
+    def _limited(self, ended: str) -> None:
+        self.limit_hit = f"{ended} at {time.strftime('%Y-%m-%d %H:%M:%S')}"
+        if self._on_limit is not None:
+            self._on_limit(self, ended)
+
     def _lost(self, reason: str) -> None:
         """Mark the current connection unusable; its watcher reconnects."""
         self.last_error = reason
@@ -798,10 +814,11 @@ def _closed(exc: BaseException) -> bool:
 
 
 def _command_missing(exc: BaseException) -> bool:
-    """Whether `exc` (or every error of a group) is a stdio server's command not found."""
+    """Whether `exc` (or every error of a group) is a stdio server's command not found, or its sandbox's tools
+    (something to install: looked for again now and then)."""
     if isinstance(exc, BaseExceptionGroup):
         return all(_command_missing(inner) for inner in exc.exceptions)
-    return isinstance(exc, CommandNotFound)
+    return isinstance(exc, CommandNotFound | SandboxUnavailable)
 
 
 def _describe(exc: BaseException) -> str:
@@ -810,5 +827,5 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, ExceptionGroup):
         return "; ".join(_describe(e) for e in exc.exceptions)
     text = str(exc) or type(exc).__name__
-    plain = isinstance(exc, UpstreamError | _ConnectionLost | MCPError | CommandNotFound)
+    plain = isinstance(exc, UpstreamError | _ConnectionLost | MCPError | CommandNotFound | SandboxUnavailable)
     return text if plain else f"{type(exc).__name__}: {text}"
