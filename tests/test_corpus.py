@@ -12,6 +12,10 @@ The corpus, each server started as its users start it:
   `tests/.venv-sdk1` (made once from `tests/servers/sdk1-requirements.txt`, and reused);
 - a server on the SDK's low-level `Server` that implements `tools/list` and `tools/call` only.
 
+Where bubblewrap can run (see README, "Sandbox"), the hub runs every stdio server of the corpus in its sandbox,
+as a user would mount it (`sandboxed`), and the direct connections do not: the sandbox changes nothing a
+client sees.
+
 One hub mounts them all. Each is listed and called through the hub by a handshake-era client
 (`initialize`, 2025-11-25) and by a 2026-07-28 client, and the same requests go to the same server
 over a direct connection made as the hub makes its own (`mode="auto"`): the listings are equal
@@ -43,6 +47,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse
 from starlette.routing import Route
 
 from mcp_hub.hub import Hub
+from mcp_hub.upstream.sandbox import unavailable
 from tests.conftest import (
     EVERYTHING,
     ROOT,
@@ -427,14 +432,40 @@ async def started(
 ) -> AsyncIterator[tuple[Hub, dict[str, Client]]]:
     """One hub mounting the whole corpus, and the direct connections, started together."""
     tables = {mount: server.table for mount, server in servers.items()}
-    config = make_config(tmp_path_factory.mktemp("hub"), tables)
+    folder = tmp_path_factory.mktemp("hub")
+    if unavailable() is None:
+        tables = sandboxed(tables, Path(servers["files"].table["args"][0]).parent)
+    config = make_config(folder, tables)
+    if unavailable() is None:
+        assert all(config.servers[mount].sandbox for mount, table in tables.items() if "command" in table)
     asked = answers(Path(servers["files"].table["args"][0]))
     async with (
         connected({m: s.direct() for m, s in servers.items()}, **asked.options()) as clients,
         running_hub(config, settle=90) as hub,
     ):
         await wait_for(lambda: _all(clients, servers), timeout=90)
+        if unavailable() is None:
+            reports = hub.health()["servers"]
+            assert {m: reports[m]["sandbox"]["status"] for m in tables if "command" in tables[m]} == dict.fromkeys(
+                (m for m in tables if "command" in tables[m]), "on"
+            )
         yield hub, clients
+
+
+def sandboxed(tables: dict[str, dict[str, Any]], work: Path) -> dict[str, dict[str, Any]]:
+    """The tables as a user of the sandbox writes them (README, "Sandbox"): every stdio server in the "standard"
+    profile, with the folders it is given to work on, and the network for the servers that fetch pages."""
+    given = {
+        "files": {"sandbox": {"write": [str(work / "files")]}},
+        "memory": {"sandbox": {"write": [str(work)]}},  # MEMORY_FILE_PATH's folder
+        "git": {"sandbox": {"read": [str(work / "repo")]}},
+        "fetch": {"sandbox": "network"},
+        "fetch-guarded": {"sandbox": "network"},
+    }
+    return {
+        mount: {**table, **given.get(mount, {"sandbox": "standard"})} if "command" in table else table
+        for mount, table in tables.items()
+    }
 
 
 async def _all(clients: dict[str, Client], servers: dict[str, Server]) -> bool:
