@@ -9,6 +9,7 @@ what a limit did is reported (/healthz, `check --connect`, the audit).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from pathlib import Path
@@ -347,3 +348,67 @@ async def test_without_bubblewrap_a_server_that_asks_for_a_sandbox_does_not_star
             assert other["sandbox"]["summary"].startswith("UNCONFINED: bubblewrap (bwrap) is not installed")
     finally:
         unavailable.cache_clear()
+
+
+# -- package runners ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runner", "args", "fetch"),
+    [
+        ("npx", ["-y", "@scope/server", "--flag"], ["-y", "--package", "@scope/server", "-c", "true"]),
+        (
+            "npx",
+            ["--registry", "https://r.example", "pkg@1.2"],
+            ["--registry", "https://r.example", "--package", "pkg@1.2", "-c", "true"],
+        ),
+        ("npx", ["-y"], None),
+        ("uvx", ["mcp-server-time", "--local-timezone", "UTC"], ["--from", "mcp-server-time", "python", "-c", "0"]),
+        (
+            "uvx",
+            ["--from", "git+https://x/y", "serve", "--port", "1"],
+            ["--from", "git+https://x/y", "python", "-c", "0"],
+        ),
+        (
+            "uvx",
+            ["--python", "3.12", "mcp-server-git"],
+            ["--python", "3.12", "--from", "mcp-server-git", "python", "-c", "0"],
+        ),
+    ],
+)
+def test_a_package_runner_fetches_the_package_its_arguments_name(
+    runner: str, args: list[str], fetch: list[str] | None
+) -> None:
+    assert sandbox.PACKAGE_RUNNERS[runner].fetch_args(args) == fetch
+
+
+NPM_LOCK = json.loads((ROOT / "tests" / "npm" / "package-lock.json").read_text())
+THINKING = NPM_LOCK["packages"]["node_modules/@modelcontextprotocol/server-sequential-thinking"]["version"]
+
+
+@pytest.mark.slow
+@needs_bubblewrap
+@pytest.mark.anyio
+async def test_an_npx_server_without_network_runs_from_the_hubs_package_cache(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package is fetched from the npm registry once, with the network but none of the user's files (nor
+    the server's variables); the server then runs offline, from the hub's cache, not the user's ~/.npm."""
+    from mcp_hub.config import load_config
+
+    package = f"@modelcontextprotocol/server-sequential-thinking@{THINKING}"
+    path = write_config(
+        tmp_path / "hub.toml",
+        {"thinking": {"command": "npx", "args": ["-y", package], "env": {"DISABLE_THOUGHT_LOGGING": "true"}}},
+    )
+    with path.open("a") as file:
+        file.write('\n[sandbox]\nprofile = "standard"\n')
+    async with running_hub(load_config(path), settle=90) as hub, hub_client(hub) as client:
+        assert hub.upstreams["thinking"].state == "up", (
+            hub.upstreams["thinking"].last_error,
+            hub.upstreams["thinking"].stderr.lines(),
+        )
+        tools = [tool.name for tool in (await client.list_tools()).tools]
+        assert tools == ["thinking_sequentialthinking"]
+    cache = Path(os.environ["XDG_STATE_HOME"]) / "mcp-hub" / "sandbox-cache" / "npx"
+    assert (cache / "_npx").is_dir() and not (home / ".npm").exists()

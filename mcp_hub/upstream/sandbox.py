@@ -26,6 +26,7 @@ and `describe()` says so (`check`, /healthz, the console, a warning in the log).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
@@ -39,6 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from mcp_hub.config import SandboxSettings, ServerConfig
 from mcp_hub.state import state_folder
@@ -228,6 +231,33 @@ class Confinement:
     argv: list[str]
     cgroup: Cgroup | None = None
     env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the server's environment (a package runner's cache, and that it is offline)."""
+    prepare: list[str] | None = None
+    """A package runner's command line that fetches the server's package into its cache first, with the
+    network (the server then runs offline, without it)."""
+    fetch_env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the environment of `prepare`: the cache's, online."""
+    key: tuple[str, ...] = ()
+
+    async def prepared(self, env: Mapping[str, str], seconds: float) -> None:
+        """Fetch the server's package (`prepare`, in `env` without the server's own variables), once per hub
+        process; a failure is logged, and the server started anyway (its package may be in the cache already;
+        if not, it says so on its stderr)."""
+        if self.prepare is None or self.key in _PREPARED:
+            return
+        fetching = {name: value for name, value in os.environ.items() if _FETCH_VARIABLES.match(name)}
+        environment = {**env, **fetching, **self.fetch_env}
+        try:
+            with anyio.fail_after(seconds):
+                done = await anyio.run_process(self.prepare, env=environment, check=False, stdin=subprocess.DEVNULL)
+        except TimeoutError:
+            logger.warning("fetching the package of %s timed out after %gs", " ".join(self.key), seconds)
+            return
+        if done.returncode == 0:
+            _PREPARED.add(self.key)
+        else:
+            said = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            logger.warning("fetching the package of %s failed: %s", " ".join(self.key), " / ".join(said))
 
     def ended(self, returncode: int) -> tuple[str, str | None]:
         """How the server's process ended, in words, and the limit that ended it (None: none did)."""
@@ -261,10 +291,105 @@ def confine(config: ServerConfig, command: str, args: Iterable[str], cwd: str | 
         _warn_unconfined(config.name, why)
         return None
     args = list(args)
-    cgroup = Cgroups.here().make(config.name, sandbox) if Cgroups.here() is not None else None
-    bwrap = bubblewrap_argv(sandbox, command, args, cwd, config)
-    argv = _shell_argv(sandbox, cgroup, bwrap)
-    return Confinement(sandbox, argv, cgroup)
+    env: dict[str, str] = {}
+    fetch_env: dict[str, str] = {}
+    prepare = None
+    runner = PACKAGE_RUNNERS.get(Path(command).name)
+    if runner is not None:
+        cache = state_folder() / "sandbox-cache" / runner.name
+        cache.mkdir(parents=True, exist_ok=True)
+        env = fetch_env = runner.cache_env(cache)
+        sandbox = dataclasses.replace(sandbox, write=(*sandbox.write, cache))
+        fetch_args = runner.fetch_args(args)
+        if sandbox.network == "none" and fetch_args is not None:
+            env = {**env, **runner.offline}
+            fetching = dataclasses.replace(sandbox, network="any", read=(), write=(cache,))
+            prepare = bubblewrap_argv(fetching, command, fetch_args, cwd, config)
+    cgroups = Cgroups.here()
+    cgroup = cgroups.make(config.name, sandbox) if cgroups is not None else None
+    argv = _shell_argv(sandbox, cgroup, bubblewrap_argv(sandbox, command, args, cwd, config))
+    return Confinement(sandbox, argv, cgroup, env, prepare, fetch_env, (command, *args))
+
+
+# -- package runners ---------------------------------------------------------------------------------------------
+
+_FETCH_VARIABLES = re.compile(
+    r"(?i)^(https?_proxy|all_proxy|no_proxy|ssl_cert_(file|dir)|requests_ca_bundle|node_extra_ca_certs"
+    r"|npm_config_(registry|proxy|https_proxy|cafile|strict_ssl)|uv_(index_url|default_index|extra_index_url"
+    r"|index|native_tls|system_certs|python)|pip_(index_url|extra_index_url|cert))$"
+)
+"""The hub's own variables a package fetch goes on with (proxies, certificate authorities, package indexes): the
+server's own variables, which may hold secrets, are not given to the fetch."""
+
+_PREPARED: set[tuple[str, ...]] = set()
+"""The package runners' command lines whose packages this hub process has fetched."""
+
+
+@dataclass(frozen=True)
+class PackageRunner:
+    """A command that fetches a package and runs it (`npx`, `uvx`): in a sandbox, it keeps its packages in a
+    cache folder of the hub's (not the user's own cache, hidden with the home folder), fetched with the network
+    before the server starts, and runs them offline where the server has no network."""
+
+    name: str
+    cache_variables: tuple[str, ...]
+    offline: Mapping[str, str]
+    valued: frozenset[str]
+    """Its options that take a value (the next argument)."""
+    fetch: tuple[str, ...]
+    """What runs once the package is fetched, in place of the server: `{}` is the package."""
+
+    def cache_env(self, cache: Path) -> dict[str, str]:
+        return {variable: str(cache) for variable in self.cache_variables}
+
+    def fetch_args(self, args: list[str]) -> list[str] | None:
+        """The arguments that fetch the package `args` run, and do nothing else (None: no package found)."""
+        options: list[str] = []
+        index = 0
+        while index < len(args) and args[index].startswith("-"):
+            option = args[index]
+            taken = 2 if option in self.valued else 1
+            options += args[index : index + taken]
+            index += taken
+        if index >= len(args):
+            return None
+        if self.name == "uvx" and "--from" in options:
+            return [*options, *self.fetch[2:]]
+        return [*options, *(part.replace("{}", args[index]) for part in self.fetch)]
+
+
+PACKAGE_RUNNERS: Mapping[str, PackageRunner] = {
+    "npx": PackageRunner(
+        "npx",
+        ("npm_config_cache",),
+        {"npm_config_offline": "true", "npm_config_update_notifier": "false"},
+        frozenset({"-p", "--package", "--registry", "--userconfig", "--cache"}),
+        ("--package", "{}", "-c", "true"),
+    ),
+    "uvx": PackageRunner(
+        "uvx",
+        ("UV_CACHE_DIR",),
+        {"UV_OFFLINE": "1"},
+        frozenset(
+            {
+                "--from",
+                "--with",
+                "--with-editable",
+                "--with-requirements",
+                "--python",
+                "-p",
+                "--index",
+                "--index-url",
+                "--default-index",
+                "--extra-index-url",
+                "-i",
+                "--constraints",
+                "-c",
+            }
+        ),
+        ("--from", "{}", "python", "-c", "0"),
+    ),
+}
 
 
 @functools.cache

@@ -46,7 +46,7 @@ from typing import Any
 import anyio
 import pydantic_core
 from anyio.abc import AnyByteReceiveStream, ByteReceiveStream, ByteSendStream, ObjectReceiveStream
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, get_default_environment
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -125,7 +125,9 @@ class StdioTransport:
         self.confinement = confine(self._config, params.command, params.args, params.cwd)
         if self.confinement is not None:
             command, *args = self.confinement.argv
-            params = params.model_copy(update={"command": command, "args": args})
+            await self.confinement.prepared(get_default_environment(), self._config.connect_timeout)
+            env = {**(params.env or {}), **self.confinement.env}  # over the SDK's default environment
+            params = params.model_copy(update={"command": command, "args": args, "env": env})
         channel = StdioChannel()
         pipes = ChildPipes(channel.take_line, channel.handing_on)
         pipes.on_exit = self._child_exited
