@@ -149,6 +149,13 @@ pins = true
 [audit]
 file = true
 
+# Every stdio server runs in a sandbox (Linux, with bubblewrap): the system read-only, an empty private home
+# and /tmp, no network, at most 1 GiB of memory and 256 processes (README, "Sandbox"). The servers below
+# say what more they need: sandbox = "network", or the folders they may write. Where bubblewrap is not
+# installed, servers run unconfined and `mcp-hub check` says so.
+[sandbox]
+profile = "standard"
+
 """
 """The start of a hub.toml that `mcp-hub import` creates: the protections a new user gets, before the servers."""
 
@@ -379,7 +386,49 @@ def _stdio_values(entry: dict[str, Any], server: _Server, state: _Import) -> dic
         values["env"] = env
     if "cwd" in entry:
         values["cwd"] = _text(entry["cwd"], "cwd", server, state)
+    sandbox = _sandbox(values, server)
+    if sandbox is not None:
+        values["sandbox"] = sandbox
     return values
+
+
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+_NETWORK_PACKAGES = re.compile(
+    r"fetch|puppeteer|playwright|brave-search|github|gitlab|slack|google-maps|sentry|browser|web-search|tavily|exa-mcp",
+    re.IGNORECASE,
+)
+"""Servers known to work over the network (their package or program names)."""
+
+
+def _sandbox(values: dict[str, Any], server: _Server) -> Any:
+    """What the server's sandbox needs beyond the hub-wide profile (README, "Sandbox"), proposed from its
+    command line: the folders its arguments name (to write in), and the network where it is given a URL or a
+    credential, or is a server known to fetch pages or call a service. None: the profile as it is."""
+    words = [values["command"], *values.get("args", [])]
+    folders = []
+    for word in values.get("args", []):
+        path = word.partition("=")[2] if word.startswith("-") and "=" in word else word
+        if path.startswith(("/", "~/")) and Path(path).expanduser().is_dir():
+            folders.append(path)
+    env = values.get("env", {})
+    why = None
+    if any(_URL.match(word) for word in [*words, *env.values()]):
+        why = "its arguments or variables name a URL"
+    elif any(_SECRET_NAME.search(key) for key in env):
+        why = "it is given a credential for a service"
+    elif any(_NETWORK_PACKAGES.search(word) for word in words[:3]):
+        why = "it is a server that fetches pages or calls a service"
+    if why is not None:
+        server.note(f'sandbox: the network, as {why}; write sandbox = "standard" if it needs none')
+    if folders:
+        server.note("sandbox: it may write in the folders its arguments name; write read = [...] for read-only")
+    if not folders:
+        return "network" if why else None
+    table = tomlkit.inline_table()
+    if why:
+        table["profile"] = "network"
+    table["write"] = folders
+    return table
 
 
 def _remote_values(entry: dict[str, Any], kind: str, server: _Server, state: _Import) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from mcp.client.stdio import StdioServerParameters
 
 from mcp_hub.config import load_config, unauthenticated_exposure
 from mcp_hub.state import state_file
-from tests.conftest import ROOT, free_port, hub_command, hub_environment, script_server, wait_for
+from mcp_hub.upstream.sandbox import unavailable
+from tests.conftest import ROOT, free_port, hub_command, hub_environment, wait_for
 from tests.harness.cli import mcp_hub
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -35,11 +36,12 @@ BIN = str(Path(sys.executable).parent)
 
 def quick_start(tmp_path: Path) -> Path:
     """The shipped hub.toml and policies/, copied as they are, with one more server: tests/servers/leaky.py, whose
-    results carry secrets and whose tools include a poisoned one."""
+    results carry secrets and whose tools include a poisoned one. Every server runs in the shipped sandbox where
+    bubblewrap can run."""
     shutil.copytree(ROOT / "policies", tmp_path / "policies")
     config = tmp_path / "hub.toml"
     text = (ROOT / "hub.toml").read_text(encoding="utf-8")
-    leaky = script_server(str(LEAKY))
+    leaky = {"command": sys.executable, "args": [str(LEAKY)]}  # its own process: in the shipped sandbox, as any
     config.write_text(
         text + f"\n[servers.leaky]\ncommand = {json.dumps(leaky['command'])}\nargs = {json.dumps(leaky['args'])}\n",
         encoding="utf-8",
@@ -139,6 +141,12 @@ async def test_the_quick_start_over_loopback_http_serves_clients_without_a_key_w
         await wait_for(healthy, timeout=30)
         async with Client(f"{base}/mcp", cache=None) as client:
             await _holds_and_redacts(client, config, "anonymous")
+        async with httpx2.AsyncClient() as http:
+            servers = (await http.get(f"{base}/healthz")).json()["servers"]
+        expected = "on" if unavailable() is None else "unavailable"  # where bubblewrap is missing: said so
+        assert {name: report["sandbox"]["status"] for name, report in servers.items()} == dict.fromkeys(
+            ("notes", "time", "leaky"), expected
+        )
 
 
 async def test_the_quick_start_on_an_address_other_machines_reach_refuses_to_start_without_authentication(
@@ -196,6 +204,8 @@ def test_a_new_hub_toml_from_import_has_the_protections_and_the_policies_beside_
     assert config.pins_file() == state_file(output, "pins", ".json")
     assert config.audit_file() == state_file(output, "audit", ".jsonl")
     assert list(config.servers) == ["time"]
+    sandbox = config.servers["time"].sandbox
+    assert sandbox is not None and (sandbox.profile, sandbox.required) == ("standard", False)
     written = {path.name: path.read_text(encoding="utf-8") for path in (output.parent / "policies").iterdir()}
     assert written == {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "policies").glob("*.toml")}
 

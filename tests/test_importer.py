@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import tomlkit
@@ -571,3 +572,34 @@ def test_merge_into_unusable_file(existing: str, key: str, fragment: str) -> Non
         merge_into(existing, doc, file="hub.toml")
     assert (caught.value.file, caught.value.key) == ("hub.toml", key)
     assert fragment in caught.value.reason
+
+
+# -- the sandbox each server needs -----------------------------------------------------------------------------
+
+
+def test_each_server_is_proposed_the_sandbox_its_command_line_asks_for(tmp_path: Path) -> None:
+    """Folders its arguments name: written in; a URL, a credential or a known fetching server: the network;
+    else nothing (the hub-wide profile, no network)."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    _, text = imported(
+        mcp_servers(
+            files={"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", str(docs)]},
+            git={"command": "uvx", "args": ["mcp-server-git", f"--repository={docs}"]},
+            fetch={"command": "uvx", "args": ["mcp-server-fetch"]},
+            github={"command": "npx", "args": ["-y", "github-mcp"], "env": {"GITHUB_TOKEN": "ghp_x"}},
+            db={"command": "npx", "args": ["-y", "pg-mcp", "postgresql://localhost/db"]},
+            time={"command": "uvx", "args": ["mcp-server-time"]},
+            elsewhere={"command": "npx", "args": ["-y", "x", "/no/such/folder"]},
+        )
+    )
+    config = parse_config(text, environ={"GITHUB_TOKEN": "t"})
+    sandboxes = {name: server.sandbox for name, server in config.servers.items()}
+    assert sandboxes["files"] is not None and sandboxes["files"].write == (str(docs),)
+    assert sandboxes["git"] is not None and sandboxes["git"].write == (str(docs),)
+    assert {name: sandboxes[name].profile for name in ("fetch", "github", "db")} == dict.fromkeys(  # type: ignore[union-attr]
+        ("fetch", "github", "db"), "network"
+    )
+    assert sandboxes["time"] is None and sandboxes["elsewhere"] is None  # the hub-wide [sandbox] decides
+    assert 'sandbox: the network, as it is given a credential for a service; write sandbox = "standard"' in text
+    assert "sandbox: it may write in the folders its arguments name" in text
