@@ -412,3 +412,46 @@ async def test_an_npx_server_without_network_runs_from_the_hubs_package_cache(
         assert tools == ["thinking_sequentialthinking"]
     cache = Path(os.environ["XDG_STATE_HOME"]) / "mcp-hub" / "sandbox-cache" / "npx"
     assert (cache / "_npx").is_dir() and not (home / ".npm").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.real_processes
+@needs_bubblewrap
+@pytest.mark.anyio
+async def test_a_server_past_its_cpu_time_is_killed_and_said_to_be(tmp_path: Path, home: Path) -> None:
+    from mcp_hub.config import load_config
+
+    config = load_config(_hub_config(tmp_path, sandbox={"cpu_seconds": 1}))
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        with anyio.fail_after(30), pytest.raises(MCPError):
+            await client.call_tool("intruder_spin", {"seconds": 5})
+        upstream = hub.upstreams["intruder"]
+        await wait_for(lambda: upstream.limit_hit is not None)
+        assert "the server was killed for its CPU time limit (1 s)" in (upstream.limit_hit or "")
+        await _other_serves(client)
+
+
+def test_the_console_shows_each_servers_sandbox_and_the_last_limit_it_hit() -> None:
+    from mcp_hub.admin import pages
+
+    mount = {"state": "up", "transport": "stdio", "restarts": 1, "last_error": None}
+    html = pages.mounts(
+        {
+            "status": "ok",
+            "servers": {
+                "files": {
+                    **mount,
+                    "sandbox": {
+                        "status": "on",
+                        "summary": "standard: no network, 1 GiB, 256 processes",
+                        "limit_hit": "the server was killed for its memory limit (1 GiB) at 2026-12-05 10:42:03",
+                    },
+                },
+                "remote": {**mount, "transport": "streamable-http"},
+            },
+        },
+        {},
+    )
+    assert '<td class="sandbox sandbox-on">standard: no network, 1 GiB, 256 processes<div class="sandbox-limit' in html
+    assert "killed for its memory limit (1 GiB) at 2026-12-05 10:42:03" in html
+    assert '<td class="sandbox muted">remote</td>' in html

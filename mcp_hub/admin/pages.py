@@ -92,15 +92,26 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
             f"<td>{mount.get('tools', 0)} / {mount.get('prompts', 0)} / {mount.get('resources', 0)}"
             f" / {mount.get('resource_templates', 0)}</td>"
             f"<td>{e(sessions.get(name, 0))}</td>"
+            f"{_sandbox_cell(mount.get('sandbox'))}"
             f'<td class="last-error">{e(error)}{waiting}</td></tr>'
         )
-    body = "".join(rows) or '<tr><td colspan="8" class="muted">No mounts.</td></tr>'
+    body = "".join(rows) or '<tr><td colspan="9" class="muted">No mounts.</td></tr>'
     return (
         f'<p>Hub: <b id="hub-status" class="state-{e(report["status"])}">{e(report["status"])}</b></p>'
         "<table><thead><tr><th>Mount</th><th>State</th><th>Transport</th><th>Protocol</th><th>Restarts</th>"
-        "<th>Tools / prompts / resources / templates</th><th>Per-client sessions</th><th>Last error</th></tr></thead>"
+        "<th>Tools / prompts / resources / templates</th><th>Per-client sessions</th><th>Sandbox</th>"
+        "<th>Last error</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
+
+
+def _sandbox_cell(sandbox: Mapping[str, Any] | None) -> str:
+    """A stdio mount's sandbox (its summary, and the last limit it hit); nothing for a remote one."""
+    if sandbox is None:
+        return '<td class="sandbox muted">remote</td>'
+    limit = sandbox.get("limit_hit")
+    hit = f'<div class="sandbox-limit state-down">{e(limit)}</div>' if limit else ""
+    return f'<td class="sandbox sandbox-{e(sandbox["status"])}">{e(sandbox["summary"])}{hit}</td>'
 
 
 # -- catalog -----------------------------------------------------------------------------------------

@@ -170,8 +170,8 @@ def unavailable() -> str | None:
     """Why no sandbox can be set up on this machine (None: it can), naming what to install or change."""
     if os.uname().sysname != "Linux":
         return (
-            f"the sandbox needs Linux and bubblewrap ({os.uname().sysname} is not supported yet; see README, "
-            '"Sandbox"); set sandbox = "off" for this server to run it unconfined'
+            f"the sandbox needs Linux and bubblewrap ({os.uname().sysname} is not supported yet: docs/sandbox.md); "
+            'set sandbox = "off" for this server to run it unconfined'
         )
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -298,7 +298,7 @@ def confine(config: ServerConfig, command: str, args: Iterable[str], cwd: str | 
     if runner is not None:
         cache = state_folder() / "sandbox-cache" / runner.name
         cache.mkdir(parents=True, exist_ok=True)
-        env = fetch_env = runner.cache_env(cache)
+        env, fetch_env = runner.cache_env(cache), runner.fetch_env(cache)
         sandbox = dataclasses.replace(sandbox, write=(*sandbox.write, cache))
         fetch_args = runner.fetch_args(args)
         if sandbox.network == "none" and fetch_args is not None:
@@ -338,9 +338,14 @@ class PackageRunner:
     """Its options that take a value (the next argument)."""
     fetch: tuple[str, ...]
     """What runs once the package is fetched, in place of the server: `{}` is the package."""
+    prefer_cache: Mapping[str, str] = field(default_factory=dict)
 
     def cache_env(self, cache: Path) -> dict[str, str]:
         return {variable: str(cache) for variable in self.cache_variables}
+
+    def fetch_env(self, cache: Path) -> dict[str, str]:
+        """The cache's variables for the fetch, which asks the registry only for what the cache lacks."""
+        return {**self.cache_env(cache), **self.prefer_cache}
 
     def fetch_args(self, args: list[str]) -> list[str] | None:
         """The arguments that fetch the package `args` run, and do nothing else (None: no package found)."""
@@ -365,6 +370,7 @@ PACKAGE_RUNNERS: Mapping[str, PackageRunner] = {
         {"npm_config_offline": "true", "npm_config_update_notifier": "false"},
         frozenset({"-p", "--package", "--registry", "--userconfig", "--cache"}),
         ("--package", "{}", "-c", "true"),
+        {"npm_config_prefer_offline": "true"},
     ),
     "uvx": PackageRunner(
         "uvx",
@@ -591,7 +597,8 @@ def _shell_argv(sandbox: Sandbox, cgroup: Cgroup | None, bwrap: list[str]) -> li
     if sandbox.file_size:
         steps.append(f"ulimit -f {max(1, int(sandbox.file_size) // 512)}")
     if sandbox.cpu_seconds:
-        steps.append(f"ulimit -t {int(sandbox.cpu_seconds)}")
+        seconds = int(sandbox.cpu_seconds)  # SIGXCPU at the limit, SIGKILL a second later if it is caught
+        steps.append(f"ulimit -H -t {seconds + 1}; ulimit -S -t {seconds}")
     steps.append('exec "$@"')
     procs = [str(path) for path in cgroup.procs()] if cgroup is not None else []
     return ["/bin/sh", "-c", "; ".join(steps), "mcp-hub-sandbox", *procs, "--", *bwrap]

@@ -3,8 +3,8 @@
 `python tests/servers/intruder.py`. Each tool reports what happened as structured content (`ok`, and the error
 or what it got) rather than failing, so that a test reads the outcome of each attempt:
 `read` (a file's text), `write` (a file), `listing` (a folder's entries), `connect` (a TCP connection),
-`fork` (that many child processes at once), `allocate` (that many MiB, touched), `whoami` (its uid, home,
-working folder and pid).
+`fork` (that many child processes at once), `allocate` (that many MiB, touched), `spin` (that many seconds of
+CPU time), `whoami` (its uid, home, working folder and pid).
 """
 
 from __future__ import annotations
@@ -87,6 +87,14 @@ def allocate(mib: int) -> dict[str, Any]:
     for index in range(0, len(block), 4096):
         block[index] = 1
     return {"ok": True, "bytes": len(block)}
+
+
+@server.tool(description="Keep the CPU busy for that many seconds of CPU time.")
+def spin(seconds: float) -> dict[str, Any]:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return {"ok": True}
 
 
 @server.tool(description="Who and where the server is.")
