@@ -643,6 +643,7 @@ class Cgroups:
                     base = folder / f"mcp-hub.{os.getpid()}"
                     if os.access(folder, os.W_OK) or base.is_dir():
                         controllers[name] = base
+                        _remove_abandoned(folder)
         return Cgroups(controllers) if controllers else None
 
     def make(self, name: str, sandbox: Sandbox) -> Cgroup | None:
@@ -665,6 +666,20 @@ class Cgroups:
             Cgroup(folders).remove()
             return None
         return Cgroup(folders)
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """The empty cgroups of hubs that have exited (killed before they could remove them; their servers died with
+    them: bubblewrap's `--die-with-parent`)."""
+    for base in folder.glob("mcp-hub.*"):
+        pid = base.name.removeprefix("mcp-hub.")
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            for group in base.iterdir():
+                if group.is_dir():
+                    group.rmdir()
+            base.rmdir()
 
 
 def limit_refusals(name: str) -> str | None:
