@@ -633,7 +633,9 @@ class Upstream:
                 except Exception as exc:  # boundary: any failure of one connection means reconnect
                     ran = time.monotonic() - self.up_since if self.up_since is not None else 0.0
                     self.last_error = _describe(exc)
-                    if _closed(exc) and (ended := await self.stderr.wait_ended(_REAPED_WITHIN)) is not None:
+                    closed = _closed(exc) or (self.transport.kind == "stdio" and _found_lost(exc))
+                    ended = await self.stderr.wait_ended(_REAPED_WITHIN) if closed else None
+                    if ended is not None and ended not in self.last_error:  # the watcher may have said it already
                         self.last_error = f"{self.last_error}: {ended}"
                     missing = _command_missing(exc)
                     if not missing or said is None or said[0] != self.last_error or started - said[1] > _SAY_AGAIN:
@@ -842,6 +844,14 @@ def _closed(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return any(_closed(inner) for inner in exc.exceptions)
     return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, UpstreamUnavailable)
+
+
+def _found_lost(exc: BaseException) -> bool:
+    """Whether `exc` (or an error of a group) is the connection found lost (`_lost`: by a request that saw it
+    close, by the watcher, or by a failed health check), which a stdio child's exit explains first of all."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_found_lost(inner) for inner in exc.exceptions)
+    return isinstance(exc, _ConnectionLost)
 
 
 def _command_missing(exc: BaseException) -> bool:
