@@ -607,7 +607,7 @@ class Upstream:
     # -- supervision ----------------------------------------------------------
 
     async def run(self) -> None:
-        """Connect, serve, reconnect with backoff; until cancelled."""
+        """Connect, serve, reconnect (at once after a healthy run, else after the backoff); until cancelled."""
         if not self.config.enabled:
             self.settled.set()
             return
