@@ -880,7 +880,8 @@ class ServerConfig(BaseModel):
     auth: ServerAuth = Field(default_factory=ServerAuth)
     """The credential the hub presents to a remote server ([servers.NAME.auth])."""
     timeout: _Seconds = 60.0
-    """Seconds one request may take before the client gets an error."""
+    """Seconds one request may take before the client gets an error; also the longest a call waits for the
+    server to start or restart."""
     connect_timeout: _Seconds = 30.0
     """Seconds to start, connect and list."""
     enabled: bool = True

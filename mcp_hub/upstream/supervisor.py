@@ -3,12 +3,16 @@
 `Upstream.run()` is the supervisor loop, one task per mount in the hub's task
 group: connect (bounded by `connect_timeout`), tell the hub what the server
 offers, then watch the connection — the transport's read side ending, a failed
-health ping, or a request that found the connection broken — and reconnect with
-exponential backoff (a stdio command not found: logged once, and looked for again
-every `_BACKOFF_MAX` seconds). A slow or failing mount never blocks another: each has its
-own loop. A request to a mount still making its first connection waits for it
-(up to the mount's `timeout`); one to a mount that is down, or whose first
-connection failed, fails at once with an error that names it.
+health ping, or a request that found the connection broken — and reconnect. A
+connection that stayed up `HEALTHY_RUN` seconds or more was a healthy run: the
+server is restarted (reconnected) at once, and the backoff starts over. One that
+never came up, or ended sooner (a server that crashes as it starts), is retried
+after the backoff, which doubles with each such failure in a row (a stdio command
+not found: logged once, and looked for again every `_BACKOFF_MAX` seconds). A slow
+or failing mount never blocks another: each has its own loop. A request to a mount
+making a connection attempt, its first or a restart, waits for it (up to the
+mount's `timeout`); one to a mount that is down (backing off), or whose attempt
+failed, fails at once with an error that names it.
 
 A server is taken as it is. A list method it does not implement (-32601, or a
 capability it did not declare) is an empty list of that kind; an optional
@@ -81,8 +85,10 @@ _MAX_LIST_PAGES = 1000
 _HEALTH_INTERVAL = 30.0
 _BACKOFF_FIRST = 0.5
 _BACKOFF_MAX = 30.0
-_STABLE_AFTER = 60.0
-"""A connection that stayed up this long resets the backoff."""
+HEALTHY_RUN = 10.0
+"""Seconds a connection must have stayed up (from coming up to its loss being noticed) to count as a healthy
+run: when it ends, the server is restarted at once and the backoff starts over from `_BACKOFF_FIRST`. A shorter
+one, or an attempt that never came up, waits the backoff first (as supervisord's `startsecs`)."""
 _REAPED_WITHIN = 1.0
 """How long to wait, once a stdio server's connection has closed, for its exit status (to say how it ended)."""
 _SAY_AGAIN = 3600.0
@@ -178,6 +184,10 @@ class Upstream:
         self._awaiting = "initialize"
         """What the connection attempt under way waits for: the handshake, then each first listing."""
         self.restarts = 0
+        self.up_since: float | None = None
+        """When (`time.monotonic()`) the current connection came up; None while there is none."""
+        self._moved = anyio.Event()
+        """Set, and replaced, each time the mount comes up or goes down: wakes the requests waiting for a restart."""
         self.settled = anyio.Event()
         """Set once the first connection attempt has ended, either way."""
         self.wanted = anyio.Event()
@@ -272,11 +282,12 @@ class Upstream:
     ) -> dict[str, Any]:
         """Send one request on behalf of `origin` and return the server's raw result.
 
-        While the mount makes its first connection, the request waits for it.
+        While the mount makes a connection attempt, its first or a restart, the request waits for
+        it (up to the mount's `timeout`).
 
         Raises:
-            UpstreamUnavailable: the mount is not connected (its first connection failed, or
-                it is down), or the connection broke.
+            UpstreamUnavailable: the mount is not connected (the attempt failed, it is down and
+                backing off, or a restart did not come up within its `timeout`), or the connection broke.
             UpstreamTimeout: no answer within the mount's `timeout` (or no first connection).
             UpstreamError: the mount's per-client sessions are all taken.
             MCPError: the server answered with a JSON-RPC error (passed through).
@@ -292,16 +303,19 @@ class Upstream:
         *,
         on_progress: ProgressFnT | None = None,
         origin: Origin | None = None,
+        wait: bool = True,
     ) -> dict[str, Any]:
+        """`wait`: False for the supervisor's own requests (its listings), which go on the current connection
+        or fail, never waiting for a connection the supervisor itself would have to make."""
         if self._pool is not None and origin is not None and self._exchanges:
             return await self._exchanged_request(method, params, on_progress=on_progress, origin=origin)
         if self._pool is not None and origin is not None and self._users:
             return await self._user_request(method, params, on_progress=on_progress, origin=origin)
         if self._pool is not None and origin is not None and origin.client_key is not None:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
-        connection = self._connection
-        if connection is None and not self.settled.is_set():
-            connection = await self._first_connection()
+        connection = self._usable() if wait else self._connection
+        if connection is None and wait:
+            connection = await (self._restarted() if self.settled.is_set() else self._first_connection())
         if connection is None:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
@@ -462,6 +476,32 @@ class Upstream:
             raise UpstreamTimeout(self.name, f"did not finish starting within {self.config.timeout:g}s")
         return self._connection
 
+    def _usable(self) -> Connection | None:
+        """The current connection, unless it is known to be lost (closed, or found broken)."""
+        connection = self._connection
+        if connection is None or self._broken or connection.closed.is_set():
+            return None
+        return connection
+
+    async def _restarted(self) -> Connection | None:
+        """Wait (up to the mount's `timeout`) while the mount restarts: the new connection once it is up; None
+        at once if the mount is down (backing off between attempts), when the attempt fails, or past the bound.
+
+        A lost connection the supervisor has not yet handled is waited out too: the supervisor then either
+        restarts the server at once (a healthy run ended) or goes down to back off (`_supervise`).
+        """
+        with anyio.move_on_after(self.config.timeout):
+            while (connection := self._usable()) is None and self.state in (State.STARTING, State.UP):
+                await self._moved.wait()
+            return connection
+        return None
+
+    def _move(self, state: State) -> None:
+        """The mount is now `state` (up, down or stopped): wake the requests waiting for a restart."""
+        self.state = state
+        self._moved.set()
+        self._moved = anyio.Event()
+
     async def set_log_level(self, level: str) -> None:
         """Ask the server for log messages from `level` up (handshake-era servers that log; kept across restarts).
 
@@ -545,7 +585,7 @@ class Upstream:
             self._awaiting = method
         for _ in range(_MAX_LIST_PAGES):
             try:
-                result = await self.request(method, {"cursor": cursor} if cursor else None)
+                result = await self._request(method, {"cursor": cursor} if cursor else None, wait=False)
             except MCPError as exc:
                 self._refused(method, exc)
                 if exc.code == METHOD_NOT_FOUND:
@@ -576,7 +616,7 @@ class Upstream:
     # -- supervision ----------------------------------------------------------
 
     async def run(self) -> None:
-        """Connect, serve, reconnect with backoff; until cancelled."""
+        """Connect, serve, reconnect (at once after a healthy run, else after the backoff); until cancelled."""
         if not self.config.enabled:
             self.settled.set()
             return
@@ -596,11 +636,15 @@ class Upstream:
             while True:
                 started = time.monotonic()
                 missing = False
+                ran = 0.0  # how long the connection stayed up (0: it never came up)
                 try:
                     await self._connect_and_serve()
                 except Exception as exc:  # boundary: any failure of one connection means reconnect
+                    ran = time.monotonic() - self.up_since if self.up_since is not None else 0.0
                     self.last_error = _describe(exc)
-                    if _closed(exc) and (ended := await self.stderr.wait_ended(_REAPED_WITHIN)) is not None:
+                    closed = _closed(exc) or (self.transport.kind == "stdio" and _found_lost(exc))
+                    ended = await self.stderr.wait_ended(_REAPED_WITHIN) if closed else None
+                    if ended is not None and ended not in self.last_error:  # the watcher may have said it already
                         self.last_error = f"{self.last_error}: {ended}"
                     if self.stderr.limit is not None and self.stderr.ended is not None:
                         self._limited(self.stderr.ended)
@@ -610,21 +654,25 @@ class Upstream:
                         said = (self.last_error, started) if missing else None
                 finally:
                     self._connection = None
+                    self.up_since = None
                     self.settled.set()
-                self.state = State.DOWN
-                if time.monotonic() - started > _STABLE_AFTER:
+                if ran >= HEALTHY_RUN:  # a healthy run ended: restarted at once, requests meanwhile wait for it
                     backoff = _BACKOFF_FIRST
-                if missing:  # no child started: looked for again now and then, quietly, until it is installed
-                    backoff = _BACKOFF_MAX
+                    logger.info("server %r: reconnecting now (it was up %.0fs)", self.name, ran)
                 else:
-                    logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, _BACKOFF_MAX)
+                    self._move(State.DOWN)
+                    if missing:  # no child started: looked for again now and then, quietly, until it is installed
+                        backoff = _BACKOFF_MAX
+                    else:
+                        logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX)
                 self.restarts += 1
                 self.state = State.STARTING
         finally:
             self._connection = None
-            self.state = State.STOPPED
+            self.up_since = None
+            self._move(State.STOPPED)
 
     async def _connect_and_serve(self) -> None:
         # One scope spans the whole connection (the client's task groups must be
@@ -656,8 +704,9 @@ class Upstream:
                     for uri in sorted(self._subscribed):
                         await self._send_subscription("resources/subscribe", uri)
                 connecting.deadline = math.inf
-                self.state = State.UP
+                self.up_since = time.monotonic()
                 self.last_error = None
+                self._move(State.UP)
                 self.settled.set()
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
                 await self._watch(connection)
@@ -811,6 +860,14 @@ def _closed(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return any(_closed(inner) for inner in exc.exceptions)
     return (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or isinstance(exc, UpstreamUnavailable)
+
+
+def _found_lost(exc: BaseException) -> bool:
+    """Whether `exc` (or an error of a group) is the connection found lost (`_lost`: by a request that saw it
+    close, by the watcher, or by a failed health check), which a stdio child's exit explains first of all."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_found_lost(inner) for inner in exc.exceptions)
+    return isinstance(exc, _ConnectionLost)
 
 
 def _command_missing(exc: BaseException) -> bool:
