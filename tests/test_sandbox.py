@@ -174,6 +174,16 @@ def test_secrets_inside_a_bound_folder_stay_hidden_unless_named(
     assert binds[str(home / ".config/gcloud")] == "--ro-bind"  # named: bound, not hidden
 
 
+def test_the_roots_a_table_names_are_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / "docs").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    server = _toml_config(tmp_path, f'roots = ["{home / "docs"}"]\nsandbox = "standard"')
+    settled = sandbox_of(server)
+    assert settled is not None
+    assert _binds(bubblewrap_argv(settled, sys.executable, [], None, server))[str(home / "docs")] == "--ro-bind"
+
+
 def test_the_servers_own_program_is_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Python server: its virtual environment, the Python it was made from and the editable source; a script
     given to an interpreter: its folder; a node server: its node_modules folder."""

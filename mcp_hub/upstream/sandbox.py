@@ -40,6 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import anyio
 
@@ -435,7 +437,7 @@ def bubblewrap_argv(
     named = (*sandbox.read, *sandbox.write)
     own = [*program_paths(command), *_script_paths(command, args), *_file_args(args), *_cwd(cwd)]
     binds = {path: "--ro-bind" for path in _outside(own, home) if path.exists()}
-    binds |= {path: "--ro-bind" for path in sandbox.read if path.exists()}
+    binds |= {path: "--ro-bind" for path in (*sandbox.read, *_roots(config)) if path.exists()}
     for path in sandbox.write:
         if not path.exists():
             raise SandboxUnavailable(f"{path} (sandbox write) does not exist; create it, or remove it from write")
@@ -481,6 +483,11 @@ def _outside(paths: Iterable[Path], home: Path) -> list[Path]:
     """`paths` found for the server's own program, but never the home folder or a folder above it (a script in
     the home folder does not open the home folder to the server; a `read` path may)."""
     return list(dict.fromkeys(path for path in paths if not _within(home, path)))
+
+
+def _roots(config: ServerConfig) -> list[Path]:
+    """The folders the table's `roots` name (the hub's answer to the server's `roots/list`): readable."""
+    return [Path(url2pathname(urlsplit(root).path)) for root in config.roots or () if root.startswith("file:")]
 
 
 def _cwd(cwd: str | None) -> list[Path]:
