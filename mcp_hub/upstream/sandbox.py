@@ -307,9 +307,10 @@ def confine(config: ServerConfig, command: str, args: Iterable[str], cwd: str | 
             env = {**env, **runner.offline}
             fetching = dataclasses.replace(sandbox, network="any", read=(), write=(cache,))
             prepare = bubblewrap_argv(fetching, command, fetch_args, cwd, config)
+    bwrap = bubblewrap_argv(sandbox, command, args, cwd, config)
     cgroups = Cgroups.here()
     cgroup = cgroups.make(config.name, sandbox) if cgroups is not None else None
-    argv = _shell_argv(sandbox, cgroup, bubblewrap_argv(sandbox, command, args, cwd, config))
+    argv = _shell_argv(sandbox, cgroup, bwrap)
     return Confinement(sandbox, argv, cgroup, env, prepare, fetch_env, (command, *args))
 
 
