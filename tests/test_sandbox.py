@@ -37,6 +37,13 @@ needs_cgroups = pytest.mark.skipif(
 )
 
 
+def attack(test: Any) -> Any:
+    """A test in which a real server process, run by a real hub in bubblewrap, attempts something."""
+    for mark in (pytest.mark.anyio, needs_bubblewrap, pytest.mark.real_processes, pytest.mark.slow):
+        test = mark(test)
+    return test
+
+
 # -- settings -------------------------------------------------------------------------------------------------
 
 
@@ -239,10 +246,7 @@ async def _other_serves(client: Any) -> None:
     assert result.structured_content == {"text": "still here", "server": "other"}
 
 
-@pytest.mark.slow
-@pytest.mark.real_processes
-@needs_bubblewrap
-@pytest.mark.anyio
+@attack
 async def test_a_server_sees_only_its_folders_and_cannot_write_or_connect_elsewhere(tmp_path: Path, home: Path) -> None:
     from mcp_hub.config import load_config
 
@@ -287,11 +291,8 @@ async def test_a_server_sees_only_its_folders_and_cannot_write_or_connect_elsewh
             assert report["status"] == "on" and report["summary"].startswith("standard: no network, 1 GiB")
 
 
-@pytest.mark.slow
-@pytest.mark.real_processes
-@needs_bubblewrap
+@attack
 @needs_cgroups
-@pytest.mark.anyio
 async def test_a_thousand_processes_stop_at_the_process_limit_and_the_hub_says_so(tmp_path: Path, home: Path) -> None:
     from mcp_hub.config import load_config
 
@@ -305,11 +306,8 @@ async def test_a_thousand_processes_stop_at_the_process_limit_and_the_hub_says_s
         assert "refused at its process limit" in report["limit_hit"], report
 
 
-@pytest.mark.slow
-@pytest.mark.real_processes
-@needs_bubblewrap
+@attack
 @needs_cgroups
-@pytest.mark.anyio
 async def test_a_server_past_its_memory_limit_is_killed_reported_and_restarted(tmp_path: Path, home: Path) -> None:
     from mcp_hub.config import load_config
 
@@ -424,10 +422,7 @@ async def test_an_npx_server_without_network_runs_from_the_hubs_package_cache(
     assert (cache / "_npx").is_dir() and not (home / ".npm").exists()
 
 
-@pytest.mark.slow
-@pytest.mark.real_processes
-@needs_bubblewrap
-@pytest.mark.anyio
+@attack
 async def test_a_server_past_its_cpu_time_is_killed_and_said_to_be(tmp_path: Path, home: Path) -> None:
     from mcp_hub.config import load_config
 

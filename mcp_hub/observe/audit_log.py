@@ -308,46 +308,45 @@ class AuditLog:
         (`[pinning] on_change = "flag"`): one event, outcome "tool_changed", by the principal "mcp-hub".
         `poisoned`: why the definition looks poisoned (hidden text or instructions to the model in it), if it does;
         the old fingerprint is empty for a tool first seen so."""
-        self.record(
-            AuditEvent(
-                time=self.now(),
-                decision_id=self.new_decision_id(),
-                principal="mcp-hub",
-                session=None,
-                method="tools/list",
-                mount=mount,
-                name=name,
-                via=None,
-                arguments={"old_fingerprint": old_fingerprint, "new_fingerprint": new_fingerprint},
-                outcome="tool_changed",
-                rule=None,
-                reason=(
-                    f"the tool's definition looks poisoned ({poisoned}); served (pinning: flag)"
-                    if poisoned
-                    else "the tool's definition changed since it was pinned; served (pinning: flag)"
-                ),
-                latency_ms=None,
-                policy_revision=None,
-            )
+        self._record_by_hub(
+            method="tools/list",
+            mount=mount,
+            name=name,
+            arguments={"old_fingerprint": old_fingerprint, "new_fingerprint": new_fingerprint},
+            outcome="tool_changed",
+            reason=(
+                f"the tool's definition looks poisoned ({poisoned}); served (pinning: flag)"
+                if poisoned
+                else "the tool's definition changed since it was pinned; served (pinning: flag)"
+            ),
         )
 
     def record_server_limit(self, mount: str, ended: str) -> None:
         """A stdio server's sandbox ended it for a limit (`ended` says which): one event, outcome "server_limit",
         by the principal "mcp-hub"; the server is restarted."""
+        reason = f"{ended}; restarted"
+        self._record_by_hub(
+            method="server/exit", mount=mount, name=None, arguments={}, outcome="server_limit", reason=reason
+        )
+
+    def _record_by_hub(
+        self, *, method: str, mount: str, name: str | None, arguments: Mapping[str, Any], outcome: str, reason: str
+    ) -> None:
+        """One event the hub itself is the principal of ("mcp-hub"), made now."""
         self.record(
             AuditEvent(
                 time=self.now(),
                 decision_id=self.new_decision_id(),
                 principal="mcp-hub",
                 session=None,
-                method="server/exit",
+                method=method,
                 mount=mount,
-                name=None,
+                name=name,
                 via=None,
-                arguments={},
-                outcome="server_limit",
+                arguments=arguments,
+                outcome=outcome,
                 rule=None,
-                reason=f"{ended}; restarted",
+                reason=reason,
                 latency_ms=None,
                 policy_revision=None,
             )
