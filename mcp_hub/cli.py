@@ -54,6 +54,7 @@ from mcp_hub.server.curated import selections
 from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 from mcp_hub.upstream.command import command_not_found, find_command
+from mcp_hub.upstream.sandbox import describe as sandbox_report
 
 if TYPE_CHECKING:
     from mcp_hub.credentials.connections import Consent
@@ -294,6 +295,9 @@ def _check(args: argparse.Namespace) -> int:
             unusable += problem is not None
             shown_state = f": {problem}" if problem else "" if server.enabled else " (disabled)"
             print(f"  {name}: {kind}{shown_state}")
+            sandbox = sandbox_report(server)
+            if sandbox is not None and server.enabled:
+                print(f"    sandbox: {sandbox['summary']}")
         return 1 if unusable else 0
     _setup_logging("error")
     failed = 0

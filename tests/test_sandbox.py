@@ -460,3 +460,21 @@ def test_the_console_shows_each_servers_sandbox_and_the_last_limit_it_hit() -> N
     assert '<td class="sandbox sandbox-on">standard: no network, 1 GiB, 256 processes<div class="sandbox-limit' in html
     assert "killed for its memory limit (1 GiB) at 2026-12-05 10:42:03" in html
     assert '<td class="sandbox muted">remote</td>' in html
+
+
+def test_check_says_what_each_stdio_server_runs_in(tmp_path: Path) -> None:
+    from tests.harness.cli import mcp_hub
+
+    path = write_config(
+        tmp_path / "hub.toml",
+        {"a": {"command": sys.executable, "sandbox": "network"}, "b": {"command": sys.executable, "sandbox": "off"}},
+    )
+    checked = mcp_hub("check", "--config", str(path))
+    assert checked.returncode == 0, checked.stderr
+    lines = checked.stdout.splitlines()
+    said = lines[lines.index("  a: stdio") + 1]
+    if unavailable() is None:
+        assert said == "    sandbox: network: network, 1 GiB, 256 processes"
+    else:  # its own table asks for a sandbox: it would not start
+        assert said.startswith("    sandbox: not started: "), said
+    assert lines[lines.index("  b: stdio") + 1] == "    sandbox: off: the server runs unconfined"
