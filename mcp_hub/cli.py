@@ -27,6 +27,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
+from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
 from mcp_hub.server.curated import selections
@@ -646,8 +648,32 @@ def _explain(args: argparse.Namespace) -> int:
     principal = args.principal if args.claims is None else _token_principal(config, args.claims)
     target = Target(kind, mount, name, arguments if kind != "resource" else None)
     detectors = Detectors(configured_secrets(config), config.guardrails.phone_regions(os.environ))
-    print(explain(policy, principal, target, detectors=detectors))
+    usage, now = None, None
+    if config.cluster.redis and kind == "tool":
+        usage, now = anyio.run(_budget_usage, config, policy.budgets_for(principal), principal)
+    print(explain(policy, principal, target, detectors=detectors, usage=usage, now=now))
     return 0
+
+
+async def _budget_usage(
+    config: HubConfig, budgets: Sequence[CompiledBudget], principal: str
+) -> tuple[list[Usage] | None, datetime]:
+    """What `principal` used of `budgets`, read from the cluster's Redis (None when it cannot be read)."""
+    from mcp_hub.chain.budgets import BudgetCounter
+    from mcp_hub.cluster import Cluster
+
+    now = datetime.now(UTC)
+    if not budgets:
+        return [], now
+    cluster = Cluster(config.cluster.redis or "", config.cluster.secret)
+    try:
+        usage = await BudgetCounter(cluster).usage(budgets, principal)
+    finally:
+        await cluster.aclose()
+    if not cluster.up:
+        print(f"(the budgets' counts could not be read from Redis: {cluster.last_error})", file=sys.stderr)
+        return None, now
+    return usage, now
 
 
 def _token_principal(config: HubConfig, text: str) -> str:

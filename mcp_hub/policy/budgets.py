@@ -158,6 +158,19 @@ class CompiledBudget:
         return f"mcp-hub:budget:{self.owner}:{self.name}:{self.measure}:{self.per}:{period}:{who}"
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How much of a budget a principal has used in the current period, and when the next one starts."""
+
+    budget: CompiledBudget
+    used: int
+    renews: datetime
+
+    @property
+    def left(self) -> int:
+        return max(self.budget.amount - self.used, 0)
+
+
 def compile_budgets(
     owner: Literal["profile", "principal", "group"], name: str, budgets: tuple[Budget, ...]
 ) -> tuple[CompiledBudget, ...]:
