@@ -188,6 +188,7 @@ def _rule_lines(
         return [f"{head}: no match ({SELECTOR_FIELDS[target.kind]}: {written})"]
     extras = f"; rate {rule.rate} ({_scope_text(rule.rate_scope)})" if rule.rate else ""
     extras += f"; cache {rule.cache:g} s" if rule.cache is not None else ""
+    extras += f"; cost {rule.cost}" if rule.cost is not None else ""
     lines = [f"{head}: matches {selector.text!r}{extras}"]
     if rule.effect != "deny" and target.kind != "resource":
         arguments: Any = target.arguments or {}
