@@ -27,7 +27,6 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -648,23 +647,20 @@ def _explain(args: argparse.Namespace) -> int:
     principal = args.principal if args.claims is None else _token_principal(config, args.claims)
     target = Target(kind, mount, name, arguments if kind != "resource" else None)
     detectors = Detectors(configured_secrets(config), config.guardrails.phone_regions(os.environ))
-    usage, now = None, None
+    usage = None
     if config.cluster.redis and kind == "tool":
-        usage, now = anyio.run(_budget_usage, config, policy.budgets_for(principal), principal)
-    print(explain(policy, principal, target, detectors=detectors, usage=usage, now=now))
+        usage = anyio.run(_budget_usage, config, policy.budgets_for(principal), principal)
+    print(explain(policy, principal, target, detectors=detectors, usage=usage))
     return 0
 
 
-async def _budget_usage(
-    config: HubConfig, budgets: Sequence[CompiledBudget], principal: str
-) -> tuple[list[Usage] | None, datetime]:
+async def _budget_usage(config: HubConfig, budgets: Sequence[CompiledBudget], principal: str) -> list[Usage] | None:
     """What `principal` used of `budgets`, read from the cluster's Redis (None when it cannot be read)."""
     from mcp_hub.chain.budgets import BudgetCounter
     from mcp_hub.cluster import Cluster
 
-    now = datetime.now(UTC)
     if not budgets:
-        return [], now
+        return []
     cluster = Cluster(config.cluster.redis or "", config.cluster.secret)
     try:
         usage = await BudgetCounter(cluster).usage(budgets, principal)
@@ -672,8 +668,8 @@ async def _budget_usage(
         await cluster.aclose()
     if not cluster.up:
         print(f"(the budgets' counts could not be read from Redis: {cluster.last_error})", file=sys.stderr)
-        return None, now
-    return usage, now
+        return None
+    return usage
 
 
 def _token_principal(config: HubConfig, text: str) -> str:

@@ -15,10 +15,10 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub.chain.budgets import BudgetCounter
+from mcp_hub.chain.budgets import BudgetCounter, over_budget, period
 from mcp_hub.errors import ConfigError
 from mcp_hub.policy import Target, explain, parse_policies
-from mcp_hub.policy.budgets import CompiledBudget, period
+from mcp_hub.policy.budgets import CompiledBudget
 from mcp_hub.policy.principal import Principal
 from tests.harness.cached import cached_hub, text
 
@@ -185,7 +185,7 @@ async def test_over_budget_the_call_is_not_sent_and_the_error_names_the_budget(t
         assert setup.served[("tool", "lookup")] == 2  # the third never reached the server
         assert setup.hub.budgets is not None
         usage = await setup.hub.budgets.usage(setup.hub.policy().budgets_for("alice"), "alice")
-        told = explain(setup.hub.policy(), "alice", Target("tool", "up", "lookup", {}), usage=usage, now=_now())
+        told = explain(setup.hub.policy(), "alice", Target("tool", "up", "lookup", {}), usage=usage)
         assert "Budget budget:profile:metered:calls/day: 2 calls per day" in told and "2 used, 0 left" in told
         async with setup.connect("bob") as bob:  # `budgets = []`: bob is not counted
             assert not any([(await bob.call_tool("up_lookup", {"n": n})).is_error for n in range(3)])
@@ -246,13 +246,7 @@ async def test_a_declined_confirmation_costs_nothing_and_nobody_is_asked_over_bu
     assert [line["outcome"] for line in _audit(setup.audit)] == ["declined", "confirmed", "over_budget"]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def test_over_budget_is_a_json_rpc_error_with_the_budget_and_its_renewal() -> None:
-    from mcp_hub.chain.budgets import over_budget
-
     budget = CompiledBudget("principal", "ci", "calls", 5, "hour", shared=False)
     now = datetime(2026, 12, 5, 10, 20, tzinfo=UTC)
     error = over_budget(budget, 5, 1, period("hour", now)[1], now).to_mcp()

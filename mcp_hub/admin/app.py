@@ -20,7 +20,6 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -484,8 +483,7 @@ class _Pages:
             usage = None
             if self.hub.budgets is not None and target.kind == "tool":
                 usage = await self.hub.budgets.usage(policy.budgets_for(principal), principal)
-            now = datetime.now(UTC)
-            answer = explain(policy, principal, target, detectors=self.hub.detectors(), usage=usage, now=now)
+            answer = explain(policy, principal, target, detectors=self.hub.detectors(), usage=usage)
         except ValueError as exc:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)

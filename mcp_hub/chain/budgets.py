@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from limits.aio.storage import Storage
@@ -31,7 +31,7 @@ from limits.storage import storage_from_string
 from mcp_hub.cluster import Cluster, limits_uri
 from mcp_hub.cluster import errors as cluster_errors
 from mcp_hub.errors import OverBudget
-from mcp_hub.policy.budgets import CompiledBudget, Usage, period, renews_text
+from mcp_hub.policy.budgets import CompiledBudget, Per, Usage
 
 _GRACE = 60
 """Seconds a count outlives its period (a replica whose clock is behind may still add to it)."""
@@ -98,7 +98,7 @@ class BudgetCounter:
                     self._cluster.failed(exc)
                 storage = self._local
                 used = await storage.get(budget.counter(principal, label))
-            found.append(Usage(budget, max(used, 0), renews))
+            found.append(Usage(budget, max(used, 0), renews_text(renews, now)))
         return found
 
     async def _charge(
@@ -145,3 +145,28 @@ def _storage(uri: str, **options: Any) -> Storage:
     if not isinstance(backend, Storage):
         raise ValueError(f"budget storage {uri!r} is not an async storage; use an async+ URI")
     return backend
+
+
+def period(per: Per, now: datetime) -> tuple[str, datetime]:
+    """The label of the UTC period `now` falls in ("2026-12-05T10", "2026-12-05", "2026-12"), and when the next
+    one starts (when a budget per `per` renews)."""
+    now = now.astimezone(UTC)
+    if per == "hour":
+        start = now.replace(minute=0, second=0, microsecond=0)
+        return start.strftime("%Y-%m-%dT%H"), start + timedelta(hours=1)
+    if per == "day":
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start.strftime("%Y-%m-%d"), start + timedelta(days=1)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return start.strftime("%Y-%m"), (start + timedelta(days=32)).replace(day=1)
+
+
+def renews_text(renews: datetime, now: datetime) -> str:
+    """ "2026-12-06 00:00 UTC (in 3 h 12 min)"."""
+    left = max(int((renews - now).total_seconds()), 0)
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
+    within = " ".join(part for part in parts if part) or f"{seconds} s"
+    return f"{renews.astimezone(UTC):%Y-%m-%d %H:%M} UTC (in {within})"

@@ -14,13 +14,12 @@ time, while a moving window of a month gives back one call at a time, whenever t
 was made. And a calendar period is one counter per principal and period (one Redis INCRBY), where a
 moving window keeps every call's time (a month of calls in one list).
 
-Pure: the period of a budget is computed from a `now` its caller passes.
+Pure: the periods themselves, on the wall clock, are the counter's (chain/budgets.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
@@ -164,7 +163,8 @@ class Usage:
 
     budget: CompiledBudget
     used: int
-    renews: datetime
+    renews: str
+    """When, as a person reads it: "2026-12-06 00:00 UTC (in 3 h 12 min)"."""
 
     @property
     def left(self) -> int:
@@ -179,28 +179,3 @@ def compile_budgets(
         CompiledBudget(owner, name, b.measure, b.amount, cast(Per, b.per), shared or b.scope == "shared")
         for b in budgets
     )
-
-
-def period(per: Per, now: datetime) -> tuple[str, datetime]:
-    """The label of the UTC period `now` falls in ("2026-12-05T10", "2026-12-05", "2026-12"), and when the next
-    one starts (when a budget per `per` renews)."""
-    now = now.astimezone(UTC)
-    if per == "hour":
-        start = now.replace(minute=0, second=0, microsecond=0)
-        return start.strftime("%Y-%m-%dT%H"), start + timedelta(hours=1)
-    if per == "day":
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        return start.strftime("%Y-%m-%d"), start + timedelta(days=1)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    return start.strftime("%Y-%m"), (start + timedelta(days=32)).replace(day=1)
-
-
-def renews_text(renews: datetime, now: datetime) -> str:
-    """ "2026-12-06 00:00 UTC (in 3 h 12 min)"."""
-    left = max(int((renews - now).total_seconds()), 0)
-    days, rest = divmod(left, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
-    within = " ".join(part for part in parts if part) or f"{seconds} s"
-    return f"{renews.astimezone(UTC):%Y-%m-%d %H:%M} UTC (in {within})"

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from mcp_hub.guardrails import Detectors, scan_value
-from mcp_hub.policy.budgets import CompiledBudget, Usage, renews_text
+from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
 from mcp_hub.policy.constraints import Realpath
 from mcp_hub.policy.decide import BUILTIN_REASON, Decision, PolicySet, Target
@@ -35,21 +34,18 @@ def explain(
     realpath: Realpath = os.path.realpath,
     detectors: Detectors | None = None,
     usage: Sequence[Usage] | None = None,
-    now: datetime | None = None,
 ) -> str:
     """A multi-line account of `policy`'s decision: profile, every rule considered, constraints, outcome.
     `detectors`: those the hub's guards use (its own secret values, its phone regions); by default plain ones.
-    `usage`: what the principal used of its budgets, as counted at `now` (chain/budgets.py), when known."""
+    `usage`: what the principal used of its budgets (chain/budgets.py counts it), when known."""
     decision = policy.decide(principal, target, realpath=realpath)
     lines = render(policy, principal, target, decision, realpath, detectors or Detectors())
     if target.kind == "tool" and decision.outcome != "denied":
-        lines += "\n" + "\n".join(budget_lines(decision.budgets, decision.cost, usage, now))
+        lines += "\n" + "\n".join(budget_lines(decision.budgets, decision.cost, usage))
     return lines
 
 
-def budget_lines(
-    budgets: Sequence[CompiledBudget], cost: int, usage: Sequence[Usage] | None, now: datetime | None
-) -> list[str]:
+def budget_lines(budgets: Sequence[CompiledBudget], cost: int, usage: Sequence[Usage] | None) -> list[str]:
     """The budgets of calls and cost a tool call counts against, what it counts, and (with `usage`) what is left."""
     if not budgets:
         return [f"Budgets: none apply (the call would cost {cost} against a cost budget)"]
@@ -59,8 +55,8 @@ def budget_lines(
         counts = 1 if budget.measure == "calls" else cost
         line = f"Budget {budget.id}: {budget.describe()}; this call counts {counts}"
         entry = used.get(budget)
-        if entry is not None and now is not None:
-            line += f"; {entry.used} used, {entry.left} left; renews at {renews_text(entry.renews, now)}"
+        if entry is not None:
+            line += f"; {entry.used} used, {entry.left} left; renews at {entry.renews}"
         else:
             line += (
                 f"; renews at the start of each UTC {budget.per} (what is used is counted by the serving hub: "
