@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 from limits.aio.storage import Storage
 from limits.storage import storage_from_string
 
@@ -35,6 +36,9 @@ from mcp_hub.policy.budgets import CompiledBudget, Per, Usage
 
 _GRACE = 60
 """Seconds a count outlives its period (a replica whose clock is behind may still add to it)."""
+
+GIVE_BACK_TIMEOUT = 2.0
+"""Seconds giving back a charge may take (Redis answers each command within `cluster.TIMEOUT`, or is down)."""
 
 
 @dataclass(slots=True)
@@ -71,16 +75,18 @@ class BudgetCounter:
         return await self._charge(self._local, budgets, principal, cost, now)
 
     async def give_back(self, charge: Charge) -> None:
-        """Undo `charge` (the call was not sent after all: declined, or answered from the cache)."""
+        """Undo `charge` (the call was not sent after all: refused, declined, answered from the cache); done even
+        while the caller is being cancelled, within `GIVE_BACK_TIMEOUT`."""
         if charge.storage is None or not charge.counted:
             return
         counted, charge.counted = charge.counted, []
-        try:
-            for key, amount in counted:
-                await charge.storage.incr(key, _GRACE, amount=-amount)
-        except cluster_errors() as exc:
-            if self._cluster is not None:
-                self._cluster.failed(exc)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(GIVE_BACK_TIMEOUT):
+            try:
+                for key, amount in counted:
+                    await charge.storage.incr(key, _GRACE, amount=-amount)
+            except cluster_errors() as exc:
+                if self._cluster is not None:
+                    self._cluster.failed(exc)
 
     async def usage(self, budgets: Sequence[CompiledBudget], principal: str) -> list[Usage]:
         """What `principal` has used of each budget in its current period."""

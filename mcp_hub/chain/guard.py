@@ -160,8 +160,7 @@ class PolicyGuard:
 
     async def _give_back(self, charge: Charge | None) -> None:
         if charge is not None:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._budgets.give_back(charge)
+            await self._budgets.give_back(charge)
 
     async def _confirm(self, ctx: CallContext, decision: Decision, policy: PolicySet) -> None:
         settings = policy.confirmation

@@ -9,7 +9,8 @@ and ends with the fix. The steps:
    of their names and bytes, first 12 hex digits;
 2. per file: TOML syntax; unknown keys, with "did you mean"; the model (types, selectors,
    regexes, rates, roots: `model.py`);
-3. across files: a principal, scope, group, profile or settings table defined twice; [principals],
+3. across files: a principal, scope, group, profile, settings table or principal's or group's budgets
+   defined twice; [principals],
    [scopes], [groups] and `extends` naming profiles that do not exist; `extends` cycles; rule and guard ids used twice
    (they share one namespace: an audit line names either);
 4. compile (`compiled.py`).
