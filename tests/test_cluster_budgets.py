@@ -18,7 +18,7 @@ import pytest
 import redis
 from mcp import Client
 
-from tests.conftest import free_port, hub_command, serve_app
+from tests.conftest import free_port, hub_command, serve_app, wait_for
 from tests.harness.cached import KEYS, Setup, audit_outcomes, cached_hub
 from tests.redis_server import RedisServer
 from tests.servers.counting import counting_server
@@ -134,3 +134,23 @@ async def test_a_cost_budget_holds_exactly_across_three_replicas(tmp_path: Path,
                     group.start_soon(call, n)
     assert sorted(allowed) == [False] * 5 + [True] * 3
     assert hubs[0].served[("tool", "lookup")] == 6
+
+
+async def test_without_redis_each_replica_keeps_the_budget_in_its_own_memory(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Redis gone, calls go on and each replica holds the budget on its own (7 each); back, it is one again."""
+    async with replicas(tmp_path, redis_server.url, count=2) as hubs:
+        redis_server.kill()
+        async with clients(hubs, "dave") as on:
+            alone = [[(await on[side].call_tool("up_lookup", {"n": n})).is_error for n in range(8)] for side in (0, 1)]
+        assert alone == [[False] * 7 + [True]] * 2
+        redis_server.start()
+
+        async def shared_again() -> bool:
+            return all(hub.hub.cluster is not None and hub.hub.cluster.up for hub in hubs)
+
+        await wait_for(shared_again)
+        async with clients(hubs, "dave") as on:  # what each counted meanwhile is dropped: one budget in Redis again
+            again = [(await on[n % 2].call_tool("up_lookup", {"again": n})).is_error for n in range(8)]
+        assert again == [False] * 7 + [True]
