@@ -48,6 +48,7 @@ from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
+from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
 from mcp_hub.search.ranking import planned
 from mcp_hub.server.curated import selections
@@ -650,8 +651,29 @@ def _explain(args: argparse.Namespace) -> int:
     principal = args.principal if args.claims is None else _token_principal(config, args.claims)
     target = Target(kind, mount, name, arguments if kind != "resource" else None)
     detectors = Detectors(configured_secrets(config), config.guardrails.phone_regions(os.environ))
-    print(explain(policy, principal, target, detectors=detectors))
+    usage = None
+    if config.cluster.redis and kind == "tool":
+        usage = anyio.run(_budget_usage, config, policy.budgets_for(principal), principal)
+    print(explain(policy, principal, target, detectors=detectors, usage=usage))
     return 0
+
+
+async def _budget_usage(config: HubConfig, budgets: Sequence[CompiledBudget], principal: str) -> list[Usage] | None:
+    """What `principal` used of `budgets`, read from the cluster's Redis (None when it cannot be read)."""
+    from mcp_hub.chain.budgets import BudgetCounter
+    from mcp_hub.cluster import Cluster
+
+    if not budgets:
+        return []
+    cluster = Cluster(config.cluster.redis or "", config.cluster.secret)
+    try:
+        usage = await BudgetCounter(cluster).usage(budgets, principal)
+    finally:
+        await cluster.aclose()
+    if not cluster.up:
+        print(f"(the budgets' counts could not be read from Redis: {cluster.last_error})", file=sys.stderr)
+        return None
+    return usage
 
 
 def _token_principal(config: HubConfig, text: str) -> str:

@@ -9,6 +9,7 @@ HubError                      (JSON-RPC code -32603 unless a subclass says other
 ├── HeaderMismatch            an Mcp-* header says other than the body (-32020)
 ├── Refused                   the policy refused these arguments, or a person said no (-32602)
 ├── RateLimited               over a rate limit; says when to retry (-32029, data.retryAfter)
+├── OverBudget                over a budget of calls or cost; names it and when it renews (-32029)
 └── UpstreamError             something went wrong on the way to a mounted server
     ├── UpstreamUnavailable   the mount is not connected right now (-32000)
     └── UpstreamTimeout       the mount did not answer in time (-32001)
@@ -121,6 +122,22 @@ class RateLimited(HubError):
 
     def to_mcp(self) -> MCPError:
         return MCPError(code=self.code, message=str(self), data={"retryAfter": round(self.retry_after, 3)})
+
+
+class OverBudget(HubError):
+    """Over a budget of calls or cost (policy/budgets.py). `retry_after`: seconds until it renews."""
+
+    code = RATE_LIMITED
+
+    def __init__(self, message: str, budget: str, renews_at: str, retry_after: float) -> None:
+        self.budget = budget
+        self.renews_at = renews_at
+        self.retry_after = retry_after
+        super().__init__(message)
+
+    def to_mcp(self) -> MCPError:
+        data = {"budget": self.budget, "renewsAt": self.renews_at, "retryAfter": round(self.retry_after, 3)}
+        return MCPError(code=self.code, message=str(self), data=data)
 
 
 class UpstreamError(HubError):

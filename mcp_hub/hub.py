@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iter
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -64,6 +64,9 @@ from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
 from mcp_hub.upstream.sandbox import describe as sandbox_report
 from mcp_hub.upstream.sandbox import limit_refusals
+
+if TYPE_CHECKING:
+    from mcp_hub.chain.budgets import BudgetCounter
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
@@ -125,10 +128,14 @@ class Hub:
         """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
         self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
         """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
+        self.budgets: BudgetCounter | None = None
+        """What principals used of their budgets of calls and cost (with a policy), for the console's explain."""
         if self.policy.directory is not None:
-            from mcp_hub.chain.guard import PolicyGuard, RateLimiter  # `limits`: loaded only with a policy
+            from mcp_hub.chain.budgets import BudgetCounter  # `limits`: loaded only with a policy
+            from mcp_hub.chain.guard import PolicyGuard, RateLimiter
 
-            links.append(PolicyGuard(self.policy, RateLimiter(self.cluster)))
+            self.budgets = BudgetCounter(self.cluster)
+            links.append(PolicyGuard(self.policy, RateLimiter(self.cluster), self.budgets))
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 regions = config.guardrails.phone_regions(os.environ)
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config), regions), self.audit)

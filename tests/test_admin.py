@@ -230,6 +230,25 @@ async def test_explain_finds_what_the_hubs_guards_find_its_own_secret_values_too
     assert MOUNT_TOKEN not in answer.text
 
 
+@pytest.mark.slow
+async def test_explain_shows_the_budgets_that_apply_and_what_is_left(tmp_path: Path) -> None:
+    """The local user has 5 calls an hour of its own: after two calls, the console's explain says 2 used, 3 left."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "budgets.toml").write_text(
+        '[budgets.principals]\nstdio = [{ calls = 5, per = "hour" }]\n', encoding="utf-8"
+    )
+    async with console_hub(tmp_path) as (hub, base), httpx2.AsyncClient() as web:
+        async with hub_client(hub) as client:
+            for _ in range(2):
+                assert not (await client.call_tool("srv_echo", {"text": "hi"})).is_error
+        csrf = await logged_in(web, base)
+        form = {"csrf": csrf, "principal": "stdio", "kind": "tool", "target": "srv/echo"}
+        answer = await web.post(f"{base}/admin/explain", data=form)
+    assert answer.status_code == 200, answer.text
+    assert "Budget budget:principal:stdio:calls/hour: 5 calls per hour" in answer.text
+    assert "2 used, 3 left; renews at " in answer.text
+
+
 async def test_the_catalog_shows_what_a_principal_sees_and_why(tmp_path: Path) -> None:
     async with console_hub(tmp_path) as (_, base), httpx2.AsyncClient() as web:
         await logged_in(web, base)

@@ -111,8 +111,8 @@ def test_shipped_settings() -> None:
 
 
 def _uncommented(text: str) -> str:
-    """`text` with its commented-out TOML lines (principal entries, [[tables]] and key = value) enabled."""
-    pattern = re.compile(r"^# ?((?:\[\[[a-z.]+\]\])|(?:[\w\"*-]+ = \S.*))$")
+    """`text` with its commented-out TOML lines (principal entries, [tables], [[tables]] and key = value) enabled."""
+    pattern = re.compile(r"^# ?((?:\[\[?[a-z.]+\]\]?)|(?:[\w\"*-]+ = \S.*))$")
     return "\n".join(pattern.sub(r"\1", line) for line in text.splitlines())
 
 
@@ -127,6 +127,15 @@ def test_commented_examples_load_when_uncommented() -> None:
         "readonly",
     )
     assert not policy.visible("alice", "tool", "files", "write_file")  # the commented deny example
+    # the commented budgets: readonly's (admin inherits them), ci-bot's own, the contractors group's
+    budgets = policy.decide("ci-bot", Target("tool", "files", "read_file", {"path": "/srv/docs/a"})).budgets
+    assert [b.id for b in budgets] == [
+        "budget:profile:readonly:calls/day",
+        "budget:profile:readonly:cost/month",
+        "budget:principal:ci-bot:calls/hour",
+    ]
+    assert policy.decide("ci-bot", Target("tool", "files", "read_file", {"path": "/srv/docs/a"})).cost == 5
+    assert [b.id for b in policy.group_budgets["contractors"]] == ["budget:group:contractors:cost/month"]
 
 
 # -- the package stays pure --------------------------------------------------------------------

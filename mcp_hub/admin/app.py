@@ -20,7 +20,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
 import anyio
@@ -48,6 +48,9 @@ from mcp_hub.policy import Target, explain
 from mcp_hub.policy.decide import PolicySet
 from mcp_hub.upstream import Upstream
 
+if TYPE_CHECKING:
+    from mcp_hub.chain.budgets import BudgetCounter
+
 logger = logging.getLogger("mcp_hub.admin")
 
 REFRESH = 0.5
@@ -68,6 +71,7 @@ _OUTCOMES = (
     "confirm",
     "error",
     "rate_limited",
+    "over_budget",
     "blocked",
     "redacted",
     "flagged",
@@ -90,6 +94,7 @@ class ConsoleHub(Protocol):
     audit: AuditLog
     upstreams: Mapping[str, Upstream]
     cluster: Cluster | None
+    budgets: BudgetCounter | None
 
     def policy(self) -> PolicySet: ...
     def health(self) -> dict[str, Any]: ...
@@ -474,7 +479,11 @@ class _Pages:
         answer, error = None, None
         try:
             principal = form.get("principal", "").strip()
-            answer = explain(self.hub.policy(), principal, _target(form), detectors=self.hub.detectors())
+            policy, target = self.hub.policy(), _target(form)
+            usage = None
+            if self.hub.budgets is not None and target.kind == "tool":
+                usage = await self.hub.budgets.usage(policy.budgets_for(principal), principal)
+            answer = explain(policy, principal, target, detectors=self.hub.detectors(), usage=usage)
         except ValueError as exc:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)

@@ -1,7 +1,7 @@
 """The audit link: one decision event per call, whatever became of it.
 
 Outermost in the chain, so it sees every outcome: the policy's verdict (allowed,
-denied, refused, rate_limited, confirmed, declined), a server that failed
+denied, refused, rate_limited, over_budget, confirmed, declined), a server that failed
 (upstream_error) or answered with an error (error), a call that ended before it
 finished (cancelled: its client cancelled it or went away, or the hub stopped),
 with the call's latency. An exception this link does not know is an "error",
@@ -147,6 +147,7 @@ class AuditTrail:
                 reason=verdict.reason if decided or reason is None else reason,
                 latency_ms=round(elapsed * 1000, 3),
                 policy_revision=revision,
+                cost=verdict.cost,
             )
         )
 

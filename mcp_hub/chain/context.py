@@ -44,6 +44,8 @@ class Verdict:
     asked: bool = False
     """The policy asked for a person's confirmation of this call: its result is neither served from, nor
     kept in, the cache."""
+    cost: int | None = None
+    """What a tool call the policy let through to its server counts against cost budgets, for the audit line."""
 
 
 @dataclass(frozen=True, slots=True)

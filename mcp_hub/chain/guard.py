@@ -7,6 +7,11 @@ The decision is the policy's (`PolicySet.decide`, pure); this link enforces it:
   invalid-params error otherwise;
 - rate limits of the matching rules: counted per rule (and per principal, unless
   the rule says "shared"), over the limit answered with when to retry;
+- budgets of calls and cost (tools only; budgets.py): charged after the rate limits
+  and before a person is asked, so nobody is asked about a call its budget would
+  refuse; over a budget answered with the budget and when it renews. What a call was
+  charged is given back if it is not sent after all (a person said no, the cache
+  answered it);
 - CONFIRM: a person is asked through the client (elicitation) and the call
   proceeds only on an explicit yes; no, cancel, silence past the timeout, or a
   client that cannot ask (unless the policy allows that) refuse it. The question
@@ -29,10 +34,11 @@ from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
+from mcp_hub.chain.budgets import BudgetCounter, Charge
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.cluster import Cluster, limits_uri
 from mcp_hub.cluster import errors as cluster_errors
-from mcp_hub.errors import RateLimited, Refused, UnknownName
+from mcp_hub.errors import OverBudget, RateLimited, Refused, UnknownName
 from mcp_hub.policy import Decision, Outcome, PolicySet, RateLimit, Target, mask_arguments
 from mcp_hub.shown import shown, shown_json
 from mcp_hub.upstream import ClientCannotAnswer
@@ -101,9 +107,12 @@ def _now() -> float:
 
 
 class PolicyGuard:
-    def __init__(self, policy: Callable[[], PolicySet], limiter: RateLimiter) -> None:
+    def __init__(
+        self, policy: Callable[[], PolicySet], limiter: RateLimiter, budgets: BudgetCounter | None = None
+    ) -> None:
         self._policy = policy
         self._limiter = limiter
+        self._budgets = budgets if budgets is not None else BudgetCounter()
 
     async def __call__(self, ctx: CallContext, call_next: Handler) -> dict[str, Any]:
         policy = self._policy()
@@ -112,6 +121,7 @@ class PolicyGuard:
         ctx.verdict.rule, ctx.verdict.reason = decision.rule, decision.reason
         ctx.verdict.revision, ctx.verdict.mask = decision.revision, policy.audit.mask_arguments  # for the audit line
         ctx.verdict.cache, ctx.verdict.asked = decision.cache, decision.outcome == Outcome.CONFIRM  # for the cache
+        charge: Charge | None = None
         try:
             if decision.outcome == Outcome.DENIED:
                 ctx.verdict.outcome = "denied"
@@ -124,13 +134,33 @@ class PolicyGuard:
                 if retry_after is not None:
                     ctx.verdict.outcome, ctx.verdict.rule = "rate_limited", limit.rule
                     raise RateLimited(limit.rule, limit.rate, retry_after)
+            if decision.budgets:
+                charge = await self._budgets.charge(decision.budgets, ctx.principal, decision.cost)
+                if charge.over is not None:
+                    ctx.verdict.outcome, ctx.verdict.rule = "over_budget", charge.over.budget
+                    ctx.verdict.reason = str(charge.over)
+                    raise charge.over
             if decision.outcome == Outcome.CONFIRM:
-                await self._confirm(ctx, decision, policy)
-        except (Refused, RateLimited) as refusal:
+                try:
+                    await self._confirm(ctx, decision, policy)
+                except BaseException:
+                    await self._give_back(charge)
+                    raise
+        except (Refused, RateLimited, OverBudget) as refusal:
             if ctx.method == "tools/call":
                 return _tool_error(str(refusal))
             raise
-        return await call_next(ctx)
+        if ctx.method == "tools/call":
+            ctx.verdict.cost = decision.cost  # for the audit line
+        result = await call_next(ctx)
+        if ctx.verdict.outcome == "cached":  # not sent: it costs nothing
+            ctx.verdict.cost = None
+            await self._give_back(charge)
+        return result
+
+    async def _give_back(self, charge: Charge | None) -> None:
+        if charge is not None:
+            await self._budgets.give_back(charge)
 
     async def _confirm(self, ctx: CallContext, decision: Decision, policy: PolicySet) -> None:
         settings = policy.confirmation

@@ -70,6 +70,8 @@ class AuditEvent:
     client_id: str | None = None
     results: Sequence[str] | None = None
     """For a search of the tool search (search/tools.py): the names of the tools found, best first."""
+    cost: int | None = None
+    """For a tool call the policy let through to its server: what it counts against cost budgets."""
 
     @classmethod
     def by_administrator(

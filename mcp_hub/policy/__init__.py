@@ -1,4 +1,4 @@
-"""Policy: who may see and call what, with which arguments, how often. The decision side only.
+"""Policy: who may see and call what, with which arguments, how often, how much. The decision side only.
 
 Pure: no network, no SDK, no clocks. The only I/O is reading the policy files in
 `load_policies`, and resolving paths for `path_within` through the `realpath` callable that
@@ -9,6 +9,7 @@ load.py         policies/*.toml -> PolicySet (+ revision); every mistake a Confi
 model.py        the file model (pydantic, strict, unknown keys rejected)
 globs.py        selectors "MOUNTGLOB/NAMEGLOB" and mask globs, compiled once
 rates.py        rate strings ("30/minute")
+budgets.py      budgets of calls and cost: declared per profile, principal, group
 constraints.py  argument constraints, path_within
 compiled.py     profiles with `extends` flattened, rules indexed by kind
 decide.py       PolicySet.decide / visible, and THE precedence (its docstring)

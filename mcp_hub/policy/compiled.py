@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from mcp_hub.policy.budgets import CompiledBudget, compile_budgets
 from mcp_hub.policy.constraints import ArgumentRule, Realpath, Violation, compile_argument
 from mcp_hub.policy.durations import parse_duration
 from mcp_hub.policy.globs import KINDS, SELECTOR_FIELDS, Kind, Selector
@@ -33,6 +34,8 @@ class CompiledRule:
     """Seconds the results of the read-only tools it allows may be kept (its `cache`), or None."""
     scopes: frozenset[str] = frozenset()
     """The OAuth scopes a caller needs for the rule to apply to it."""
+    cost: int | None = None
+    """What a call of the tools it allows counts against cost budgets (its `cost`), or None."""
 
     def match(self, kind: Kind, mount: str, name: str, scopes: frozenset[str] | None = None) -> Selector | None:
         """The first of this rule's selectors for `kind` that matches, or None; None too when the rule needs
@@ -64,6 +67,8 @@ class CompiledProfile:
     """Its own guards followed by those of the profiles it includes (see guards.py)."""
     tool_search: bool | None = None
     """Its own `tool_search`, else the first of the profiles it includes that says; None: none says."""
+    budgets: tuple[CompiledBudget, ...] = ()
+    """Its own `budgets`, else those of the first of the profiles it includes that has them (budgets.py)."""
 
     @classmethod
     def build(
@@ -77,11 +82,13 @@ class CompiledProfile:
         builtin: bool = False,
         guards: tuple[CompiledGuard, ...] = (),
         tool_search: bool | None = None,
+        budgets: tuple[CompiledBudget, ...] = (),
     ) -> CompiledProfile:
         by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
             kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
         }
-        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin, guards, tool_search)
+        by = MappingProxyType(by_kind)
+        return cls(name, description, default, includes, rules, by, builtin, guards, tool_search, budgets)
 
 
 def rule_id(profile: str, index: int, rule: Rule) -> str:
@@ -104,6 +111,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         rate_scope=rule.rate_scope,
         cache=parse_duration(rule.cache) if rule.cache is not None else None,
         scopes=frozenset(rule.scopes),
+        cost=rule.cost,
     )
 
 
@@ -123,6 +131,7 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
         rules = own[name] + tuple(rule for included in includes for rule in own[included])
         guards = own_guards[name] + tuple(guard for included in includes for guard in own_guards[included])
         searching = [profiles[p].tool_search for p in (name, *includes) if profiles[p].tool_search is not None]
+        budgeting = [p for p in (name, *includes) if profiles[p].budgets is not None]
         compiled[name] = CompiledProfile.build(
             name,
             profile.description,
@@ -131,6 +140,7 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
             rules,
             guards=guards,
             tool_search=searching[0] if searching else None,
+            budgets=compile_budgets("profile", budgeting[0], profiles[budgeting[0]].budgets or ()) if budgeting else (),
         )
     return compiled
 

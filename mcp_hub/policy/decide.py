@@ -37,6 +37,9 @@ never does: a call a person must confirm is never answered from, or kept in, the
 
 The rate limits of every matching allow/confirm rule come back with every decision that is not
 DENIED (REFUSED included, so an enforcer may count refused attempts); `decide` counts nothing.
+So do, for a tool, the budgets of calls and cost that apply to the principal (its profile's, its own,
+its groups': `budgets_for`) and what the call costs: the highest `cost` of the matching rules that set
+one, else 1 (the highest, so rule order does not change it either). See budgets.py.
 """
 
 from __future__ import annotations
@@ -49,11 +52,12 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
+from mcp_hub.policy.budgets import CompiledBudget
 from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
 from mcp_hub.policy.constraints import Realpath, Violation
 from mcp_hub.policy.guards import Direction, Guarding
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
-from mcp_hub.policy.principal import Principal, scopes_of
+from mcp_hub.policy.principal import Principal, groups_of, scopes_of
 from mcp_hub.policy.rates import parse_rate
 
 NO_PROFILE = "no-profile"
@@ -118,6 +122,10 @@ class Decision:
     cache: float | None = None
     """Seconds the result may be kept and served again, if the tool is read-only (ALLOWED only): the
     shortest `cache` of the matching rules that have one."""
+    budgets: tuple[CompiledBudget, ...] = ()
+    """The budgets of calls and cost the call counts against (tools only; not DENIED)."""
+    cost: int = 1
+    """What the call counts against cost budgets: the highest `cost` of the matching rules, else 1."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,6 +144,20 @@ class PolicySet:
     """[scopes]: OAuth scope -> profile, in the order written."""
     groups: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """[groups]: group -> profile, in the order written."""
+    principal_budgets: Mapping[str, tuple[CompiledBudget, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """[budgets.principals]: a principal's own budgets."""
+    group_budgets: Mapping[str, tuple[CompiledBudget, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    """[budgets.groups]: the budgets a group's members share."""
+
+    def budgets_for(self, principal: str, profile: str | None = None) -> tuple[CompiledBudget, ...]:
+        """The budgets of `principal`'s tool calls: its profile's (`profile`, else its own profile's), its own,
+        and those of the groups its token names (in name order)."""
+        profile = profile if profile is not None else self.profile_for(principal)
+        found = self.profiles[profile].budgets if profile is not None else ()
+        found += self.principal_budgets.get(str(principal), ())
+        for group in sorted(groups_of(principal)):
+            found += self.group_budgets.get(group, ())
+        return found
 
     def profile_for(self, principal: str) -> str | None:
         """The principal's profile: its own entry, else the first [scopes] entry its token carries, else the
@@ -163,22 +185,28 @@ class PolicySet:
             return found
         profile, grants = found
         rates = tuple(RateLimit(rule.id, rule.rate, rule.rate_scope) for rule in grants if rule.rate is not None)
+        spend: tuple[tuple[CompiledBudget, ...], int] = ((), 1)
+        if target.kind == "tool":
+            cost = max((rule.cost for rule in grants if rule.cost is not None), default=1)
+            spend = (self.budgets_for(principal, profile.name), cost)
         if target.kind != "resource":
             arguments = target.arguments or {}
             violations = tuple(v for rule in grants if rule.arguments for v in rule.violations(arguments, realpath))
             if violations:
                 first = violations[0]
-                return self._decision(Outcome.REFUSED, first.rule, str(first), profile, rates, violations=violations)
+                return self._decision(
+                    Outcome.REFUSED, first.rule, str(first), profile, rates, violations=violations, spend=spend
+                )
         for rule in grants:
             if rule.effect == "confirm":
                 reason = rule.reason or f"rule {rule.id!r} asks for confirmation"
-                return self._decision(Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True)
+                return self._decision(Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True, spend=spend)
         cache = min((rule.cache for rule in grants if rule.cache is not None), default=None)
         if grants:
             reason = grants[0].reason or f"allowed by rule {grants[0].id!r}"
-            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates, cache=cache)
+            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates, cache=cache, spend=spend)
         reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
-        return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates)
+        return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates, spend=spend)
 
     @cached_property
     def has_guards(self) -> bool:
@@ -293,9 +321,13 @@ class PolicySet:
         violations: tuple[Violation, ...] = (),
         confirm: bool = False,
         cache: float | None = None,
+        spend: tuple[tuple[CompiledBudget, ...], int] = ((), 1),
     ) -> Decision:
         confirmation = self.confirmation if confirm else None
-        return Decision(outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation, cache)
+        budgets, cost = spend
+        return Decision(
+            outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation, cache, budgets, cost
+        )
 
 
 BUILTIN_PROFILE = "allow-all"

@@ -10,10 +10,11 @@ characters that would deceive a reader escaped (see shown.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp_hub.guardrails import Detectors, scan_value
+from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.policy.compiled import SELECTOR_FIELDS, CompiledRule
 from mcp_hub.policy.constraints import Realpath
 from mcp_hub.policy.decide import BUILTIN_REASON, Decision, PolicySet, Target
@@ -32,11 +33,37 @@ def explain(
     *,
     realpath: Realpath = os.path.realpath,
     detectors: Detectors | None = None,
+    usage: Sequence[Usage] | None = None,
 ) -> str:
     """A multi-line account of `policy`'s decision: profile, every rule considered, constraints, outcome.
-    `detectors`: those the hub's guards use (its own secret values, its phone regions); by default plain ones."""
+    `detectors`: those the hub's guards use (its own secret values, its phone regions); by default plain ones.
+    `usage`: what the principal used of its budgets (chain/budgets.py counts it), when known."""
     decision = policy.decide(principal, target, realpath=realpath)
-    return render(policy, principal, target, decision, realpath, detectors or Detectors())
+    lines = render(policy, principal, target, decision, realpath, detectors or Detectors())
+    if target.kind == "tool" and decision.outcome != "denied":
+        lines += "\n" + "\n".join(budget_lines(decision.budgets, decision.cost, usage))
+    return lines
+
+
+def budget_lines(budgets: Sequence[CompiledBudget], cost: int, usage: Sequence[Usage] | None) -> list[str]:
+    """The budgets of calls and cost a tool call counts against, what it counts, and (with `usage`) what is left."""
+    if not budgets:
+        return [f"Budgets: none apply (the call would cost {cost} against a cost budget)"]
+    used = {entry.budget: entry for entry in usage or ()}
+    lines: list[str] = []
+    for budget in budgets:
+        counts = 1 if budget.measure == "calls" else cost
+        line = f"Budget {budget.id}: {budget.describe()}; this call counts {counts}"
+        entry = used.get(budget)
+        if entry is not None:
+            line += f"; {entry.used} used, {entry.left} left; renews at {entry.renews}"
+        else:
+            line += (
+                f"; renews at the start of each UTC {budget.per} (what is used is counted by the serving hub: "
+                "its admin console's Explain shows it, and with [cluster] so does this command)"
+            )
+        lines.append(line)
+    return lines
 
 
 def render(
@@ -157,6 +184,7 @@ def _rule_lines(
         return [f"{head}: no match ({SELECTOR_FIELDS[target.kind]}: {written})"]
     extras = f"; rate {rule.rate} ({_scope_text(rule.rate_scope)})" if rule.rate else ""
     extras += f"; cache {rule.cache:g} s" if rule.cache is not None else ""
+    extras += f"; cost {rule.cost}" if rule.cost is not None else ""
     lines = [f"{head}: matches {selector.text!r}{extras}"]
     if rule.effect != "deny" and target.kind != "resource":
         arguments: Any = target.arguments or {}

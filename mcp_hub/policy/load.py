@@ -9,7 +9,8 @@ and ends with the fix. The steps:
    of their names and bytes, first 12 hex digits;
 2. per file: TOML syntax; unknown keys, with "did you mean"; the model (types, selectors,
    regexes, rates, roots: `model.py`);
-3. across files: a principal, scope, group, profile or settings table defined twice; [principals],
+3. across files: a principal, scope, group, profile, settings table or principal's or group's budgets
+   defined twice; [principals],
    [scopes], [groups] and `extends` naming profiles that do not exist; `extends` cycles; rule and guard ids used twice
    (they share one namespace: an audit line names either);
 4. compile (`compiled.py`).
@@ -36,6 +37,7 @@ from mcp_hub.config import (
     unknown_key_reason,
 )
 from mcp_hub.errors import ConfigError
+from mcp_hub.policy.budgets import Budget, BudgetTables, CompiledBudget, compile_budgets
 from mcp_hub.policy.compiled import compile_profiles, rule_id
 from mcp_hub.policy.decide import PolicySet
 from mcp_hub.policy.guards import guard_id
@@ -57,6 +59,7 @@ _PROFILE_KEYS = tuple(Profile.model_fields)
 _RULE_KEYS = tuple(Rule.model_fields)
 _CONSTRAINT_KEYS = tuple(ArgumentConstraints.model_fields)
 _GUARD_KEYS = tuple(Guard.model_fields)
+_BUDGET_KEYS = tuple(Budget.model_fields)
 _SETTINGS_KEYS = {
     "confirmation": tuple(ConfirmationSettings.model_fields),
     "audit": tuple(AuditSettings.model_fields),
@@ -104,6 +107,8 @@ def parse_policies(files: Mapping[str, str | bytes], *, directory: str | None = 
         principals=MappingProxyType({principal: profile for principal, (profile, _) in merged.principals.items()}),
         scopes=MappingProxyType({scope: profile for scope, (profile, _) in merged.scopes.items()}),
         groups=MappingProxyType({group: profile for group, (profile, _) in merged.groups.items()}),
+        principal_budgets=merged.budgets("principals"),
+        group_budgets=merged.budgets("groups"),
         profiles=MappingProxyType(compile_profiles({name: p for name, (p, _) in merged.profiles.items()})),
         sources=tuple(source.path for source in sources),
     )
@@ -183,6 +188,17 @@ def _check_keys(data: dict[str, Any], source: _Source) -> None:
         guards: Any = profile.get("guards")
         for index, guard in enumerate(cast(list[Any], guards) if isinstance(guards, list) else []):
             _check_table(_table(guard), _GUARD_KEYS, ("profiles", name, "guards", index), source)
+        _check_budget_keys(profile.get("budgets"), ("profiles", name, "budgets"), source)
+    budgets = _table(data.get("budgets"))
+    _check_table(budgets, tuple(BudgetTables.model_fields), ("budgets",), source)
+    for table in BudgetTables.model_fields:
+        for owner, entries in _table(budgets.get(table)).items():
+            _check_budget_keys(entries, ("budgets", table, owner), source)
+
+
+def _check_budget_keys(budgets: Any, loc: Loc, source: _Source) -> None:
+    for index, budget in enumerate(cast(list[Any], budgets) if isinstance(budgets, list) else []):
+        _check_table(_table(budget), _BUDGET_KEYS, (*loc, index), source)
 
 
 def _table(value: Any) -> dict[str, Any]:
@@ -226,6 +242,9 @@ class _Merged:
     groups: dict[str, tuple[str, _Source]] = field(default_factory=dict[str, tuple[str, _Source]])
     profiles: dict[str, tuple[Profile, _Source]] = field(default_factory=dict[str, tuple[Profile, _Source]])
     settings: dict[str, tuple[BaseModel, _Source]] = field(default_factory=dict[str, tuple[BaseModel, _Source]])
+    budget_tables: dict[str, dict[str, tuple[tuple[Budget, ...], _Source]]] = field(
+        default_factory=lambda: {"principals": {}, "groups": {}}
+    )
 
     def add(self, source: _Source) -> None:
         model = source.model
@@ -248,6 +267,13 @@ class _Merged:
                 reason = f"profile {name!r} is already defined in {first}; rename one, or merge them in one file"
                 raise source.error(("profiles", name), reason)
             self.profiles[name] = (profile_model, source)
+        for table, merged_budgets in self.budget_tables.items():
+            for owner, budgets in getattr(model.budgets or BudgetTables(), table).items():
+                if owner in merged_budgets:
+                    first = merged_budgets[owner][1].path
+                    reason = f"the budgets of {table[:-1]} {owner!r} are already set in {first}; keep them in one file"
+                    raise source.error(("budgets", table, owner), reason)
+                merged_budgets[owner] = (budgets, source)
         for table in SETTINGS_TABLES:
             settings = getattr(model, table)
             if settings is not None:
@@ -255,6 +281,11 @@ class _Merged:
                     first = self.settings[table][1].path
                     raise source.error((table,), f"[{table}] is already set in {first}; keep it in one file")
                 self.settings[table] = (settings, source)
+
+    def budgets(self, table: str) -> MappingProxyType[str, tuple[CompiledBudget, ...]]:
+        owner = "principal" if table == "principals" else "group"
+        entries = self.budget_tables[table].items()
+        return MappingProxyType({name: compile_budgets(owner, name, budgets) for name, (budgets, _) in entries})
 
     def setting(self, table: str, default: type[Any]) -> Any:
         return self.settings[table][0] if table in self.settings else default()

@@ -19,6 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationIn
 
 from mcp_hub.config import rule_error
 from mcp_hub.guardrails import GROUPS, NAMES
+from mcp_hub.policy.budgets import Budgets, BudgetTables, check_budgets
 from mcp_hub.policy.durations import parse_duration
 from mcp_hub.policy.globs import selector_problem, unclosed_bracket
 from mcp_hub.policy.rates import parse_rate
@@ -156,6 +157,8 @@ class Rule(BaseModel):
     """How long results of the read-only tools it allows may be kept and served again ("60s")."""
     scopes: _Strings = ()
     """OAuth scopes the caller's token must all carry for the rule to apply (an API key or stdio carries none)."""
+    cost: int | None = Field(default=None, ge=0)
+    """What a call of the tools it allows counts against cost budgets (1 when no matching rule says)."""
 
     _id = field_validator("id")(_check_id)
     _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
@@ -187,7 +190,7 @@ class Rule(BaseModel):
         if "rate_scope" in self.model_fields_set and self.rate is None:
             raise rule_error('rate_scope without rate; add rate = "30/minute" or remove rate_scope', "rate_scope")
         if self.effect == "deny":
-            for key in ("rate", "arguments", "scopes"):
+            for key in ("rate", "arguments", "scopes", "cost"):
                 if key in self.model_fields_set:
                     raise rule_error(f"a deny rule has no {key}: it hides what it matches; remove {key}", key)
         if self.arguments and self.resources:
@@ -209,6 +212,8 @@ class Rule(BaseModel):
                     "move the prompts and resources to a rule of their own",
                     "cache",
                 )
+        if self.cost is not None and not self.tools:
+            raise rule_error('cost applies to tool calls; select tools, like tools = ["search/*"]', "cost")
         for name in self.arguments:
             if not name:
                 raise rule_error("an argument name is empty; name the argument", "arguments")
@@ -268,6 +273,14 @@ class Profile(BaseModel):
     tool_search: bool | None = None
     """Whether its principals list the hub's search and call tools instead of every tool (hub.toml's
     `[search]`); None: as the profiles it extends say, else as `[search] enabled` says."""
+    budgets: Budgets | None = None
+    """Budgets of calls and cost of its principals (see budgets.py); None: those of the first profile it
+    extends that has some; [] none."""
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, budgets: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+        return None if budgets is None else check_budgets(budgets, scoped=True)
 
 
 class ConfirmationSettings(BaseModel):
@@ -331,6 +344,18 @@ class PolicyFile(BaseModel):
     confirmation: ConfirmationSettings | None = None
     audit: AuditSettings | None = None
     pinning: PinningSettings | None = None
+    budgets: BudgetTables | None = None
+    """Budgets of one principal ([budgets.principals]) and of a group ([budgets.groups])."""
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _budget_tables(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            raise rule_error(
+                "a top-level budgets is a table of [budgets.principals] and [budgets.groups]; a profile's "
+                "budgets = [...] goes under its [profiles.NAME]"
+            )
+        return value
 
     @model_validator(mode="after")
     def _names(self) -> PolicyFile:
