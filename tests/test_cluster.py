@@ -8,6 +8,7 @@ HTTP, and the SDK's clients through each hub's HTTP endpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -23,7 +24,11 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_hub import cluster as cluster_module
 from mcp_hub.cache import MemoryStore
+from mcp_hub.catalog.pins import PinStore
+from mcp_hub.catalog.shared_pins import SharedPins
+from mcp_hub.cluster import Cluster
 from mcp_hub.config import parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
@@ -242,7 +247,6 @@ def test_the_cluster_table_is_checked() -> None:
 
 async def test_the_redis_store_keeps_counts_and_forgets_as_the_memory_store_does(redis_server: RedisServer) -> None:
     from mcp_hub.cache.shared import RedisStore
-    from mcp_hub.cluster import Cluster
 
     cluster = Cluster(redis_server.url)
     store, other = RedisStore(cluster, MemoryStore(10, 10_000)), RedisStore(cluster, MemoryStore(10, 10_000))
@@ -285,3 +289,88 @@ def test_a_hub_without_a_cluster_does_not_load_redis(tmp_path: Path) -> None:
         [sys.executable, "-c", script, str(config)], capture_output=True, text=True, timeout=60, check=True
     )
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
+async def test_the_health_check_notices_redis_leave_and_come_back_with_no_call_to_tell_it(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica serving nothing still checks Redis (`Cluster.run`): a failed check marks it down, said once however
+    many checks fail; the check goes on, and once Redis answers the recovery hooks run before shared state is used
+    again."""
+    monkeypatch.setattr(cluster_module, "CHECK_EVERY", 0.02)  # the checks come soon
+    caplog.set_level(logging.INFO, "mcp_hub.cluster")
+    cluster = Cluster(redis_server.url)
+    recovered: list[bool] = []
+
+    async def hook() -> None:
+        recovered.append(cluster.up)
+
+    cluster.on_recovered.append(hook)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cluster.run)
+            await wait_for(lambda: cluster.sealing is not None)  # the first check read the shared sealing key
+            redis_server.kill()
+            await wait_for(lambda: not cluster.up)
+            report = cluster.report()
+            assert report["redis"] == "down" and "Error" in str(report["last_error"])
+            redis_server.start()
+            await wait_for(lambda: cluster.up)
+            tg.cancel_scope.cancel()
+    finally:
+        await cluster.aclose()
+    assert recovered == [False]  # run once, while shared state was not used yet
+    assert cluster.report() == {"redis": "up", "last_error": None}
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "mcp_hub.cluster"]
+    assert len([m for level, m in messages if level == logging.WARNING and "Redis is unreachable" in m]) == 1
+    assert any("Redis answers again" in m for _, m in messages)
+
+
+LOOKUP = {"name": "lookup", "description": "Look something up.", "inputSchema": {"type": "object"}}
+FETCH = {"name": "fetch", "description": "Fetch a page.", "inputSchema": {"type": "object"}}
+
+
+async def test_a_replica_keeps_its_own_pins_while_redis_is_down_and_takes_the_shared_ones_once_it_is_back(
+    tmp_path: Path, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pull that fails leaves the replica its own pins (and the hub serving, Redis marked down, said once); later
+    pulls leave Redis alone until the health check hears it again, even once it answers; then the next pull takes
+    what another replica wrote meanwhile (a Redis restarted without persistence, which kept nothing)."""
+    caplog.set_level(logging.WARNING, "mcp_hub.cluster")
+    a_cluster, b_cluster = Cluster(redis_server.url), Cluster(redis_server.url)
+    a_store, b_store = PinStore(tmp_path / "a.json"), PinStore(tmp_path / "b.json")
+    a, b = SharedPins(a_cluster, a_store), SharedPins(b_cluster, b_store)
+    later: Cluster | None = None
+    try:
+        assert not await b.pull()  # nothing shared yet: b's own pins start it
+        b_store.admit("up", [LOOKUP], "hold")
+        assert await b.push()
+        assert await a.pull() and set(a_store.pins) == {"up/lookup"}
+        assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["pins"] == a_store.pins
+
+        redis_server.kill()
+        assert not await a.pull()
+        assert not a_cluster.up and set(a_store.pins) == {"up/lookup"}
+        assert a_cluster.report()["last_error"]
+
+        redis_server.start()  # empty: it kept nothing
+        later = Cluster(redis_server.url)  # a replica that started meanwhile, with pins of its own
+        c_store = PinStore(tmp_path / "c.json")
+        c = SharedPins(later, c_store)
+        c_store.admit("up", [FETCH], "hold")
+        assert not await c.pull() and await c.push()
+        assert not await a.pull()  # Redis answers, but this replica has not heard it yet
+        assert set(a_store.pins) == {"up/lookup"}
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a_cluster.run)  # its first check is at once
+            await wait_for(lambda: a_cluster.up)
+            tg.cancel_scope.cancel()
+        assert await a.pull() and set(a_store.pins) == {"up/fetch"}  # the one written first wins
+        assert json.loads((tmp_path / "a.json").read_text(encoding="utf-8"))["pins"] == a_store.pins
+    finally:
+        for cluster in (a_cluster, b_cluster, later):
+            if cluster is not None:
+                await cluster.aclose()
+    warnings = [r for r in caplog.records if "Redis is unreachable" in r.getMessage()]
+    assert len(warnings) == 1

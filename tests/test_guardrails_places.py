@@ -360,6 +360,28 @@ async def test_a_servers_question_is_redacted_on_its_way_to_the_client(
     assert reasons == [f"secrets found aws_access_key x1 in the {where}"]
 
 
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_servers_roots_question_and_the_clients_answer_pass_the_guards_as_they_are(
+    tmp_path: Path, mode: str
+) -> None:
+    """`roots/list` is not guarded (the client's folders, which the mount's `roots` governs): its answer reaches a
+    handshake-era server as the client gave it, where an elicitation's answer with the same text is redacted."""
+    places = Places(tmp_path, guard("redact", "arguments"), "legacy")
+    root = {"uri": "file:///home/ada/keys", "name": f"where {KEY} is kept"}
+
+    async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root.model_validate(root)])
+
+    async with (
+        running_hub(load_config(places.config)) as hub,
+        hub_client(hub, mode, list_roots_callback=roots) as client,
+    ):
+        result = await client.call_tool("leaky_roots", {})
+    assert result.is_error is not True and KEY in text_of(result)
+    assert places.received("answer to roots/list") == [{"roots": [root]}]
+    assert not [line for line in places.audit_lines() if line["rule"] == "redact-arguments"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("upstream", UPSTREAMS)
 @pytest.mark.parametrize("mode", ERAS)

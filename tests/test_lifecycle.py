@@ -20,8 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
 
 from mcp_hub.hub import Hub
-from mcp_hub.upstream import supervisor
-from mcp_hub.upstream.supervisor import State
+from mcp_hub.upstream import State, supervisor
 from tests.conftest import fixture_server, hub_client, hub_environment, make_config, running_hub, wait_for, write_config
 from tests.harness.processes import alive, pid_of
 from tests.harness.wire import legacy_session
@@ -73,6 +72,45 @@ async def test_a_crashed_server_is_said_to_have_exited_with_its_status(
     said = {"server 'a': connection closed: the server exited with status 3"}
     said.add("server 'a': connection closed during tools/call: the server exited with status 3")
     assert said & set(messages), messages
+
+
+async def test_a_server_that_stops_answering_fails_the_health_check_and_is_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no call to notice it, a server that stops answering altogether (frozen: SIGSTOP) fails the health
+    check's ping; the hub lets go of its connection (its stdin closed: thawed, it reads the end and exits), says
+    why, and starts the server again."""
+    monkeypatch.setattr(supervisor, "_HEALTH_INTERVAL", 0.05)  # the checks come soon
+    monkeypatch.setattr(supervisor, "_BACKOFF_FIRST", 0.05)  # and so does the restart
+    config = make_config(tmp_path, {"a": fixture_server("a", timeout=0.5)})
+    with caplog.at_level("WARNING", logger="mcp_hub.upstream"):
+        async with running_hub(config) as hub, hub_client(hub) as client:
+            upstream = hub.upstreams["a"]
+            frozen = await pid_of(client, "a_pid")
+            pipes = _pipes("self") & _pipes(frozen)  # its stdin, stdout and stderr: the hub holds the other ends
+            os.kill(frozen, signal.SIGSTOP)
+            try:
+                await wait_for(lambda: not pipes <= _pipes("self"))  # one let go of: the hub is done with it
+            finally:
+                os.kill(frozen, signal.SIGCONT)
+            await wait_for(lambda: upstream.state == State.UP and upstream.restarts == 1)
+            assert await pid_of(client, "a_pid") != frozen
+            await wait_for(lambda: not alive(frozen))
+    messages = [record.getMessage() for record in caplog.records]
+    assert "server 'a': health check failed: Server 'a' did not answer ping within 0.5s" in messages, messages
+
+
+def _pipes(pid: int | str) -> set[str]:
+    """The pipes process `pid` has open, as /proc names them ("pipe:[inode]")."""
+    found: set[str] = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own, say)
+            continue
+        if link.startswith("pipe:"):
+            found.add(link)
+    return found
 
 
 async def test_a_server_that_hangs_at_start_does_not_hold_up_the_others(tmp_path: Path) -> None:

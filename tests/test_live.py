@@ -175,6 +175,34 @@ async def test_an_edit_the_loader_rejects_is_logged_and_changes_nothing(
     assert [restart for _, restart in hub.remounts] == [()]
 
 
+async def test_an_edit_written_a_piece_at_a_time_is_read_once_the_writes_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written in several writes (a slow editor, a copy) is read once it has stayed the same for `QUIET`,
+    whole: never one of the pieces before it, which would be rejected or applied half."""
+    monkeypatch.setattr(live, "QUIET", 0.05)
+    path = tmp_path / "hub.toml"
+    path.write_text('[servers.a]\ncommand = "a"\n', encoding="utf-8")
+    hub = Recorder(load_config(path))
+    watcher = live.LiveConfig(hub, interval=0.005)
+    edit = '[servers.a]\ncommand = "a"\n\n[servers.b]\ncommand = "b"\nargs = ["--one", "--two"]\n'
+    with caplog.at_level(logging.INFO, logger="mcp_hub.live"), anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watcher.run)
+            await anyio.sleep(0.02)  # the watcher looks at the unchanged file a few times first
+            with path.open("w", encoding="utf-8") as file:  # truncated: the first write
+                for line in edit.splitlines(keepends=True):
+                    await anyio.sleep(0.01)  # each piece well within QUIET of the one before
+                    file.write(line)
+                    file.flush()
+            await wait_for(lambda: bool(hub.remounts))
+            tg.cancel_scope.cancel()
+    ((config, restart),) = hub.remounts
+    assert set(config.servers) == {"a", "b"} and config.servers["b"].args == ("--one", "--two") and restart == ()
+    assert watcher.last_error is None
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_hub.live"] == [f"{path}: server 'b' added"]
+
+
 # -- an in-process hub with its watcher --------------------------------------------------------------------
 
 

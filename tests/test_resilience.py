@@ -51,8 +51,18 @@ from mcp_types import (
 
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
+from mcp_hub.upstream import State, supervisor
 from mcp_hub.upstream.stdio import MAX_LINE_BYTES
-from tests.conftest import fixture_server, free_port, make_config, running_hub, serve_app, wait_for, write_config
+from tests.conftest import (
+    fixture_server,
+    free_port,
+    hub_client,
+    make_config,
+    running_hub,
+    serve_app,
+    wait_for,
+    write_config,
+)
 from tests.harness.wire import JSON_HEADERS, MODERN, MODERN_META, legacy_session, modern_call
 from tests.servers.fixture import BASE_TOOLS, build_server
 
@@ -440,6 +450,30 @@ async def test_an_upstream_killed_mid_call(tmp_path: Path, mode: str) -> None:
         assert victim not in _children(os.getpid())  # reaped, not a zombie
         assert hub.upstreams["a"].restarts == 1
         await back_to(baseline)
+
+
+async def test_a_server_that_crashes_again_soon_waits_longer_and_one_that_served_a_while_starts_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each restart of a server that keeps crashing soon after coming up waits twice as long as the one before
+    (`_BACKOFF_FIRST` doubling), unless the connection it lost had served a healthy run (`HEALTHY_RUN`): then it
+    is restarted at once, and the next wait is the first one again."""
+    monkeypatch.setattr(supervisor, "_BACKOFF_FIRST", 0.1)
+    monkeypatch.setattr(supervisor, "HEALTHY_RUN", 0.5)
+    caplog.set_level(logging.INFO, logger="mcp_hub.upstream")
+    config = make_config(tmp_path, {"a": fixture_server("a")})
+    async with running_hub(config) as hub, hub_client(hub) as client:
+        upstream = hub.upstreams["a"]
+        for crash in range(4):
+            if crash == 2:
+                await anyio.sleep(supervisor.HEALTHY_RUN)  # this connection serves a healthy run
+            with anyio.fail_after(10), pytest.raises(MCPError):
+                await client.call_tool("a_crash", {})
+            await wait_for(lambda n=crash: upstream.state == State.UP and upstream.restarts == n + 1)
+    waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("server 'a': reconnecting")]
+    assert waits[:2] == ["server 'a': reconnecting in 0.1s", "server 'a': reconnecting in 0.2s"], waits
+    assert waits[2].startswith("server 'a': reconnecting now (it was up"), waits
+    assert waits[3] == "server 'a': reconnecting in 0.1s", waits  # not 0.4 s: the one before served a healthy run
 
 
 @pytest.mark.real_processes

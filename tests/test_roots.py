@@ -163,6 +163,26 @@ async def test_over_http_a_server_asking_outside_any_call_hears_no_roots(tmp_pat
     assert client_roots.asked == 0
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_stdio_server_asking_the_calling_client_that_cannot_answer_hears_no_roots(
+    tmp_path: Path, mode: str
+) -> None:
+    """A stdio server's `roots/list` during a call carries no call of its own: the hub asks the client whose call
+    is in flight, and when that client did not declare `roots` the server hears an empty list, not an error (the
+    hub told it it may ask); the client is asked nothing, and the call goes on."""
+    config = make_config(tmp_path, {"srv": fixture_server("srv", protocol="legacy")})
+    ada = Person("ada")
+    options = {"sampling_callback": ada.sampling, "elicitation_callback": ada.elicitation}  # no roots
+    async with running_hub(config) as hub, hub_client(hub, mode, **options) as client:
+        with anyio.fail_after(10):
+            result = await client.call_tool("srv_ask", {"what": "roots", "text": "hello"})
+            other = await client.call_tool("srv_ask", {"what": "sampling", "text": "hello"})
+    assert result.is_error is not True
+    assert result.content[0].text == "roots: "  # type: ignore[union-attr]
+    assert other.content[0].text == "sampled: ada read 'hello'"  # type: ignore[union-attr]
+    assert ada.asked == ["sampling"]
+
+
 @asynccontextmanager
 async def stdio_hub(tmp_path: Path, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     """`mcp-hub serve` over stdio, mounting the asker as `ra`."""

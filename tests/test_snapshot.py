@@ -21,7 +21,9 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from mcp_hub.config import HubConfig, load_config
+from mcp_hub.catalog import snapshot
+from mcp_hub.catalog.snapshot import CatalogSnapshot
+from mcp_hub.config import HubConfig, ServerConfig, load_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.importer import import_client_config
@@ -106,6 +108,32 @@ async def test_the_snapshot_holds_every_listing_after_the_mounts_list(tmp_path: 
     assert {tool["name"] for tool in snapshot["mounts"]["a"]["tools"]} == BASE_NAMES
     assert snapshot["mounts"]["b"]["resource_templates"][0]["uriTemplate"] == "fixture://notes/{id}"
     assert [p.name for p in path.parent.iterdir()] == ["catalog.json"]  # no temporary file left behind
+
+
+async def test_listings_recorded_before_the_writer_runs_or_while_it_writes_are_written_without_another_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer writes what is pending when it (re)starts its loop, without waiting to hear of a change: listings
+    recorded before it ran, or while it was writing the file, reach the file though nothing changes after."""
+    monkeypatch.setattr(snapshot, "_COALESCE", 0.0)
+    path = tmp_path / "catalog.json"
+    kept = CatalogSnapshot(path, {"a": ServerConfig(name="a", command="a")}, "hub.toml")
+    listed = [{"name": "echo"}]
+    kept.record("a", {"tools": listed})  # before the writer runs: no one to tell
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kept.run)
+        await written(path, {"a"})
+        assert read_snapshot(path)["mounts"]["a"]["tools"] == listed
+        for n in range(20):  # one listing after another, some while the file is being written
+            listed = [{"name": f"echo_{n}"}]
+            kept.record("a", {"tools": listed})
+            await anyio.sleep(0)
+
+        async def last_written() -> bool:
+            return read_snapshot(path)["mounts"]["a"]["tools"] == listed
+
+        await wait_for(last_written)
+        tg.cancel_scope.cancel()
 
 
 async def test_a_restart_serves_the_snapshot_at_once_and_a_call_waits_for_its_server(tmp_path: Path) -> None:

@@ -5,22 +5,28 @@ the hub takes its answers (`stdio.ArrivingLines`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 import pytest
 
+from mcp_hub.errors import UpstreamUnavailable
 from mcp_hub.upstream.connection import connect
 from mcp_hub.upstream.relay import InFlight
 from mcp_hub.upstream.stderr import StderrTail
 from mcp_hub.upstream.stdio import _HELD_BYTES, ArrivingLines, StdinLines, StdioChannel
 from mcp_hub.upstream.stdio import ChildPipes as Pipes
-from tests.conftest import fixture_server, make_config
+from tests.conftest import ROOT, fixture_server, make_config, script_server, wait_for
 
 pytestmark = [pytest.mark.real_processes, pytest.mark.slow]  # the pipes of the stdio servers' own processes
 
+LEAVING = str(ROOT / "tests" / "servers" / "leaving.py")
 LOOPS = {"asyncio": {"use_uvloop": False}, "uvloop": {"use_uvloop": True}}
 
 ECHO_LINES = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line)\n    sys.stdout.flush()\n"
@@ -152,3 +158,34 @@ async def test_a_stdio_mount_hands_its_childs_pipes_to_its_channel(
             assert channel._stdin is not None  # pyright: ignore[reportPrivateUsage]
     assert "hi" in str(result)
     assert not [r for r in caplog.records if r.name == "mcp_hub.sdk"]
+
+
+async def test_a_call_to_a_child_whose_stdin_has_no_reader_fails_as_a_closed_connection(tmp_path: Path) -> None:
+    """A server died leaving its stdout to a process it started: its stdout has not ended, so nothing says the
+    connection closed, but the hub's request cannot be written. The call fails at once as one to a server that
+    closed the connection (not hanging until its timeout), and the connection is reported broken."""
+
+    async def ignore(message: object) -> None:
+        pass
+
+    keeper = tmp_path / "keeper.pid"
+    server = script_server(LEAVING, str(keeper), protocol="legacy", timeout=60)
+    config = make_config(tmp_path, {"up": server}).servers["up"]
+    tail, broken = StderrTail(), []
+    with anyio.fail_after(30), tail.capturing():
+        async with connect(
+            config, inflight=InFlight("up"), message_handler=ignore, on_broken=broken.append, stderr=tail
+        ) as up:
+            try:
+                assert "hi" in str(await up.send("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+                await up.session.send_notification(types.RootsListChangedNotification())
+                await wait_for(lambda: tail.ended is not None and keeper.exists())
+                assert not up.closed.is_set()  # its stdout is still open
+                with pytest.raises(UpstreamUnavailable) as caught:
+                    await up.send("tools/call", {"name": "echo", "arguments": {"text": "again"}})
+            finally:
+                if keeper.exists():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(keeper.read_text(encoding="utf-8")), signal.SIGKILL)
+    assert str(caught.value).endswith("closed the connection during tools/call")
+    assert broken == ["connection closed during tools/call"]

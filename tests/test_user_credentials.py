@@ -25,6 +25,7 @@ from mcp_types import ElicitCompleteNotification, ElicitResult
 
 from mcp_hub.cli import main as cli_main
 from mcp_hub.config import load_config
+from mcp_hub.credentials import user
 from mcp_hub.credentials.connections import Connection, ConnectionStore, StoreError, new_key
 from mcp_hub.errors import ConfigError
 from tests.conftest import wait_for, write_config
@@ -227,6 +228,34 @@ async def test_a_sign_in_link_is_good_once(tmp_path: Path) -> None:
                     assert made_up.status_code == 400
                 assert setup.store.read_bytes() == stored
         assert len([r for r in setup.server.requests if r["grant_type"] == "authorization_code"]) == 1
+
+
+@pytest.mark.slow
+async def test_a_sign_in_that_comes_back_after_its_time_is_refused_and_the_person_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sign-in is good for `LOGIN_SECONDS` from the moment the person allows it: a callback that comes back later
+    finds its state forgotten, trades no code and keeps nothing; a sign-in started again goes through."""
+    async with user_hub(tmp_path) as setup:
+        with anyio.fail_after(60):
+            async with setup.client("alice") as a:
+                with pytest.raises(MCPError) as caught:
+                    await a.call_tool("remote_echo", {"text": "x"})
+                async with httpx2.AsyncClient(timeout=30) as browser:
+                    with monkeypatch.context() as short:
+                        short.setattr(user, "LOGIN_SECONDS", 0.0)  # over as soon as it is allowed
+                        authorize = await allowed(browser, sign_in_link(caught))
+                    back = await browser.post(authorize, data={"user": "alice"})
+                    late = await browser.get(back.headers["location"])
+                    assert late.status_code == 400 and "has expired" in late.text
+                    assert not [r for r in setup.server.requests if r["grant_type"] == "authorization_code"]
+                    assert not setup.tokens_of("alice") and not setup.store.exists()
+                with pytest.raises(MCPError) as again:
+                    await a.call_tool("remote_echo", {"text": "x"})
+                done = await sign_in(sign_in_link(again), "alice")
+                assert done.status_code == 200 and "signed in" in done.text
+                assert (await a.call_tool("remote_echo", {"text": "alice-0"})).structured_content
+        assert setup.bearers_of_calls("alice-0") == setup.tokens_of("alice") != set()
 
 
 async def test_a_refused_token_is_refreshed_once_for_all_waiting_calls(tmp_path: Path) -> None:

@@ -12,13 +12,16 @@ in Redis (`accept_shared`): every replica releases the tool within a second.
 
 While Redis is down each replica keeps to its own pins (its file), as without `[cluster]`; once it is
 back, a replica whose pins changed meanwhile writes them unless another wrote first, whose pins then
-win.
+win. The counter moves by a random step (`_step`), not by one: a Redis that lost its data (restarted
+without persistence, its keys evicted) counts again from zero, and a write there must not land on the
+very version a replica last pulled, which that replica would take for nothing new (and write over).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 from typing import Any
 
 import anyio
@@ -81,7 +84,7 @@ class SharedPins:
                         return False
                     pipe.multi()
                     pipe.set(DOCUMENT, text)
-                    pipe.incr(VERSION)
+                    pipe.incrby(VERSION, _step())
                     _, version = await pipe.execute()
         except _watch_error():
             return False
@@ -104,6 +107,12 @@ def _parsed(text: Any) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, s
     if not isinstance(pins, dict) or not isinstance(pending, dict):
         return None
     return pins, pending
+
+
+def _step() -> int:
+    """How far a write moves the version: a random step, so that versions counted again after Redis lost its data
+    do not repeat the ones replicas saw before (one in 2**32 may)."""
+    return secrets.randbelow(1 << 32) + 1
 
 
 def _watch_error() -> type[Exception]:
@@ -145,7 +154,7 @@ def accept_shared(url: str, keys: list[str] | None) -> list[str]:
                         pins[key] = {"fingerprint": pending.pop(key)["fingerprint"], "since": _now()}
                     pipe.multi()
                     pipe.set(DOCUMENT, json.dumps({"version": 1, "pins": pins, "pending": pending}))
-                    pipe.incr(VERSION)
+                    pipe.incrby(VERSION, _step())
                     pipe.execute()
                     return chosen
                 except _watch_error():
