@@ -147,6 +147,7 @@ class AuditTrail:
                 reason=verdict.reason if decided or reason is None else reason,
                 latency_ms=round(elapsed * 1000, 3),
                 policy_revision=revision,
+                cut=verdict.cut,
             )
         )
 

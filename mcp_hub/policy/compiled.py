@@ -33,6 +33,8 @@ class CompiledRule:
     """Seconds the results of the read-only tools it allows may be kept (its `cache`), or None."""
     scopes: frozenset[str] = frozenset()
     """The OAuth scopes a caller needs for the rule to apply to it."""
+    max_result_tokens: int | None = None
+    """The result budget of the calls it matches (tokens; 0: none), or None."""
 
     def match(self, kind: Kind, mount: str, name: str, scopes: frozenset[str] | None = None) -> Selector | None:
         """The first of this rule's selectors for `kind` that matches, or None; None too when the rule needs
@@ -64,6 +66,8 @@ class CompiledProfile:
     """Its own guards followed by those of the profiles it includes (see guards.py)."""
     tool_search: bool | None = None
     """Its own `tool_search`, else the first of the profiles it includes that says; None: none says."""
+    max_result_tokens: int | None = None
+    """Its own `max_result_tokens`, else the first of the profiles it includes that says; None: none says."""
 
     @classmethod
     def build(
@@ -77,11 +81,23 @@ class CompiledProfile:
         builtin: bool = False,
         guards: tuple[CompiledGuard, ...] = (),
         tool_search: bool | None = None,
+        max_result_tokens: int | None = None,
     ) -> CompiledProfile:
         by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
             kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
         }
-        return cls(name, description, default, includes, rules, MappingProxyType(by_kind), builtin, guards, tool_search)
+        return cls(
+            name,
+            description,
+            default,
+            includes,
+            rules,
+            MappingProxyType(by_kind),
+            builtin,
+            guards,
+            tool_search,
+            max_result_tokens,
+        )
 
 
 def rule_id(profile: str, index: int, rule: Rule) -> str:
@@ -104,6 +120,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         rate_scope=rule.rate_scope,
         cache=parse_duration(rule.cache) if rule.cache is not None else None,
         scopes=frozenset(rule.scopes),
+        max_result_tokens=rule.max_result_tokens,
     )
 
 
@@ -123,6 +140,9 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
         rules = own[name] + tuple(rule for included in includes for rule in own[included])
         guards = own_guards[name] + tuple(guard for included in includes for guard in own_guards[included])
         searching = [profiles[p].tool_search for p in (name, *includes) if profiles[p].tool_search is not None]
+        budgets = [
+            profiles[p].max_result_tokens for p in (name, *includes) if profiles[p].max_result_tokens is not None
+        ]
         compiled[name] = CompiledProfile.build(
             name,
             profile.description,
@@ -131,6 +151,7 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
             rules,
             guards=guards,
             tool_search=searching[0] if searching else None,
+            max_result_tokens=budgets[0] if budgets else None,
         )
     return compiled
 

@@ -156,6 +156,9 @@ class Rule(BaseModel):
     """How long results of the read-only tools it allows may be kept and served again ("60s")."""
     scopes: _Strings = ()
     """OAuth scopes the caller's token must all carry for the rule to apply (an API key or stdio carries none)."""
+    max_result_tokens: int | None = Field(default=None, ge=0)
+    """The result budget, in tokens, of the calls it matches (hub.toml's `[results]`); wins over the profile's,
+    the endpoint's and the hub's; 0: no budget."""
 
     _id = field_validator("id")(_check_id)
     _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
@@ -187,7 +190,7 @@ class Rule(BaseModel):
         if "rate_scope" in self.model_fields_set and self.rate is None:
             raise rule_error('rate_scope without rate; add rate = "30/minute" or remove rate_scope', "rate_scope")
         if self.effect == "deny":
-            for key in ("rate", "arguments", "scopes"):
+            for key in ("rate", "arguments", "scopes", "max_result_tokens"):
                 if key in self.model_fields_set:
                     raise rule_error(f"a deny rule has no {key}: it hides what it matches; remove {key}", key)
         if self.arguments and self.resources:
@@ -268,6 +271,9 @@ class Profile(BaseModel):
     tool_search: bool | None = None
     """Whether its principals list the hub's search and call tools instead of every tool (hub.toml's
     `[search]`); None: as the profiles it extends say, else as `[search] enabled` says."""
+    max_result_tokens: int | None = Field(default=None, ge=0)
+    """The result budget, in tokens, of its principals' calls (hub.toml's `[results]`); the smaller of this and
+    the endpoint's applies; 0: no budget; None: as the profiles it extends say, else as hub.toml says."""
 
 
 class ConfirmationSettings(BaseModel):
