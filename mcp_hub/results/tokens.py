@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import warnings
 from collections.abc import Callable
 from functools import cache
 
@@ -70,9 +71,11 @@ class Tokens:
 def _o200k() -> Callable[[str], int] | None:
     if importlib.util.find_spec("bpe_openai") is None:
         return None
-    import bpe_openai
+    with warnings.catch_warnings():  # bpe-openai 0.1 reads its data with importlib.resources' deprecated open_binary
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai
 
-    encoding = bpe_openai.get_encoding("o200k_base")
+        encoding = bpe_openai.get_encoding("o200k_base")
     return lambda text: len(encoding.encode_ordinary(text))
 
 
