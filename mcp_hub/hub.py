@@ -144,7 +144,8 @@ class Hub:
             kept_store = RedisStore(self.cluster, MemoryStore(KEPT_RESULTS, results.max_bytes))
         self.kept = KeptResults(kept_store, results.ttl, tokens())
         """The whole of the results cut to their budget, per principal (see mcp_hub/results/)."""
-        links.append(ResultBudget(results, self.kept, tokens(), self.policy))
+        if results.max_result_tokens or self.policy.directory is not None or selections_budget(config):
+            links.append(ResultBudget(results, self.kept, tokens(), self.policy))  # a budget is, or may come, on
         if guardrails is not None:
             links.append(guardrails)
         kept = config.cache
@@ -676,6 +677,11 @@ class Hub:
         up = sum(report["state"] == State.UP for report in servers.values())
         tools = len(list(self.endpoint.selection.selected("tools", self.catalog.view("tools"))))
         logger.info("serving %s: %d/%d servers up, %d tools", address, up, len(servers), tools)
+
+
+def selections_budget(config: HubConfig) -> bool:
+    """Whether a curated endpoint sets a result budget of its own."""
+    return any(endpoint.max_result_tokens for endpoint in config.endpoints.values())
 
 
 def _listen(file: str, host: str, port: int) -> socket.socket:

@@ -338,6 +338,7 @@ async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_pa
         "subject",
         "client_id",
         "results",
+        "cut",
     ]
     assert first["principal"] == "stdio" and first["mount"] == "srv"
     assert first["issuer"] is first["subject"] is first["client_id"] is None  # no access token over stdio

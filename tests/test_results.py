@@ -133,13 +133,16 @@ Connect = Callable[..., AbstractAsyncContextManager[Client]]
 
 @asynccontextmanager
 async def _http_hub(
-    tmp_path: Path, servers: dict[str, dict[str, Any]], extra: str = "", policy: str | None = None
+    tmp_path: Path,
+    servers: dict[str, dict[str, Any]],
+    results: dict[str, Any] | None = None,
+    policy: str | None = None,
 ) -> AsyncIterator[tuple[Any, Connect]]:
-    """A hub mounting `servers` with an audit file, serving streamable HTTP with the API keys of `KEYS` (no key:
-    `anonymous`); `connect(principal or None, mode)` is a client of it."""
-    path = write_config(tmp_path / "hub.toml", servers)
+    """A hub mounting `servers` with an audit file and `[results]` (None: as shipped), serving streamable HTTP with
+    the API keys of `KEYS`; `connect(principal, mode)` is a client of it."""
+    path = write_config(tmp_path / "hub.toml", servers, results=results)
     keys = ", ".join(f'{name} = "${{{name.upper()}_KEY}}"' for name in KEYS)
-    text = f'\n[auth]\napi_keys = {{ {keys} }}\n\n[audit]\nfile = "audit.jsonl"\n{extra}\n'
+    text = f'\n[auth]\napi_keys = {{ {keys} }}\n\n[audit]\nfile = "audit.jsonl"\n'
     if policy is not None:
         (tmp_path / "policies").mkdir()
         (tmp_path / "policies" / "policy.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
@@ -166,7 +169,7 @@ async def _http_hub(
 @asynccontextmanager
 async def _stdio_hub(tmp_path: Path, servers: dict[str, dict[str, Any]], mode: str) -> AsyncIterator[Client]:
     """`mcp-hub serve` over stdio mounting `servers` (default `[results]`), once every mount's tools are listed."""
-    config = write_config(tmp_path / "hub.toml", servers)
+    config = write_config(tmp_path / "hub.toml", servers, results=None)
     command = hub_command("serve", "--config", str(config))
     params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(tmp_path), env=hub_environment())
     async with Client(params, mode=mode, cache=None) as client:
@@ -420,7 +423,7 @@ async def _read_by_resource_with(client: Client, uri: str, budget: int) -> str:
 @pytest.mark.slow
 async def test_without_a_budget_results_pass_whole_and_no_read_tool_is_listed(tmp_path: Path) -> None:
     async with (
-        _http_hub(tmp_path, {"fx": fixture_server("fx")}, extra="[results]\nmax_result_tokens = 0\n") as (_, connect),
+        _http_hub(tmp_path, {"fx": fixture_server("fx")}, results={"max_result_tokens": 0}) as (_, connect),
         connect("alice") as alice,
     ):
         assert "read_result" not in {tool.name for tool in (await alice.list_tools()).tools}
