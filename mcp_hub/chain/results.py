@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from mcp_hub import wire
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.config import ResultSettings
 from mcp_hub.policy import PolicySet
@@ -33,7 +34,7 @@ from mcp_hub.results.shaping import Reading, link
 
 METHODS = ("tools/call", "resources/read")
 INLINE = 65_536
-"""Results up to this many bytes (as the budget's cheap check sees them) are counted on the event loop."""
+"""Results up to this many bytes (as JSON) are counted on the event loop; larger ones in a worker thread."""
 
 
 class ResultBudget:
@@ -60,6 +61,9 @@ class ResultBudget:
         budget = self.budget(ctx)
         if budget is None:
             return result
+        size = len(wire.dumps(result))
+        if size <= budget:  # a token is at least a byte: within the budget, uncounted (the default path)
+            return result
         result_id = new_id()
         cut = functools.partial(
             shape,
@@ -71,7 +75,7 @@ class ResultBudget:
             reading=self._reading,
             max_pixels=self._settings.max_image_pixels,
         )
-        shaped = cut() if _small(result, INLINE) else await anyio.to_thread.run_sync(cut, limiter=self._threads)
+        shaped = cut() if size <= INLINE else await anyio.to_thread.run_sync(cut, limiter=self._threads)
         if shaped is None:
             return result
         await self._kept.keep(result_id, ctx.principal, budget, shaped.parts)
@@ -83,20 +87,3 @@ class ResultBudget:
             "parts": [part.source for part in shaped.parts],
         }
         return shaped.result
-
-
-def _small(result: dict[str, Any], limit: int) -> bool:
-    """Whether the result's strings add up to at most `limit` characters (stopping as soon as they pass it)."""
-    seen = 0
-    stack: list[Any] = [result]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            seen += len(value)
-            if seen > limit:
-                return False
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return True

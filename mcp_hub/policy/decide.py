@@ -306,8 +306,14 @@ class PolicySet:
 
     def result_budget(self, principal: str) -> int | None:
         """The `max_result_tokens` of the principal's profile (or of one it extends); None: none says."""
+        if not self._profiles_budget:  # the common case: no profile lookup on every call
+            return None
         profile_name = self.profile_for(principal)
         return None if profile_name is None else self.profiles[profile_name].max_result_tokens
+
+    @cached_property
+    def _profiles_budget(self) -> bool:
+        return any(profile.max_result_tokens is not None for profile in self.profiles.values())
 
     @cached_property
     def says_result_budget(self) -> bool:
