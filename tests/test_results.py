@@ -137,6 +137,7 @@ async def _http_hub(
     servers: dict[str, dict[str, Any]],
     results: dict[str, Any] | None = None,
     policy: str | None = None,
+    redis: str | None = None,
 ) -> AsyncIterator[tuple[Any, Connect]]:
     """A hub mounting `servers` with an audit file and `[results]` (None: as shipped), serving streamable HTTP with
     the API keys of `KEYS`; `connect(principal, mode)` is a client of it."""
@@ -147,6 +148,8 @@ async def _http_hub(
         (tmp_path / "policies").mkdir()
         (tmp_path / "policies" / "policy.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
         text += '\n[policy]\ndir = "policies"\nreload = false\n'
+    if redis is not None:
+        text += f'\n[cluster]\nredis = "{redis}"\n'
     with path.open("a", encoding="utf-8") as file:
         file.write(text)
     config = load_config(path, environ={f"{name.upper()}_KEY": key for name, key in KEYS.items()})
@@ -429,3 +432,32 @@ async def test_without_a_budget_results_pass_whole_and_no_read_tool_is_listed(tm
         assert "read_result" not in {tool.name for tool in (await alice.list_tools()).tools}
         big = await alice.call_tool("fx_big", {"size": 300_000})
         assert big.content[0].text == "x" * 300_000  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+async def test_with_a_cluster_the_whole_is_kept_in_redis_and_read_on_another_replica(
+    tmp_path: Path, redis_server: Any
+) -> None:
+    import redis
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    async with (
+        _http_hub(tmp_path / "a", {"fx": fixture_server("fx")}, redis=redis_server.url) as (_, on_a),
+        _http_hub(tmp_path / "b", {"fx": fixture_server("fx")}, redis=redis_server.url) as (_, on_b),
+        on_a("alice") as alice_on_a,
+        on_b("alice") as alice_on_b,
+        on_b("bob") as bob_on_b,
+    ):
+        big = await alice_on_a.call_tool("fx_big", {"size": 300_000})
+        [uri] = _links(big)
+        result_id = uri.split("/")[3]
+        stored = redis.Redis.from_url(redis_server.url)
+        try:
+            assert 3590_000 < stored.pttl(f"mcp-hub:cache:result:{result_id}") <= 3600_000
+        finally:
+            stored.close()
+        whole, _ = await _read_by_tool(alice_on_b, uri)
+        assert whole == "x" * 300_000
+        with pytest.raises(MCPError, match="kept for another principal"):
+            await bob_on_b.read_resource(uri)
