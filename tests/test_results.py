@@ -10,8 +10,11 @@ page by page, by `resources/read` and by the `read_result` tool, identical when 
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
+import random
+import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -116,8 +119,6 @@ def _pages_app(body: str) -> Starlette:
 
 def _fetch_server(work: Path) -> dict[str, Any]:
     """PyPI's mcp-server-fetch, loopback allowed; no proxy, and no Node.js on its PATH (see test_corpus.py)."""
-    import sys
-
     no_node = work / "no-node"
     no_node.mkdir(exist_ok=True)
     env = {"NO_PROXY": "*", "no_proxy": "*", "PATH": str(no_node)}
@@ -231,6 +232,43 @@ async def test_a_megabyte_result_reaches_the_client_within_budget_and_reads_back
                 whole, pages = await _read_by_tool(client, fetch_link)
                 assert whole.endswith(f"Contents of {site}/big.txt:\n{page}") and pages > 2
                 assert whole.startswith(fetched.content[0].text)  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_megabyte_resource_of_server_everything_is_kept_and_read_back_whole(tmp_path: Path, mode: str) -> None:
+    """server-everything gzips a megabyte (of random bytes: it does not shrink) into a session resource, and answers
+    with it embedded: the embedded resource becomes a link, and reading the resource itself through the hub gives a
+    note in place of its blob; both links read back the blob, identical."""
+    data = random.Random(43).randbytes(MEGABYTE)
+
+    async def served(request: Any) -> Response:
+        return Response(data, media_type="application/octet-stream")
+
+    async with (
+        serve_app(Starlette(routes=[Route("/random.bin", served)])) as site,
+        _http_hub(tmp_path, {"everything": _everything()}) as (_, connect),
+        connect("alice", mode) as client,
+    ):
+        tools = [tool.name for tool in (await client.list_tools()).tools]
+        [gzip_tool] = [name for name in tools if name.endswith("gzip-file-as-resource")]
+        arguments = {"name": "big.gz", "data": f"{site}/random.bin", "outputType": "resource"}
+        with anyio.fail_after(60):
+            answer = await client.call_tool(gzip_tool, arguments)
+        assert answer.is_error is not True
+        [embedded] = [block for block in answer.content if isinstance(block, types.ResourceLink)]
+        assert str(embedded.uri).startswith("hub://results/") and embedded.name.endswith("big.gz")
+        assert "replaced by a link to it" in answer.content[1].text  # type: ignore[union-attr]
+        kept = (await client.read_resource(str(embedded.uri))).contents[0]
+        assert isinstance(kept, types.BlobResourceContents)
+        assert gzip.decompress(base64.b64decode(kept.blob)) == data
+        read = await client.read_resource(embedded.name)  # the session resource, through the hub
+        assert all(isinstance(content, types.TextResourceContents) for content in read.contents)
+        note = read.contents[-1]
+        assert isinstance(note, types.TextResourceContents) and "[mcp-hub] This result was cut" in note.text
+        kept_uri = str(read.contents[0].uri)
+        again = (await client.read_resource(kept_uri)).contents[0]
+        assert isinstance(again, types.BlobResourceContents) and again.blob == kept.blob
 
 
 # -- structure, images, embedded resources (pure) ----------------------------------------------------
@@ -461,3 +499,33 @@ async def test_with_a_cluster_the_whole_is_kept_in_redis_and_read_on_another_rep
         assert whole == "x" * 300_000
         with pytest.raises(MCPError, match="kept for another principal"):
             await bob_on_b.read_resource(uri)
+
+
+@pytest.mark.slow
+async def test_a_curated_endpoints_budget_applies_to_its_calls(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "hub.toml", {"fx": fixture_server("fx")}, results=None)
+    with path.open("a", encoding="utf-8") as file:
+        file.write("\n[endpoints.small]\nmax_result_tokens = 500\n")
+    async with running_hub(load_config(path)) as hub:
+        async with Client(hub.endpoint.server, mode="legacy", cache=None) as everything:
+            whole = await everything.call_tool("fx_big", {"size": 50_000})  # ~6,000 tokens: within 20,000
+        async with Client(hub.endpoints["small"].server, mode="2026-07-28", cache=None) as small:
+            cut = await small.call_tool("fx_big", {"size": 50_000})
+            [uri] = _links(cut)
+            page = (await small.read_resource(uri)).contents[0]
+    assert whole.content[0].text == "x" * 50_000  # type: ignore[union-attr]
+    assert _text_tokens(cut) <= 500 and "a budget of 500 tokens" in cut.content[1].text  # type: ignore[union-attr]
+    assert isinstance(page, types.TextResourceContents) and tokens().count(page.text) <= 500
+
+
+def test_without_pillow_a_large_image_becomes_a_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as where Pillow is not installed: `import PIL` fails
+    image = base64.b64encode(random.Random(1).randbytes(30_000)).decode()
+    picture = {"type": "image", "data": image, "mimeType": "image/png"}
+    result = {"content": [{"type": "text", "text": "a chart"}, picture]}
+    shaped = shape(result, "tools/call", 5000, counter=tokens(), result_id="4" * 32, reading=READING, max_pixels=1)
+    assert shaped is not None
+    assert shaped.result["content"][0] == {"type": "text", "text": "a chart"}
+    assert shaped.result["content"][1]["type"] == "resource_link"
+    assert shaped.result["content"][1]["uri"] == f"hub://results/{'4' * 32}/1"
+    assert [(part.name, part.blob) for part in shaped.parts] == [("1", image)]
