@@ -26,17 +26,21 @@ CHUNK = 200_000
 class Tokens:
     """A token counter: `count(text)`, and `head(text, n)`, the longest prefix of `text` found within `n` tokens."""
 
-    def __init__(self, name: str, encode: Callable[[str], int] | None) -> None:
+    def __init__(self, name: str, load: Callable[[], Callable[[str], int]] | None) -> None:
         self.name = name
         """What counts: "o200k_base (bpe-openai)" or "bytes/4"."""
-        self._encode = encode
+        self._load = load
+        self._encode: Callable[[str], int] | None = None
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        if self._encode is None:
+        if self._load is None:
             return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
-        return sum(self._encode(text[at : at + CHUNK]) for at in range(0, len(text), CHUNK))
+        if self._encode is None:  # the first count loads the vocabulary (about 0.1 s)
+            self._encode = self._load()
+        encode = self._encode
+        return sum(encode(text[at : at + CHUNK]) for at in range(0, len(text), CHUNK))
 
     @staticmethod
     def within(text: str, budget: int) -> bool:
@@ -68,9 +72,7 @@ class Tokens:
         return text[:best]
 
 
-def _o200k() -> Callable[[str], int] | None:
-    if importlib.util.find_spec("bpe_openai") is None:
-        return None
+def _o200k() -> Callable[[str], int]:
     with warnings.catch_warnings():  # bpe-openai 0.1 reads its data with importlib.resources' deprecated open_binary
         warnings.simplefilter("ignore", DeprecationWarning)
         import bpe_openai
@@ -79,12 +81,13 @@ def _o200k() -> Callable[[str], int] | None:
     return lambda text: len(encoding.encode_ordinary(text))
 
 
+BYTES = Tokens("bytes/4", None)
+"""The counter without a tokenizer."""
+
+
 @cache
 def tokens() -> Tokens:
     """The hub's counter: o200k_base where bpe-openai is installed, else bytes/4 (see the module docstring)."""
-    encode = _o200k()
-    return Tokens("o200k_base (bpe-openai)" if encode is not None else "bytes/4", encode)
-
-
-BYTES = Tokens("bytes/4", None)
-"""The counter without a tokenizer."""
+    if importlib.util.find_spec("bpe_openai") is None:
+        return BYTES
+    return Tokens("o200k_base (bpe-openai)", _o200k)
