@@ -320,6 +320,9 @@ class EndpointSettings(BaseModel):
     """Tool search on this endpoint, whatever `[search] enabled` and the callers' profiles say; None: as they say."""
     instructions: str | None = None
     """What its `initialize` answer tells the client about it (MCP `instructions`)."""
+    max_result_tokens: int | None = Field(default=None, ge=0)
+    """The result budget of its calls, in tokens (see `[results]`); the smaller of this and the caller's
+    profile's applies, a policy rule's wins over both; 0: no budget here; None: as `[results]` says."""
 
 
 class AuditFileSettings(BaseModel):
@@ -356,6 +359,28 @@ class CacheSettings(BaseModel):
     """How much memory the kept results take at most, as JSON (64 MiB; the least recently used go first)."""
     max_entry_bytes: int = Field(default=1_048_576, ge=1)
     """A result larger than this (as JSON) is not kept."""
+
+
+class ResultSettings(BaseModel):
+    """The [results] table: results sized for the model (see mcp_hub/results/). A result over its budget reaches
+    the client cut to fit, with a note of what was cut and a link to the whole, which the hub keeps for the
+    principal that received it, readable page by page (`resources/read` of `hub://results/ID`, or the
+    `read_result` tool)."""
+
+    model_config = _MODEL_CONFIG
+
+    max_result_tokens: int = Field(default=20_000, ge=0)
+    """The hub-wide result budget, in tokens, of a `tools/call` or `resources/read` result; an endpoint, a policy
+    profile and a policy rule may set their own (see docs/results.md). 0: no budget (results pass whole)."""
+    ttl: _Seconds = 3600.0
+    """Seconds a cut result's whole is kept for its principal to read."""
+    max_bytes: int = Field(default=268_435_456, ge=1024)
+    """How much memory kept results take at most in this process (256 MiB; the least recently used go first);
+    with `[cluster]` they live in Redis, bounded by its `maxmemory`."""
+    max_image_pixels: int = Field(default=1_150_000, ge=1)
+    """An image with more pixels is downscaled to fit (with Pillow installed), else replaced by a link to it."""
+    read_tool: str = Field(default="read_result", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
+    """The name of the tool that reads a kept result page by page, listed while a budget is on."""
 
 
 class ClusterSettings(BaseModel):
@@ -1041,6 +1066,7 @@ class HubConfig(BaseModel):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    results: ResultSettings = Field(default_factory=ResultSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     guardrails: GuardrailsSettings = Field(default_factory=GuardrailsSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
@@ -1263,6 +1289,7 @@ _TOP_KEYS = (
     "auth",
     "telemetry",
     "cache",
+    "results",
     "search",
     "guardrails",
     "cluster",
@@ -1279,6 +1306,7 @@ _SECTION_KEYS = {
     "admin": tuple(AdminSettings.model_fields),
     "telemetry": tuple(TelemetrySettings.model_fields),
     "cache": tuple(CacheSettings.model_fields),
+    "results": tuple(ResultSettings.model_fields),
     "search": tuple(SearchSettings.model_fields),
     "guardrails": tuple(GuardrailsSettings.model_fields),
     "cluster": tuple(ClusterSettings.model_fields),

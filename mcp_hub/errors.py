@@ -10,6 +10,7 @@ HubError                      (JSON-RPC code -32603 unless a subclass says other
 ├── Refused                   the policy refused these arguments, or a person said no (-32602)
 ├── RateLimited               over a rate limit; says when to retry (-32029, data.retryAfter)
 ├── OverBudget                over a budget of calls or cost; names it and when it renews (-32029)
+├── NotKept                   a kept result (hub://results/ID) that is gone, or another principal's (-32602)
 └── UpstreamError             something went wrong on the way to a mounted server
     ├── UpstreamUnavailable   the mount is not connected right now (-32000)
     └── UpstreamTimeout       the mount did not answer in time (-32001)
@@ -138,6 +139,13 @@ class OverBudget(HubError):
     def to_mcp(self) -> MCPError:
         data = {"budget": self.budget, "renewsAt": self.renews_at, "retryAfter": round(self.retry_after, 3)}
         return MCPError(code=self.code, message=str(self), data=data)
+
+
+class NotKept(HubError):
+    """A read of a kept result (`hub://results/ID`, the `read_result` tool) that cannot be served: the link is not
+    one, the result expired or never was, or it was kept for another principal."""
+
+    code = INVALID_PARAMS
 
 
 class UpstreamError(HubError):

@@ -43,6 +43,7 @@ from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
 from mcp_hub.chain.context import Link, compose
 from mcp_hub.chain.guardrails import Guardrails, configured_secrets
+from mcp_hub.chain.results import ResultBudget
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
 from mcp_hub.cluster import Cluster
@@ -54,6 +55,7 @@ from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
+from mcp_hub.results import KeptResults, tokens
 from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
@@ -73,6 +75,9 @@ logger = logging.getLogger("mcp_hub")
 
 STARTS_AT_ONCE = os.cpu_count() or 1
 """How many stdio mounts listed from the catalog snapshot start at the same time."""
+
+KEPT_RESULTS = 10_000
+"""How many cut results this process keeps at most (the least recently used go first; see `[results] max_bytes`)."""
 
 PACED_AFTER = 0.5
 """Seconds from when `mcp-hub serve` serves (listens) until the stdio mounts listed from the catalog snapshot begin
@@ -139,7 +144,17 @@ class Hub:
             if self.policy().has_guards or config.policy.reload:  # a reload may bring guards
                 regions = config.guardrails.phone_regions(os.environ)
                 guardrails = Guardrails(self.policy, Detectors(configured_secrets(config), regions), self.audit)
-                links.append(guardrails)
+        # Results over their budget are cut on the way out, after the guardrails saw them whole (chain/results.py).
+        results = config.results
+        kept_store: CacheStore = MemoryStore(KEPT_RESULTS, results.max_bytes)
+        if self.cluster is not None:
+            kept_store = RedisStore(self.cluster, MemoryStore(KEPT_RESULTS, results.max_bytes))
+        self.kept = KeptResults(kept_store, results.ttl, tokens())
+        """The whole of the results cut to their budget, per principal (see mcp_hub/results/)."""
+        if results.max_result_tokens or self.policy.directory is not None or selections_budget(config):
+            links.append(ResultBudget(results, self.kept, tokens(), self.policy))  # a budget is, or may come, on
+        if guardrails is not None:
+            links.append(guardrails)
         kept = config.cache
         store: CacheStore = MemoryStore(kept.max_entries, kept.max_bytes)
         if self.cluster is not None:
@@ -173,6 +188,8 @@ class Hub:
                 guardrails=guardrails,
                 search=search,
                 selection=selection,
+                kept=self.kept,
+                results=config.results,
             )
             if observer is not None:
                 served.observe(observer)
@@ -667,6 +684,11 @@ class Hub:
         up = sum(report["state"] == State.UP for report in servers.values())
         tools = len(list(self.endpoint.selection.selected("tools", self.catalog.view("tools"))))
         logger.info("serving %s: %d/%d servers up, %d tools", address, up, len(servers), tools)
+
+
+def selections_budget(config: HubConfig) -> bool:
+    """Whether a curated endpoint sets a result budget of its own."""
+    return any(endpoint.max_result_tokens for endpoint in config.endpoints.values())
 
 
 def _listen(file: str, host: str, port: int) -> socket.socket:

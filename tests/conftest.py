@@ -173,11 +173,21 @@ def _processes_forked(request: pytest.FixtureRequest) -> Iterator[None]:
         _forking.clear()
 
 
-def write_config(path: Path, servers: dict[str, dict[str, Any]], **hub: Any) -> Path:
+NO_RESULT_BUDGET = {"max_result_tokens": 0}
+"""The `[results]` of the hubs the tests write: no result budget. The suite checks that what servers send reaches
+clients whole (a proxy is judged by what it does not lose) and lists exactly their tools; tests/test_results.py
+checks the budget a shipped hub has (`results={}`: the defaults)."""
+
+
+def write_config(
+    path: Path, servers: dict[str, dict[str, Any]], *, results: dict[str, Any] | None = NO_RESULT_BUDGET, **hub: Any
+) -> Path:
     document = tomlkit.document()
     if hub:
         document["hub"] = hub
     document["servers"] = servers
+    if results is not None:
+        document["results"] = results
     path.write_text(tomlkit.dumps(document), encoding="utf-8")
     return path
 

@@ -3,7 +3,7 @@
     errors, wire, scopes, allocator, shown, streams, state, defaults, clients, sdk   (the ground floor)
     cluster (the Redis replicas share)
     config <- importer, config_reference (docs/configuration-reference.md)
-    observe, catalog, guardrails <- policy <- search; credentials, cache
+    observe, catalog, guardrails <- policy <- search; credentials, cache <- results
     auth
     upstream
     chain
@@ -49,17 +49,19 @@ ALLOWED = {
     "sdk": set(),
     "cluster": set(),
     "cache": BASE | {"cluster"},
+    "results": BASE | {"cache"},
     "auth": {"errors", "config", "policy"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
-    "chain": BASE | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster"},
+    "chain": BASE
+    | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster", "results"},
     "server": BASE
-    | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "__init__"},
+    | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "results", "__init__"},
     "live": {"errors", "config"},
     "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "credentials", "cluster"}
     | {"__init__"},
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
-    | {"chain", "server", "live", "cache", "cluster", "admin"},
+    | {"chain", "server", "live", "cache", "cluster", "admin", "results"},
     "examples": set(),
     "providers": set(),
     "library": {"config", "hub", "providers", "server"},

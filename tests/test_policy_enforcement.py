@@ -339,6 +339,7 @@ async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_pa
         "client_id",
         "results",
         "cost",
+        "cut",
     ]
     assert first["principal"] == "stdio" and first["mount"] == "srv"
     assert first["issuer"] is first["subject"] is first["client_id"] is None  # no access token over stdio

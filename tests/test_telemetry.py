@@ -311,7 +311,7 @@ async def test_off_by_default_adds_no_middleware_no_link_and_no_trace_context(
     hub = Hub(config_for(tmp_path, {"a": fixture_server("a")}))
     assert not hub.telemetry.enabled
     assert not observers(hub)
-    assert links(hub) == ["CacheLink"]  # no telemetry link: the cache's (on by default) is the only one
+    assert links(hub) == ["ResultBudget", "CacheLink"]  # no telemetry link: the result budget and cache (on by default)
     traceparent = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
     async with hub.running():
         await hub.wait_settled(20)
@@ -371,7 +371,7 @@ async def test_access_log_costs_nothing_when_disabled(tmp_path: Path, caplog: py
     caplog.set_level(logging.WARNING, logger="mcp_hub.access")
     hub = Hub(config_for(tmp_path, {"a": fixture_server("a")}, hub={"access_log": True}))
     assert not observers(hub)
-    assert links(hub) == ["CacheLink"]
+    assert links(hub) == ["ResultBudget", "CacheLink"]
 
 
 # -- exporters -----------------------------------------------------------------------------------

@@ -148,6 +148,7 @@ class AuditTrail:
                 latency_ms=round(elapsed * 1000, 3),
                 policy_revision=revision,
                 cost=verdict.cost,
+                cut=verdict.cut,
             )
         )
 

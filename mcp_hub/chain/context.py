@@ -1,6 +1,6 @@
 """What every link of the chain sees about one call, and how links are composed.
 
-A call flows `recorder -> audit -> policy -> guardrails -> cache -> router`: each link is an object
+A call flows `recorder -> audit -> policy -> results -> guardrails -> cache -> router`: each link is an object
 with `async __call__(ctx, call_next)`, composed once by `compose()` (hub.py,
 which adds only the links that have work to do); the router (router.py,
 `Router.call`) is the last. The context is frozen; the one thing links tell
@@ -46,6 +46,10 @@ class Verdict:
     kept in, the cache."""
     cost: int | None = None
     """What a tool call the policy let through to its server counts against cost budgets, for the audit line."""
+    result_budget: int | None = None
+    """The result budget the matching policy rules set (`max_result_tokens`; 0: none), or None (chain/results.py)."""
+    cut: Mapping[str, Any] | None = None
+    """What the result budget cut of the result, for the audit line: its size and where the whole is kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,8 @@ class CallContext:
     via: str | None = None
     """How the call named its target, when not by the hub's public name ("app": an MCP Apps page, by the
     server's own name)."""
+    endpoint_budget: int | None = None
+    """The `max_result_tokens` of the curated endpoint the call came in at (0: none), or None (chain/results.py)."""
 
     @property
     def arguments(self) -> Mapping[str, Any]:

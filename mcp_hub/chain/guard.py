@@ -122,6 +122,7 @@ class PolicyGuard:
         ctx.verdict.revision, ctx.verdict.mask = decision.revision, policy.audit.mask_arguments  # for the audit line
         ctx.verdict.cache, ctx.verdict.asked = decision.cache, decision.outcome == Outcome.CONFIRM  # for the cache
         charge: Charge | None = None
+        ctx.verdict.result_budget = decision.max_result_tokens  # for the result budget (chain/results.py)
         try:
             if decision.outcome == Outcome.DENIED:
                 ctx.verdict.outcome = "denied"

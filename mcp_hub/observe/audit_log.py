@@ -72,6 +72,8 @@ class AuditEvent:
     """For a search of the tool search (search/tools.py): the names of the tools found, best first."""
     cost: int | None = None
     """For a tool call the policy let through to its server: what it counts against cost budgets."""
+    cut: Mapping[str, Any] | None = None
+    """For a call whose result was over its budget (chain/results.py): its size, the budget and the kept id."""
 
     @classmethod
     def by_administrator(
@@ -156,7 +158,8 @@ class AuditEvent:
         try:
             arguments = None if self.arguments is None else dict(self.arguments)  # a MappingProxyType too
             results = None if self.results is None else list(self.results)
-            line = json.dumps({**values, "arguments": arguments, "results": results}, **_JSON)
+            cut = None if self.cut is None else dict(self.cut)
+            line = json.dumps({**values, "arguments": arguments, "results": results, "cut": cut}, **_JSON)
         except Exception:  # field by field, so one bad value spoils only itself
             line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
         return shown(line, json_escapes=True)

@@ -36,6 +36,8 @@ class CompiledRule:
     """The OAuth scopes a caller needs for the rule to apply to it."""
     cost: int | None = None
     """What a call of the tools it allows counts against cost budgets (its `cost`), or None."""
+    max_result_tokens: int | None = None
+    """The result budget of the calls it matches (tokens; 0: none), or None."""
 
     def match(self, kind: Kind, mount: str, name: str, scopes: frozenset[str] | None = None) -> Selector | None:
         """The first of this rule's selectors for `kind` that matches, or None; None too when the rule needs
@@ -69,6 +71,8 @@ class CompiledProfile:
     """Its own `tool_search`, else the first of the profiles it includes that says; None: none says."""
     budgets: tuple[CompiledBudget, ...] = ()
     """Its own `budgets`, else those of the first of the profiles it includes that has them (budgets.py)."""
+    max_result_tokens: int | None = None
+    """Its own `max_result_tokens`, else the first of the profiles it includes that says; None: none says."""
 
     @classmethod
     def build(
@@ -83,12 +87,15 @@ class CompiledProfile:
         guards: tuple[CompiledGuard, ...] = (),
         tool_search: bool | None = None,
         budgets: tuple[CompiledBudget, ...] = (),
+        max_result_tokens: int | None = None,
     ) -> CompiledProfile:
         by_kind: dict[Kind, tuple[CompiledRule, ...]] = {
             kind: tuple(rule for rule in rules if rule.selectors[kind]) for kind in KINDS
         }
         by = MappingProxyType(by_kind)
-        return cls(name, description, default, includes, rules, by, builtin, guards, tool_search, budgets)
+        return cls(
+            name, description, default, includes, rules, by, builtin, guards, tool_search, budgets, max_result_tokens
+        )
 
 
 def rule_id(profile: str, index: int, rule: Rule) -> str:
@@ -112,6 +119,7 @@ def compile_rule(profile: str, index: int, rule: Rule) -> CompiledRule:
         cache=parse_duration(rule.cache) if rule.cache is not None else None,
         scopes=frozenset(rule.scopes),
         cost=rule.cost,
+        max_result_tokens=rule.max_result_tokens,
     )
 
 
@@ -132,6 +140,9 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
         guards = own_guards[name] + tuple(guard for included in includes for guard in own_guards[included])
         searching = [profiles[p].tool_search for p in (name, *includes) if profiles[p].tool_search is not None]
         budgeting = [p for p in (name, *includes) if profiles[p].budgets is not None]
+        result_budgets = [
+            profiles[p].max_result_tokens for p in (name, *includes) if profiles[p].max_result_tokens is not None
+        ]
         compiled[name] = CompiledProfile.build(
             name,
             profile.description,
@@ -141,6 +152,7 @@ def compile_profiles(profiles: Mapping[str, Profile]) -> dict[str, CompiledProfi
             guards=guards,
             tool_search=searching[0] if searching else None,
             budgets=compile_budgets("profile", budgeting[0], profiles[budgeting[0]].budgets or ()) if budgeting else (),
+            max_result_tokens=result_budgets[0] if result_budgets else None,
         )
     return compiled
 

@@ -126,6 +126,9 @@ class Decision:
     """The budgets of calls and cost the call counts against (tools only; not DENIED)."""
     cost: int = 1
     """What the call counts against cost budgets: the highest `cost` of the matching rules, else 1."""
+    max_result_tokens: int | None = None
+    """The result budget the matching rules set (ALLOWED and CONFIRM): the smallest `max_result_tokens` of those
+    that have one (0, no budget, only when every one that says says 0); None: none says."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,14 +200,19 @@ class PolicySet:
                 return self._decision(
                     Outcome.REFUSED, first.rule, str(first), profile, rates, violations=violations, spend=spend
                 )
+        budget = _rules_budget(grants)
         for rule in grants:
             if rule.effect == "confirm":
                 reason = rule.reason or f"rule {rule.id!r} asks for confirmation"
-                return self._decision(Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True, spend=spend)
+                return self._decision(
+                    Outcome.CONFIRM, rule.id, reason, profile, rates, confirm=True, spend=spend, budget=budget
+                )
         cache = min((rule.cache for rule in grants if rule.cache is not None), default=None)
         if grants:
             reason = grants[0].reason or f"allowed by rule {grants[0].id!r}"
-            return self._decision(Outcome.ALLOWED, grants[0].id, reason, profile, rates, cache=cache, spend=spend)
+            return self._decision(
+                Outcome.ALLOWED, grants[0].id, reason, profile, rates, cache=cache, spend=spend, budget=budget
+            )
         reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
         return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates, spend=spend)
 
@@ -322,12 +330,51 @@ class PolicySet:
         confirm: bool = False,
         cache: float | None = None,
         spend: tuple[tuple[CompiledBudget, ...], int] = ((), 1),
+        budget: int | None = None,
     ) -> Decision:
         confirmation = self.confirmation if confirm else None
         budgets, cost = spend
         return Decision(
-            outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation, cache, budgets, cost
+            outcome,
+            rule,
+            reason,
+            profile.name,
+            rates,
+            self.revision,
+            violations,
+            confirmation,
+            cache,
+            budgets,
+            cost,
+            budget,
         )
+
+    def result_budget(self, principal: str) -> int | None:
+        """The `max_result_tokens` of the principal's profile (or of one it extends); None: none says."""
+        if not self._profiles_budget:  # the common case: no profile lookup on every call
+            return None
+        profile_name = self.profile_for(principal)
+        return None if profile_name is None else self.profiles[profile_name].max_result_tokens
+
+    @cached_property
+    def _profiles_budget(self) -> bool:
+        return any(profile.max_result_tokens is not None for profile in self.profiles.values())
+
+    @cached_property
+    def says_result_budget(self) -> bool:
+        """Whether any profile or rule sets a positive result budget (the hub then lists its `read_result` tool)."""
+        return any(
+            (profile.max_result_tokens or 0) > 0 or any((rule.max_result_tokens or 0) > 0 for rule in profile.rules)
+            for profile in self.profiles.values()
+        )
+
+
+def _rules_budget(grants: list[CompiledRule]) -> int | None:
+    """The result budget matching rules set: the smallest positive one; 0 when every one that says says 0."""
+    said = [rule.max_result_tokens for rule in grants if rule.max_result_tokens is not None]
+    if not said:
+        return None
+    return min((budget for budget in said if budget > 0), default=0)
 
 
 BUILTIN_PROFILE = "allow-all"

@@ -159,6 +159,9 @@ class Rule(BaseModel):
     """OAuth scopes the caller's token must all carry for the rule to apply (an API key or stdio carries none)."""
     cost: int | None = Field(default=None, ge=0)
     """What a call of the tools it allows counts against cost budgets (1 when no matching rule says)."""
+    max_result_tokens: int | None = Field(default=None, ge=0)
+    """The result budget, in tokens, of the calls it matches (hub.toml's `[results]`); wins over the profile's,
+    the endpoint's and the hub's; 0: no budget."""
 
     _id = field_validator("id")(_check_id)
     _selectors = field_validator("tools", "prompts", "resources")(_check_selectors)
@@ -190,7 +193,7 @@ class Rule(BaseModel):
         if "rate_scope" in self.model_fields_set and self.rate is None:
             raise rule_error('rate_scope without rate; add rate = "30/minute" or remove rate_scope', "rate_scope")
         if self.effect == "deny":
-            for key in ("rate", "arguments", "scopes", "cost"):
+            for key in ("rate", "arguments", "scopes", "cost", "max_result_tokens"):
                 if key in self.model_fields_set:
                     raise rule_error(f"a deny rule has no {key}: it hides what it matches; remove {key}", key)
         if self.arguments and self.resources:
@@ -281,6 +284,10 @@ class Profile(BaseModel):
     @classmethod
     def _budgets(cls, budgets: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
         return None if budgets is None else check_budgets(budgets, scoped=True)
+
+    max_result_tokens: int | None = Field(default=None, ge=0)
+    """The result budget, in tokens, of its principals' calls (hub.toml's `[results]`); the smaller of this and
+    the endpoint's applies; 0: no budget; None: as the profiles it extends say, else as hub.toml says."""
 
 
 class ConfirmationSettings(BaseModel):

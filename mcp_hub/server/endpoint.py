@@ -37,8 +37,11 @@ from mcp_hub.catalog.overrides import FixedArgumentSent
 from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.guardrails import Guardrails
 from mcp_hub.chain.router import Router
+from mcp_hub.config import ResultSettings
 from mcp_hub.errors import HubError, Refused, UnknownName
 from mcp_hub.policy import PolicySet
+from mcp_hub.results import KeptResults
+from mcp_hub.results.shaping import SCHEME
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.search import ToolSearch
 from mcp_hub.server.clients import Clients
@@ -53,6 +56,7 @@ from mcp_hub.server.origin import (
     session_of,
 )
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
+from mcp_hub.server.reading import Reader
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.server.tasks import TASK_METHODS, Tasks
 from mcp_hub.upstream import Upstream
@@ -94,6 +98,8 @@ class Endpoint:
         guardrails: Guardrails | None = None,
         search: ToolSearch | None = None,
         selection: Selection | None = None,
+        kept: KeptResults | None = None,
+        results: ResultSettings | None = None,
     ) -> None:
         self._catalog = catalog
         self.selection = selection if selection is not None else Selection()
@@ -104,6 +110,8 @@ class Endpoint:
         self._policy = policy
         self._call = call
         self._search = search
+        self._reader = Reader(kept, results, self.selection, policy) if kept is not None and results else None
+        """The kept results' reads: `hub://results/ID` and the `read_result` tool (reading.py)."""
         self._listings = Listings(
             catalog,
             page_size=page_size,
@@ -112,6 +120,7 @@ class Endpoint:
             ttl=lambda kind: listing_ttl(upstreams, kind),
             search=search,
             selection=self.selection,
+            reader=self._reader,
         )
         self._on_log_level = on_log_level
         self._upstreams = upstreams
@@ -180,6 +189,11 @@ class Endpoint:
         the chain, then the router. Raises `HubError`."""
         method = ctx.method
         params = ctx.params or {}
+        if self._reader is not None:  # a kept result (results/kept.py): the hub's own, read outside the chain
+            if method == "resources/read" and str(params.get("uri", "")).startswith(SCHEME):
+                return _complete_result(await self._reader.read_resource(principal_of(ctx), str(params["uri"])))
+            if method == "tools/call" and self._reader.is_read_tool(params, principal_of(ctx)):
+                return _complete_result(await self._reader.read_tool(principal_of(ctx), params.get("arguments")))
         if self._search is not None and method == "tools/call":
             principal, policy = principal_of(ctx), self._policy()
             if self.selection.searching(self._search, principal, policy):
@@ -223,6 +237,7 @@ class Endpoint:
             origin=origin,
             on_progress=progress_relay(ctx),
             via=route.via,
+            endpoint_budget=self.selection.max_result_tokens,
         )
         if origin.modern and self.parking.open:
             state = sealed_by_hub(params)

@@ -21,6 +21,7 @@ from mcp_hub.policy.principal import seen_as
 from mcp_hub.search import ToolSearch
 from mcp_hub.server.curated import Selection
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
+from mcp_hub.server.reading import Reader
 from mcp_hub.upstream import Upstream
 from mcp_hub.upstream.startup import Startup
 
@@ -89,6 +90,7 @@ class Listings:
         ttl: Callable[[str], int] | None = None,
         search: ToolSearch | None = None,
         selection: Selection | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self._catalog = catalog
         self._selection = selection if selection is not None else Selection()
@@ -96,6 +98,8 @@ class Listings:
         self._ttl = ttl
         self._search = search
         """With tool search on, a tools list is its search and call tools and the pinned tools (search/tools.py)."""
+        self._reader = reader
+        """Lists the `read_result` tool while a result budget is on (reading.py)."""
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
@@ -199,6 +203,8 @@ class Listings:
                 and self._selection.searching(self._search, principal, policy)
             ):
                 items = self._search.listed(items)
+            if kind == "tools" and self._reader is not None and self._reader.listed(principal, policy):
+                items = (*items, self._reader.tool)
             self._visible[key] = items
         return items
 
@@ -210,6 +216,8 @@ class Listings:
         (middleware, telemetry, access log), on each such call, to find one schema.
         """
         principal, policy = HTTP_PRINCIPAL.get(), self._policy()
+        if self._reader is not None and name == self._reader.tool["name"] and self._reader.listed(principal, policy):
+            return self._reader.tool["inputSchema"]
         if self._search is not None and self._selection.searching(self._search, principal, policy):
             searching = self._search.input_schema(name)
             if searching is not None:
