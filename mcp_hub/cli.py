@@ -6,6 +6,8 @@
     mcp-hub tools  [--config PATH] [--json | --format openai|openai-responses|anthropic|gemini [--principal P]]
                    [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
+    mcp-hub add NAME[@VERSION] [--config PATH] [--registry URL] [--name MOUNT] [--use npm|pypi|oci|remote] [--force]
+    mcp-hub registry search TEXT [--config PATH] [--registry URL] [--limit N]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub connections [--config PATH] [list | revoke | withdraw | key] [--principal P] [--client C] [--server S]
     mcp-hub explain (--principal P | --claims JSON) (--tool T | --prompt P | --resource URI) [--args JSON]
@@ -199,6 +201,34 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("file", help="the config file (e.g. claude_desktop_config.json, .mcp.json, goose config.yaml)")
     imp.add_argument("--output", help="add the servers to this hub.toml (created if missing); default: print")
     imp.add_argument("--force", action="store_true", help="replace servers of the same name in --output")
+
+    registry_help = "the registry's base URL (default: [hub] registry of --config, else the official MCP Registry)"
+    add = command("add", "Add a server from an MCP server registry to hub.toml, its version pinned.", _add)
+    add.add_argument("server", metavar="NAME[@VERSION]", help="its registry name, like io.github.user/weather")
+    add.add_argument("--config", help="the hub.toml to add it to (created if missing; default: as `serve` finds it)")
+    add.add_argument("--registry", metavar="URL", help=registry_help)
+    add.add_argument("--name", metavar="MOUNT", help="the mount name (default: the last part of its registry name)")
+    add.add_argument(
+        "--use",
+        choices=["npm", "pypi", "oci", "remote"],
+        help="which of the entry's packages or remotes to run (default: its first package of these kinds, else its "
+        "first remote)",
+    )
+    add.add_argument("--force", action="store_true", help="replace a server of the same name")
+
+    registry = command("registry", "Look servers up in an MCP server registry.", None)
+    registry_commands = registry.add_subparsers(required=True, metavar="ACTION")
+    search = registry_commands.add_parser(
+        "search",
+        help="list the servers whose name contains TEXT",
+        description="List the servers whose name "
+        "contains TEXT: name, latest version, what it runs as (npm, pypi, oci, remote), description.",
+    )
+    search.set_defaults(run=_registry_search)
+    search.add_argument("text", metavar="TEXT", help="part of the servers' names")
+    search.add_argument("--config", help="the hub.toml whose [hub] registry to read (default: as `serve` finds it)")
+    search.add_argument("--registry", metavar="URL", help=registry_help)
+    search.add_argument("--limit", type=int, default=30, help="list at most this many (default: 30)")
     return parser
 
 
@@ -743,4 +773,93 @@ def _import(args: argparse.Namespace) -> int:
     names = secret_env_names(document)
     if names:
         print(f"note: export these before serving: {', '.join(names)}", file=sys.stderr)
+    return 0
+
+
+def _registry_url(args: argparse.Namespace) -> str:
+    """`--registry`, else `[hub] registry` of the hub.toml named by `--config` (if there is one), else the official
+    registry."""
+    from mcp_hub.config import OFFICIAL_REGISTRY, parse_toml
+    from mcp_hub.registry import registry_url
+
+    if args.registry:
+        return registry_url(args.registry, "--registry")
+    path = Path(args.config)
+    if not path.is_file():
+        return OFFICIAL_REGISTRY
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), "", f"cannot read it ({exc}); make it a readable UTF-8 text file") from None
+    hub = parse_toml(text, str(path)).get("hub", {})
+    configured = hub.get("registry", OFFICIAL_REGISTRY) if isinstance(hub, dict) else OFFICIAL_REGISTRY
+    if not isinstance(configured, str):
+        raise ConfigError(str(path), "hub.registry", f'must be a URL in quotes, like "{OFFICIAL_REGISTRY}"')
+    return registry_url(configured, str(path), "hub.registry")
+
+
+def _add(args: argparse.Namespace) -> int:
+    from mcp_hub.importer import create_config, merge_into  # tomlkit: only this command
+    from mcp_hub.registry import Registry, split_reference, status
+    from mcp_hub.server_json import server_table
+
+    name, version = split_reference(args.server)
+    url = _registry_url(args)
+    with Registry(url) as registry:
+        listing = registry.server(name, version)
+    state, message = status(listing)
+    if state == "deleted":
+        raise ConfigError(url, "", f"{args.server} is deleted from the registry ({message or 'no reason given'})")
+    said = f"{state}: {message}" if message else state
+    entry_version = listing["server"].get("version", version)
+    added = server_table(
+        listing,
+        where=f"{url}: {name}@{entry_version}",
+        name=args.name,
+        use=args.use,
+        status="" if state == "active" else said,
+    )
+    output = Path(args.config)
+    if output.exists():
+        existing = output.read_text(encoding="utf-8")
+        merged = merge_into(existing, added.document(), file=str(output), force=args.force)
+        output.write_text(merged, encoding="utf-8")
+    else:  # a new hub.toml: with the shipped policies, pinning and the audit log on
+        policies = create_config(output, added.document())
+        if policies is not None:
+            print(f"wrote {policies}{os.sep} (the default policies; see the README, Policy)", file=sys.stderr)
+    print(f"added [servers.{added.name}] to {output}: {name} {entry_version} ({added.kind})", file=sys.stderr)
+    if state != "active":
+        print(f"note: the registry marks this version {said}", file=sys.stderr)
+    if added.required:
+        print(f"note: export these before serving: {', '.join(added.required)}", file=sys.stderr)
+    return 0
+
+
+def _registry_search(args: argparse.Namespace) -> int:
+    from mcp_hub.registry import Registry
+    from mcp_hub.server_json import kinds
+
+    if args.limit < 1:
+        raise ConfigError("--limit", "", f"must be 1 or more (got {args.limit})")
+    url = _registry_url(args)
+    with Registry(url) as registry:
+        listings, more = registry.search(args.text, args.limit)
+    if not listings:
+        print(f"no server in {url} has {args.text!r} in its name")
+        return 0
+    rows = [("NAME", "VERSION", "KINDS", "DESCRIPTION")]
+    for listing in listings:
+        entry = listing["server"]
+        rows.append(
+            tuple(
+                shown(value if isinstance(value, str) else "")
+                for value in (entry.get("name"), entry.get("version"), ",".join(kinds(entry)), entry.get("description"))
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3])
+    if more:
+        print(f"(the first {len(listings)}; more with --limit, or narrow TEXT)")
     return 0

@@ -52,6 +52,16 @@ def rule_error(reason: str, *key: str | int) -> PydanticCustomError:
     return PydanticCustomError("hub_rule", "{reason}", {"reason": reason, "key": key})
 
 
+OFFICIAL_REGISTRY = "https://registry.modelcontextprotocol.io"
+"""The official MCP Registry: where `mcp-hub add` and `mcp-hub registry search` look unless told otherwise."""
+
+
+def is_registry_url(url: str) -> bool:
+    """Whether `url` can be a registry's base URL: http or https, a host, no query or fragment."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.query and not parts.fragment
+
+
 def to_mount_name(name: str) -> str:
     """The valid mount name closest to `name`.
 
@@ -88,6 +98,17 @@ class HubSettings(BaseModel):
     """Where the hub keeps its last known catalog, to serve at start-up before the servers connect:
     true: a file of this hub.toml's own in the user's state folder (see snapshot.py); a path: that file
     (relative paths: from hub.toml's folder); false: no snapshot."""
+    registry: str = OFFICIAL_REGISTRY
+    """The MCP server registry `mcp-hub add` and `mcp-hub registry search` read: its base URL (the registry API is
+    below it, at /v0.1). The official MCP Registry by default; a subregistry of your own (one that serves the same
+    API) otherwise. `--registry URL` goes over it."""
+
+    @field_validator("registry")
+    @classmethod
+    def _registry_url(cls, url: str) -> str:
+        if not is_registry_url(url):
+            raise rule_error(f"registry is a registry's base URL (http or https), like {OFFICIAL_REGISTRY}")
+        return url
 
     @field_validator("catalog_snapshot", mode="before")
     @classmethod

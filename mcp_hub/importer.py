@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -386,7 +386,7 @@ def _stdio_values(entry: dict[str, Any], server: _Server, state: _Import) -> dic
         values["env"] = env
     if "cwd" in entry:
         values["cwd"] = _text(entry["cwd"], "cwd", server, state)
-    sandbox = _sandbox(values, server)
+    sandbox = propose_sandbox(values, server.note)
     if sandbox is not None:
         values["sandbox"] = sandbox
     return values
@@ -400,28 +400,23 @@ _NETWORK_PACKAGES = re.compile(
 """Servers known to work over the network (their package or program names)."""
 
 
-def _sandbox(values: dict[str, Any], server: _Server) -> Any:
-    """What the server's sandbox needs beyond the hub-wide profile (README, "Sandbox"), proposed from its
-    command line: the folders its arguments name (to write in), and the network where it is given a URL or a
-    credential, or is a server known to fetch pages or call a service. None: the profile as it is."""
+def propose_sandbox(values: dict[str, Any], note: Callable[[str], None], network: str | None = None) -> Any:
+    """What a stdio server's sandbox needs beyond the hub-wide profile (README, "Sandbox"), proposed from its
+    table's `values` (command, args, env): the folders its arguments name (to write in), and the network where
+    it is given a URL or a credential, or is a server known to fetch pages or call a service, or where
+    `network` says why it needs one (the caller knows more: a registry entry that also declares remotes).
+    Each proposal is told to `note`, for a comment. None: the profile as it is."""
     words = [values["command"], *values.get("args", [])]
     folders = []
     for word in values.get("args", []):
         path = word.partition("=")[2] if word.startswith("-") and "=" in word else word
         if path.startswith(("/", "~/")) and Path(path).expanduser().is_dir():
             folders.append(path)
-    env = values.get("env", {})
-    why = None
-    if any(_URL.match(word) for word in [*words, *env.values()]):
-        why = "its arguments or variables name a URL"
-    elif any(_SECRET_NAME.search(key) for key in env):
-        why = "it is given a credential for a service"
-    elif any(_NETWORK_PACKAGES.search(word) for word in words[:3]):
-        why = "it is a server that fetches pages or calls a service"
+    why = network or _network_reason(words, values.get("env", {}))
     if why is not None:
-        server.note(f'sandbox: the network, as {why}; write sandbox = "standard" if it needs none')
+        note(f'sandbox: the network, as {why}; write sandbox = "standard" if it needs none')
     if folders:
-        server.note("sandbox: it may write in the folders its arguments name; write read = [...] for read-only")
+        note("sandbox: it may write in the folders its arguments name; write read = [...] for read-only")
     if not folders:
         return "network" if why else None
     table = tomlkit.inline_table()
@@ -429,6 +424,17 @@ def _sandbox(values: dict[str, Any], server: _Server) -> Any:
         table["profile"] = "network"
     table["write"] = folders
     return table
+
+
+def _network_reason(words: list[str], env: dict[str, str]) -> str | None:
+    """Why a server with this command line and env needs the network (None: nothing says it does)."""
+    if any(_URL.match(word) for word in [*words, *env.values()]):
+        return "its arguments or variables name a URL"
+    if any(_SECRET_NAME.search(key) for key in env):
+        return "it is given a credential for a service"
+    if any(_NETWORK_PACKAGES.search(word) for word in words[:3]):
+        return "it is a server that fetches pages or calls a service"
+    return None
 
 
 def _remote_values(entry: dict[str, Any], kind: str, server: _Server, state: _Import) -> dict[str, Any]:
@@ -462,11 +468,11 @@ def _mapping(value: Any, name: str, server: _Server, state: _Import) -> InlineTa
 
 def _redact(secret: str, name: str, key: str, server: _Server, state: _Import) -> str:
     """A `${VARIABLE}` reference standing for `secret` (a header keeps its auth scheme)."""
-    derived = _variable_name(f"{server.name}_{key}").upper()
+    derived = variable_name(f"{server.name}_{key}").upper()
     scheme = _AUTH_SCHEME.match(secret) if name == "headers" else None
     if scheme is not None:
         secret = secret[scheme.end() :]
-    variable = state.secret_variable(_variable_name(key) if name == "env" else derived, derived, secret)
+    variable = state.secret_variable(variable_name(key) if name == "env" else derived, derived, secret)
     server.note(f"export {variable} before starting the hub: its secret value was removed from this file")
     return f"{scheme[0] if scheme else ''}${{{variable}}}"
 
@@ -477,13 +483,13 @@ def _text(value: Any, name: str, server: _Server, state: _Import) -> str:
 
     def translate(match: re.Match[str]) -> str:
         if match["kind"] == "input":
-            variable = _variable_name(match["ref"]).upper()
+            variable = variable_name(match["ref"]).upper()
             server.note(f'export {variable}: it stands for VS Code input "{_shown(match["ref"])}"')
             return f"${{{variable}}}"
         if match["kind"] == "env":
-            return f"${{{_variable_name(match['ref'])}}}"
+            return f"${{{variable_name(match['ref'])}}}"
         if match["continue"]:
-            variable = _variable_name(match["name"])
+            variable = variable_name(match["name"])
             server.note(f'export {variable}: it stands for Continue {match["continue"][:-1]} "{_shown(match["name"])}"')
             return f"${{{variable}}}"
         return match["plain"] or "$$"
@@ -498,7 +504,7 @@ def _check(value: Any, expected: type, name: str, server: _Server, state: _Impor
     return value
 
 
-def _variable_name(text: str) -> str:
+def variable_name(text: str) -> str:
     """`text` as an environment variable name: letters, digits and '_', no leading digit."""
     name = re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_") or "SECRET"
     return f"_{name}" if name[0].isdigit() else name
