@@ -107,7 +107,9 @@ class HubSettings(BaseModel):
     @classmethod
     def _registry_url(cls, url: str) -> str:
         if not is_registry_url(url):
-            raise rule_error(f"registry is a registry's base URL (http or https), like {OFFICIAL_REGISTRY}")
+            raise rule_error(
+                f"registry is not a registry's base URL (http or https); write one like {OFFICIAL_REGISTRY}"
+            )
         return url
 
     @field_validator("catalog_snapshot", mode="before")

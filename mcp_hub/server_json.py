@@ -85,13 +85,17 @@ class _Entry:
         if text not in self.notes:
             self.notes.append(text)
 
-    def need(self, variable: str, description: str, secret: bool) -> str:
+    def need(self, variable: str, description: str) -> str:
         """A `${variable}` reference the user must export; noted once."""
         if variable not in self.required:
             self.required.append(variable)
-            what = f"{description} (a secret)" if secret else description
-            self.note(f"export {variable} before serving: {what}" if what else f"export {variable} before serving")
+            self.note(f"export {variable} before serving" + (f": {description}" if description else ""))
         return f"${{{variable}}}"
+
+    def variable(self, label: str) -> str:
+        """The variable standing for an input the entry names `label` (an argument, a header, a `{name}`): the mount
+        name first, as two servers may both have a `token`."""
+        return variable_name(f"{self.mount}_{label}").upper()
 
 
 def server_table(
@@ -264,7 +268,7 @@ def _arguments(package: dict[str, Any], field_name: str, key: str, state: _Entry
             raise state.error(f"{at}.type", 'must be "positional" or "named"; fix the entry')
         flag = _string(argument, "name", state, at) if kind == "named" else None
         label = argument.get("valueHint") or (flag or "").lstrip("-") or f"arg_{index}"
-        value = _input(argument, variable_name(str(label)).upper(), at, state, optional=f"argument {flag or label}")
+        value = _input(argument, state.variable(str(label)), at, state, optional=f"argument {flag or label}")
         if value is not None:
             words += [flag, value] if flag else [value]
     return words
@@ -316,7 +320,7 @@ def _remote(remote: dict[str, Any], key: str, state: _Entry) -> tuple[dict[str, 
     for index, header in enumerate(headers):
         at = f"{key}.headers[{index}]"
         name = _string(header, "name", state, at)
-        variable = variable_name(f"{state.mount}_{name}").upper()
+        variable = state.variable(name)
         value = _input(header, variable, at, state, optional=None)
         description = _describe(header)
         if description:
@@ -339,11 +343,11 @@ def _input(item: dict[str, Any], variable: str, at: str, state: _Entry, optional
     if "value" in item:
         return _fill(_string(item, "value", state, at), item.get("variables", {}), f"{at}.value", state)
     if secret:
-        return state.need(variable, description, secret=True)
+        return state.need(variable, description)
     if "default" in item:
         return _literal(_string(item, "default", state, at))
     if item.get("isRequired") is True:
-        return state.need(variable, description, secret=False)
+        return state.need(variable, description)
     if optional is not None:
         state.note(shown(f"optional {optional} left out" + (f": {description}" if description else "")))
     return None
@@ -362,8 +366,8 @@ def _fill(template: str, variables: Any, at: str, state: _Entry) -> str:
         variable = variables.get(match[1])
         if not isinstance(variable, dict):
             raise state.error(at, f"names {{{match[1]}}}, which its variables do not define; fix the entry")
-        filled = _input(variable, variable_name(match[1]).upper(), at, state, optional=None)
-        parts.append(filled if filled is not None else state.need(variable_name(match[1]).upper(), "", False))
+        filled = _input(variable, state.variable(match[1]), at, state, optional=None)
+        parts.append(filled if filled is not None else state.need(state.variable(match[1]), _describe(variable)))
     parts.append(_literal(template[end:]))
     return "".join(parts)
 
@@ -381,9 +385,8 @@ def _describe(item: dict[str, Any]) -> str:
     choices = item.get("choices")
     if isinstance(choices, list) and choices:
         parts.append("one of " + ", ".join(str(choice) for choice in choices))
-    if item.get("isRequired") is True:
-        parts.append("required")
-    return shown("; ".join(parts))
+    flags = [flag for flag, key in (("required", "isRequired"), ("a secret", "isSecret")) if item.get(key) is True]
+    return shown("; ".join([*parts, *flags]))
 
 
 # -- shapes ------------------------------------------------------------------------------------

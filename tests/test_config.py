@@ -84,6 +84,7 @@ def test_full_example_loads() -> None:
         "startup_grace": 10.0,
         "env_file": None,
         "catalog_snapshot": True,
+        "registry": "https://registry.modelcontextprotocol.io",
     }
     assert config.http.model_dump() == {
         "host": "0.0.0.0",
@@ -117,6 +118,7 @@ def test_defaults() -> None:
         "startup_grace": 10.0,
         "env_file": None,
         "catalog_snapshot": True,
+        "registry": "https://registry.modelcontextprotocol.io",
     }
     assert config.http.model_dump() == {
         "host": "127.0.0.1",
@@ -201,6 +203,7 @@ ERRORS = [
     ("[hub]\npage_size = 1.5", "hub.page_size", ["valid integer", "got 1.5"]),
     ("[hub]\nlog_level = 'verbose'", "hub.log_level", ["'debug', 'info', 'warning' or 'error'"]),
     ("[hub]\nname = 3", "hub.name", ["valid string", "put it in quotes"]),
+    ("[hub]\nregistry = 'registry.example.com'", "hub.registry", ["a registry's base URL (http or https)"]),
     ("[hub]\ncatalog_snapshot = 3", "hub.catalog_snapshot", ["true (a file in the user's state folder", "got 3"]),
     ("[hub]\ncatalog_snapshot = ''", "hub.catalog_snapshot", ["false (no snapshot)", "got an empty string"]),
     ("[hub]\nstartup_grace = -1", "hub.startup_grace", ["greater than or equal to 0"]),

@@ -113,7 +113,7 @@ def test_secret_is_referenced_never_written_and_named_for_export(run: Run, hub_t
     assert table["args"] == ["-y", "@modelcontextprotocol/server-brave-search@1.0.2"]
     assert table["sandbox"] == "network"  # it is given a credential for a service
     assert "note: export these before serving: BRAVE_API_KEY" in err
-    assert "# export BRAVE_API_KEY before serving: Brave Search API Key; required (a secret)" in hub_toml.read_text()
+    assert "# export BRAVE_API_KEY before serving: Brave Search API Key; required; a secret" in hub_toml.read_text()
 
 
 def test_oci_entry_becomes_docker_run_with_its_arguments_and_variables(run: Run, hub_toml: Path) -> None:
@@ -124,16 +124,19 @@ def test_oci_entry_becomes_docker_run_with_its_arguments_and_variables(run: Run,
     assert table["args"] == [
         *("run", "-i", "--rm"),
         *("-e", "DB_USERNAME", "-e", "DB_PASSWORD", "-e", "SSL_MODE"),
-        *("--network", "host", "-e", "DB_TYPE=${DB_TYPE}"),
+        *("--network", "host", "-e", "DB_TYPE=${DATABASE_MANAGER_DB_TYPE}"),
         "docker.io/example/database-manager-mcp:3.1.0",
-        *("--host", "localhost", "${DATABASE_NAME}"),
+        *("--host", "localhost", "${DATABASE_MANAGER_DATABASE_NAME}"),
     ]
     assert table["env"] == {"DB_USERNAME": "${DB_USERNAME}", "DB_PASSWORD": "${DB_PASSWORD}", "SSL_MODE": "prefer"}
     assert table["sandbox"] == "off"
     text = hub_toml.read_text(encoding="utf-8")
     assert '# DB_LOG_FILE = "${DB_LOG_FILE}"  (optional: remove the "#" to pass it on)' in text
     assert "# optional argument --port left out: Database port" in text
-    assert "note: export these before serving: DB_TYPE, DATABASE_NAME, DB_USERNAME, DB_PASSWORD" in err
+    assert (
+        "note: export these before serving: "
+        "DATABASE_MANAGER_DB_TYPE, DATABASE_MANAGER_DATABASE_NAME, DB_USERNAME, DB_PASSWORD" in err
+    )
 
 
 def test_remote_entry_becomes_a_url_with_its_transport_and_headers(run: Run, hub_toml: Path) -> None:
@@ -155,7 +158,7 @@ def test_remote_url_and_header_templates_are_filled_from_their_variables(run: Ru
     assert added(hub_toml, "forecast") == {
         "url": "https://eu.weather.example.com/sse",
         "transport": "sse",
-        "headers": {"Authorization": "Bearer ${TOKEN}"},
+        "headers": {"Authorization": "Bearer ${FORECAST_TOKEN}"},
     }
     assert "note: the registry marks this version deprecated: use com.example/weather2" in err
 
