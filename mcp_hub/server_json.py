@@ -107,13 +107,13 @@ def server_table(
     entry = listing.get("server")
     if not isinstance(entry, dict):
         raise ConfigError(where, "server", "is missing; the registry's answer holds no server.json")
-    server_name = _string(entry, "name", _Entry(where, ""), "")
-    version = _string(entry, "version", _Entry(where, ""), "")
-    mount = name if name is not None else to_mount_name(server_name.rpartition("/")[2])
-    if not MOUNT_NAME_PATTERN.match(mount):
-        reason = f"{mount!r} is not a mount name: lowercase letters, digits and '-', starting with a letter (<= 32)"
-        raise ConfigError("--name", "", reason)
-    state = _Entry(where, mount)
+    state = _Entry(where, "")
+    server_name = _string(entry, "name", state, "")
+    version = _string(entry, "version", state, "")
+    state.mount = name if name is not None else to_mount_name(server_name.rpartition("/")[2])
+    if not MOUNT_NAME_PATTERN.match(state.mount):
+        reason = f"{state.mount!r} is not a mount name: lowercase letters, digits and '-', starting with a letter"
+        raise ConfigError("--name", "", f"{reason}, at most 32; choose another")
     description = entry.get("description")
     header = f"{server_name} {version}" + (f": {description}" if isinstance(description, str) else "")
     state.note(shown(header))
@@ -131,7 +131,7 @@ def server_table(
         table.add(value_key, value)
     for table_key, sub in tables.items():
         table.add(table_key, sub)
-    return Added(mount, kind, table, state.required)
+    return Added(state.mount, kind, table, state.required)
 
 
 def kinds(entry: dict[str, Any]) -> list[str]:
@@ -205,14 +205,11 @@ def _package(
         state.note(f"sandbox: off, as {runtime} runs it in a container of its own (the container is its sandbox)")
         values["sandbox"] = "off"
     else:
-        secret = any(item.get("isSecret") is True for item in _list(package, "environmentVariables"))
-        network = (
-            "its registry entry also names a remote service"
-            if _list(entry, "remotes")
-            else "it is given a secret, a credential for a service"
-            if secret
-            else None
-        )
+        network = None
+        if _list(entry, "remotes"):
+            network = "its registry entry also names a remote service"
+        elif any(item.get("isSecret") is True for item in _list(package, "environmentVariables")):
+            network = "it is given a secret, a credential for a service"
         sandbox = propose_sandbox({**values, "env": env}, state.note, network)
         if sandbox is not None:
             values["sandbox"] = sandbox

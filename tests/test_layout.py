@@ -3,6 +3,7 @@
     errors, wire, scopes, allocator, shown, streams, state, defaults, clients, sdk   (the ground floor)
     cluster (the Redis replicas share)
     config <- importer, config_reference (docs/configuration-reference.md)
+    registry (an MCP server registry's API) <- server_json (a registry entry as a hub.toml table: importer's sandbox)
     observe, catalog, guardrails <- policy <- search; credentials, cache <- results
     auth
     upstream
@@ -40,6 +41,8 @@ ALLOWED = {
     "config": {"errors", "state"},
     "importer": {"errors", "config", "defaults"},
     "config_reference": {"config"},
+    "registry": {"errors", "config", "__init__"},
+    "server_json": {"errors", "config", "importer", "registry", "shown"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
