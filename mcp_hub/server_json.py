@@ -306,7 +306,7 @@ def _remote(remote: dict[str, Any], key: str, state: _Entry) -> tuple[dict[str, 
     variables = remote.get("variables", {})
     if not isinstance(variables, dict):
         raise state.error(f"{key}.variables", "must be an object; fix the entry")
-    url = _fill(url, variables, f"{key}.url", state)
+    url = _fill(url, variables, f"{key}.url", state, url=True)
     if not re.match(r"https?://[^\s]+\Z", url.replace("${", "").replace("}", "")):
         raise state.error(f"{key}.url", "must be an http:// or https:// URL; fix the entry")
     values: dict[str, Any] = {"url": url, "transport": transport}
@@ -350,19 +350,22 @@ def _input(item: dict[str, Any], variable: str, at: str, state: _Entry, optional
     return None
 
 
-def _fill(template: str, variables: Any, at: str, state: _Entry) -> str:
-    """`template` with each `{name}` filled from `variables` (inputs: a default, else a `${NAME}` reference), and
-    every other `$` escaped for hub.toml."""
+def _fill(template: str, variables: Any, at: str, state: _Entry, *, url: bool = False) -> str:
+    """`template` with each `{name}` its `variables` define filled (an input: its value or default, else a
+    `${NAME}` reference), and every `$` escaped for hub.toml. A `{name}` they do not define stays as it is, as the
+    schema says, except in a `url`, which it would leave invalid: there it is an error."""
     if not isinstance(variables, dict):
         raise state.error(at.rpartition(".")[0] + ".variables", "must be an object; fix the entry")
     parts: list[str] = []
     end = 0
     for match in _TEMPLATE.finditer(template):
-        parts.append(_literal(template[end : match.start()]))
-        end = match.end()
         variable = variables.get(match[1])
         if not isinstance(variable, dict):
-            raise state.error(at, f"names {{{match[1]}}}, which its variables do not define; fix the entry")
+            if url:
+                raise state.error(at, f"names {{{match[1]}}}, which its variables do not define; fix the entry")
+            continue
+        parts.append(_literal(template[end : match.start()]))
+        end = match.end()
         filled = _input(variable, state.variable(match[1]), at, state, optional=None)
         parts.append(filled if filled is not None else state.need(state.variable(match[1]), _describe(variable)))
     parts.append(_literal(template[end:]))

@@ -21,6 +21,8 @@ from anyio.from_thread import start_blocking_portal
 
 from mcp_hub.cli import main
 from mcp_hub.config import load_config
+from mcp_hub.errors import ConfigError
+from mcp_hub.server_json import server_table
 from tests.conftest import ROOT, hub_client, running_hub, serve_app
 from tests.servers.registry import THINKING, TIME, registry_app
 
@@ -137,6 +139,9 @@ def test_oci_entry_becomes_docker_run_with_its_arguments_and_variables(run: Run,
         "note: export these before serving: "
         "DATABASE_MANAGER_DB_TYPE, DATABASE_MANAGER_DATABASE_NAME, DB_USERNAME, DB_PASSWORD" in err
     )
+    variables = ("DATABASE_MANAGER_DB_TYPE", "DATABASE_MANAGER_DATABASE_NAME", "DB_USERNAME", "DB_PASSWORD")
+    server = load_config(hub_toml, environ=dict.fromkeys(variables, "x")).servers["database-manager"]
+    assert server.enabled and server.sandbox is not None and server.sandbox.profile == "off"
 
 
 def test_remote_entry_becomes_a_url_with_its_transport_and_headers(run: Run, hub_toml: Path) -> None:
@@ -271,6 +276,51 @@ def test_an_unreachable_registry_or_another_api_is_a_clear_error(run: Run, regis
     code, _, err = run("registry", "search", "x", "--registry", f"{registry}/elsewhere", registry_option=False)
     assert code == 2
     assert "answered HTTP 404 to GET /v0.1/servers; try again later, or another registry" in err
+
+
+# -- entries converted directly (server_json, no registry) ----------------------------------
+
+
+def converted(**package: Any) -> str:
+    """The table (as TOML) made of an entry with one npm package: these fields over a plain one's."""
+    plain = {"registryType": "npm", "identifier": "pkg", "version": "1.0.0", "transport": {"type": "stdio"}}
+    entry = {"name": "com.example/pkg", "version": "1.0.0", "packages": [{**plain, **package}]}
+    return server_table({"server": entry}, where="test").document().as_string()
+
+
+def test_braces_their_variables_do_not_define_stay_and_dollars_are_escaped() -> None:
+    arguments = [
+        {"type": "positional", "value": "--config={not_a_variable}"},
+        {"type": "named", "name": "--price", "value": "$5 for {item}", "variables": {"item": {"default": "tea"}}},
+    ]
+    table = tomllib.loads(converted(packageArguments=arguments))["servers"]["pkg"]
+    assert table["args"] == ["-y", "pkg@1.0.0", "--config={not_a_variable}", "--price", "$$5 for tea"]
+
+
+def test_a_secret_with_a_default_is_still_only_referenced() -> None:
+    text = converted(environmentVariables=[{"name": "API_TOKEN", "isSecret": True, "default": "sk-live-123"}])
+    assert tomllib.loads(text)["servers"]["pkg"]["env"] == {"API_TOKEN": "${API_TOKEN}"}
+    assert "sk-live-123" not in text
+
+
+def test_a_package_serving_http_is_refused_with_the_remote_to_use_instead() -> None:
+    with pytest.raises(ConfigError) as caught:
+        converted(transport={"type": "streamable-http", "url": "http://localhost:{port}/mcp"})
+    assert caught.value.key == "packages[0].transport"
+    assert "use the entry's remote (--use remote)" in caught.value.reason
+
+
+def test_a_remote_url_naming_an_undefined_variable_is_an_error() -> None:
+    entry = {"name": "com.example/r", "version": "1", "remotes": [{"type": "sse", "url": "https://{host}/sse"}]}
+    with pytest.raises(ConfigError) as caught:
+        server_table({"server": entry}, where="test")
+    assert caught.value.key == "remotes[0].url"
+    assert caught.value.reason == "names {host}, which its variables do not define; fix the entry"
+
+
+def test_a_package_on_another_registry_than_npmjs_says_so() -> None:
+    text = converted(registryBaseUrl="https://npm.example.com")
+    assert "# the package is on https://npm.example.com, not https://registry.npmjs.org: point npm" in text
 
 
 # -- the tables start ------------------------------------------------------------------------
