@@ -338,11 +338,11 @@ def _input(item: dict[str, Any], variable: str, at: str, state: _Entry, optional
     secret = item.get("isSecret") is True
     description = _describe(item)
     if "value" in item:
-        return _fill(_string(item, "value", state, at), item.get("variables", {}), f"{at}.value", state)
+        return _fill(_text(item, "value", state, at), item.get("variables", {}), f"{at}.value", state)
     if secret:
         return state.need(variable, description)
     if "default" in item:
-        return _literal(_string(item, "default", state, at))
+        return _literal(_text(item, "default", state, at))
     if item.get("isRequired") is True:
         return state.need(variable, description)
     if optional is not None:
@@ -399,6 +399,14 @@ def _string(item: dict[str, Any], name: str, state: _Entry, key: str) -> str:
         raise state.error(at, "is missing; the registry entry is incomplete (ask its publisher to fix it)")
     if not isinstance(value, str) or not value:
         raise state.error(at, "must be a non-empty string; the registry entry is malformed")
+    return value
+
+
+def _text(item: dict[str, Any], name: str, state: _Entry, key: str) -> str:
+    """An input's `value` or `default`: a string, which may be empty."""
+    value = item[name]
+    if not isinstance(value, str):
+        raise state.error(f"{key}.{name}", "must be a string; the registry entry is malformed")
     return value
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from importlib.metadata import version
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -348,12 +349,21 @@ def registry_app(entries: list[tuple[dict[str, Any], dict[str, Any]]] = ENTRIES)
             metadata["nextCursor"] = str(start + limit)
         return JSONResponse({"servers": page, "metadata": metadata})
 
+    def encoded(request: Request) -> bool:
+        """Whether the request's path has the server's name percent-encoded, as the API asks (its `/` as %2F)."""
+        raw = request.scope["raw_path"].decode("ascii")
+        return quote(request.path_params["name"], safe="") in raw
+
     async def versions(request: Request) -> JSONResponse:
+        if not encoded(request):
+            return _not_found()
         found = versions_of(request.path_params["name"])
         return JSONResponse({"servers": found, "metadata": {"count": len(found)}}) if found else _not_found()
 
     async def one_version(request: Request) -> JSONResponse:
         wanted = request.path_params["version"]
+        if not encoded(request):
+            return _not_found()
         for listing in versions_of(request.path_params["name"]):
             latest = wanted == "latest" and listing["_meta"][OFFICIAL]["isLatest"]
             if latest or listing["server"].get("version") == wanted:
