@@ -777,25 +777,9 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _registry_url(args: argparse.Namespace) -> str:
-    """`--registry`, else `[hub] registry` of the hub.toml named by `--config` (if there is one), else the official
-    registry."""
-    from mcp_hub.config import OFFICIAL_REGISTRY, parse_toml
-    from mcp_hub.registry import registry_url
+    from mcp_hub.registry import configured_registry, registry_url
 
-    if args.registry:
-        return registry_url(args.registry, "--registry")
-    path = Path(args.config)
-    if not path.is_file():
-        return OFFICIAL_REGISTRY
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), "", f"cannot read it ({exc}); make it a readable UTF-8 text file") from None
-    hub = parse_toml(text, str(path)).get("hub", {})
-    configured = hub.get("registry", OFFICIAL_REGISTRY) if isinstance(hub, dict) else OFFICIAL_REGISTRY
-    if not isinstance(configured, str):
-        raise ConfigError(str(path), "hub.registry", f'must be a URL in quotes, like "{OFFICIAL_REGISTRY}"')
-    return registry_url(configured, str(path), "hub.registry")
+    return registry_url(args.registry, "--registry") if args.registry else configured_registry(Path(args.config))
 
 
 def _add(args: argparse.Namespace) -> int:
@@ -837,8 +821,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _registry_search(args: argparse.Namespace) -> int:
-    from mcp_hub.registry import Registry
-    from mcp_hub.server_json import kinds
+    from mcp_hub.registry import Registry, search_table
 
     if args.limit < 1:
         raise ConfigError("--limit", "", f"must be 1 or more (got {args.limit})")
@@ -848,18 +831,7 @@ def _registry_search(args: argparse.Namespace) -> int:
     if not listings:
         print(f"no server in {url} has {args.text!r} in its name")
         return 0
-    rows = [("NAME", "VERSION", "KINDS", "DESCRIPTION")]
-    for listing in listings:
-        entry = listing["server"]
-        rows.append(
-            tuple(
-                shown(value if isinstance(value, str) else "")
-                for value in (entry.get("name"), entry.get("version"), ",".join(kinds(entry)), entry.get("description"))
-            )
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(3)]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[3])
+    print("\n".join(search_table(listings)))
     if more:
         print(f"(the first {len(listings)}; more with --limit, or narrow TEXT)")
     return 0

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx2
 
 from mcp_hub import __version__
-from mcp_hub.config import OFFICIAL_REGISTRY, is_registry_url
+from mcp_hub.config import OFFICIAL_REGISTRY, is_registry_url, parse_toml
 from mcp_hub.errors import ConfigError
+from mcp_hub.shown import shown
 
 OFFICIAL = OFFICIAL_REGISTRY
 
@@ -54,6 +56,22 @@ def registry_url(url: str, file: str, key: str = "") -> str:
     if not is_registry_url(url):
         raise ConfigError(file, key, f"{url!r} is not a registry's base URL (http or https); give one like {OFFICIAL}")
     return url.rstrip("/")
+
+
+def configured_registry(config: Path) -> str:
+    """The registry a hub.toml names in `[hub] registry` (checked), else the official one; also where the file does
+    not exist. Only that key is read: the rest of the file need not be valid, nor its variables set."""
+    if not config.is_file():
+        return OFFICIAL
+    try:
+        text = config.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(config), "", f"cannot read it ({exc}); make it a readable UTF-8 text file") from None
+    hub = parse_toml(text, str(config)).get("hub", {})
+    configured = hub.get("registry", OFFICIAL) if isinstance(hub, dict) else OFFICIAL
+    if not isinstance(configured, str):
+        raise ConfigError(str(config), "hub.registry", f'must be a URL in quotes, like "{OFFICIAL}"')
+    return registry_url(configured, str(config), "hub.registry")
 
 
 def split_reference(reference: str) -> tuple[str, str]:
@@ -177,3 +195,27 @@ def status(listing: dict[str, Any]) -> tuple[str, str]:
         return "active", ""
     state, message = official.get("status"), official.get("statusMessage")
     return (state if isinstance(state, str) else "active"), (message if isinstance(message, str) else "")
+
+
+def kinds(entry: dict[str, Any]) -> list[str]:
+    """What a server.json offers to run, in its order: its packages' registry types (npm, pypi, oci, or another),
+    then `remote` if it has remotes."""
+    found = [package.get("registryType") for package in _objects(entry.get("packages"))]
+    found += ["remote"] * bool(_objects(entry.get("remotes")))
+    return list(dict.fromkeys(kind for kind in found if isinstance(kind, str)))
+
+
+def search_table(listings: list[dict[str, Any]]) -> list[str]:
+    """The lines of `registry search`: name, version, kinds and description of each listing, in aligned columns
+    under a header; the registry's text shown with deceiving characters escaped."""
+    rows = [("NAME", "VERSION", "KINDS", "DESCRIPTION")]
+    for listing in listings:
+        entry = listing["server"]
+        cells = (entry.get("name"), entry.get("version"), ",".join(kinds(entry)), entry.get("description"))
+        rows.append(tuple(shown(cell) if isinstance(cell, str) else "" for cell in cells))
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    return ["  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[3]]) for row in rows]
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []

@@ -134,13 +134,6 @@ def server_table(
     return Added(state.mount, kind, table, state.required)
 
 
-def kinds(entry: dict[str, Any]) -> list[str]:
-    """The kinds an entry offers, in its order: its packages' registry types, then `remote`."""
-    found = [package.get("registryType") for package in _list(entry, "packages")]
-    found += ["remote"] * bool(_list(entry, "remotes"))
-    return list(dict.fromkeys(kind for kind in found if isinstance(kind, str)))
-
-
 # -- choosing ----------------------------------------------------------------------------------
 
 

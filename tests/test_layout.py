@@ -41,7 +41,7 @@ ALLOWED = {
     "config": {"errors", "state"},
     "importer": {"errors", "config", "defaults"},
     "config_reference": {"config"},
-    "registry": {"errors", "config", "__init__"},
+    "registry": {"errors", "config", "shown", "__init__"},
     "server_json": {"errors", "config", "importer", "registry", "shown"},
     "observe": {"errors", "config", "shown", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
