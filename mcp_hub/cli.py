@@ -221,8 +221,8 @@ def _parser() -> argparse.ArgumentParser:
     search = registry_commands.add_parser(
         "search",
         help="list the servers whose name contains TEXT",
-        description="List the servers whose name "
-        "contains TEXT: name, latest version, what it runs as (npm, pypi, oci, remote), description.",
+        description="List the servers whose name contains TEXT: name, latest version, what it runs as (npm, pypi, "
+        "oci, remote), description.",
     )
     search.set_defaults(run=_registry_search)
     search.add_argument("text", metavar="TEXT", help="part of the servers' names")
@@ -791,11 +791,12 @@ def _add(args: argparse.Namespace) -> int:
     url = _registry_url(args)
     with Registry(url) as registry:
         listing = registry.server(name, version)
-    state, message = status(listing)
+    state, message = (shown(text) for text in status(listing))
     if state == "deleted":
         raise ConfigError(url, "", f"{args.server} is deleted from the registry ({message or 'no reason given'})")
     said = f"{state}: {message}" if message else state
-    entry_version = listing["server"].get("version", version)
+    found = listing["server"].get("version")
+    entry_version = shown(found) if isinstance(found, str) else version
     added = server_table(
         listing,
         where=f"{url}: {name}@{entry_version}",
