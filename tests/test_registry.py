@@ -214,6 +214,12 @@ def test_a_malformed_entry_or_reference_is_a_clear_error(
     assert hub_toml.read_text(encoding="utf-8") == EXISTING
 
 
+def test_a_mount_name_given_must_be_one(run: Run, hub_toml: Path) -> None:
+    code, _, err = run("add", "io.github.modelcontextprotocol/time", "--name", "My Time", "--config", str(hub_toml))
+    assert code == 2
+    assert "error: --name: 'My Time' is not a mount name: lowercase letters, digits and '-'" in err
+
+
 def test_use_names_a_kind_the_entry_does_not_offer(run: Run, hub_toml: Path) -> None:
     code, _, err = run("add", "io.github.modelcontextprotocol/time", "--use", "oci", "--config", str(hub_toml))
     assert code == 2
