@@ -30,6 +30,7 @@ era, and why.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ from mcp_hub.upstream.connection import Connection, described
 logger = logging.getLogger("mcp_hub.upstream")
 
 MODERN = "2026-07-28"
+_CLOSE_SECONDS = 2.0
+"""How long closing the handshake-era session (its DELETE) may take."""
 
 _COST = (
     "the caller's own era, which the server offers: in 2026-07-28 an SDK low-level server without "
@@ -62,6 +65,9 @@ class _Held:
     connection: Connection | None = None
     ready: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """The whole session: its deadline bounds the opening, then the closing."""
+    serving: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    """While it serves: cancelled to close it as a client closes a session (its DELETE sent)."""
 
 
 class HandshakeSession:
@@ -124,30 +130,45 @@ class HandshakeSession:
         return connection
 
     def reset(self) -> None:
-        """The 2026-07-28 connection ended: close the session, and ask the server afresh next time."""
+        """The 2026-07-28 connection ended, or the mount stops: close the session (within `_CLOSE_SECONDS`), and
+        ask the server afresh next time."""
         held, self._held, self.refused = self._held, None, None
-        if held is not None:
-            held.scope.cancel()
+        if held is None:
+            return
+        if held.connection is None:
+            held.scope.cancel()  # still opening
+        else:
+            held.scope.deadline = anyio.current_time() + _CLOSE_SECONDS
+            held.serving.cancel()
 
     async def _hold(self, held: _Held) -> None:
+        """Open the session and keep it until it breaks or `reset` closes it. Shielded from the cancellation of
+        the mount's task group, so that a hub stopping closes it as a client closes a session (the server's
+        session ends with it, rather than lingering until it idles out): the mount calls `reset` first."""
+
         def broken(reason: str) -> None:
             held.scope.cancel()
             self._on_lost(f"its handshake-era session: {reason}")
 
+        held.scope.deadline = anyio.current_time() + self._config.connect_timeout
         try:
-            with held.scope:
+            with anyio.CancelScope(shield=True), held.scope:
                 async with self._open(broken) as connection:
                     if connection.modern:  # the handshake refused: `connect` fell back to 2026-07-28
                         refused = self.refused = "the server refused the handshake era"
                         logger.info("server %r: %s; its handshake-era clients are bridged", self._config.name, refused)
                         return
                     await self._on_open(connection)
+                    held.scope.deadline = math.inf
                     held.connection = connection
                     held.ready.set()
                     version = connection.session.protocol_version
                     logger.info("server %r: handshake-era session up (%s)", self._config.name, version)
-                    await connection.closed.wait()
-                    self._on_lost("its handshake-era session closed")
+                    with held.serving:
+                        await connection.closed.wait()
+                        self._on_lost("its handshake-era session closed")
+            if held.scope.cancelled_caught and held.connection is None and self._held is held:
+                self.refused = f"no answer to initialize within {self._config.connect_timeout:g}s"
         except Exception as exc:  # boundary: a session that cannot be had bridges its clients' requests
             if held.connection is None:
                 self.refused = described(exc)

@@ -676,6 +676,8 @@ class Upstream:
             try:
                 await self._supervise()
             finally:
+                if self._beside is not None:
+                    self._beside.reset()  # closed as a client closes a session (its task is shielded)
                 tg.cancel_scope.cancel()
 
     async def _supervise(self) -> None:
