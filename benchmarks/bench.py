@@ -369,6 +369,13 @@ async def latencies(client: Client, tool: str, args: dict[str, Any], calls: int,
 
 async def throughput(clients: Sequence[Client], tool: str, concurrency: int, calls: int, seconds: float) -> float:
     """Calls per second with `concurrency` callers spread evenly over `clients`."""
+    return await throughput_of(clients, tool, ECHO_ARGS, concurrency, calls, seconds)
+
+
+async def throughput_of(
+    clients: Sequence[Client], tool: str, args: dict[str, Any], concurrency: int, calls: int, seconds: float
+) -> float:
+    """Calls of `tool` with `args` per second with `concurrency` callers spread evenly over `clients`."""
     remaining = calls
     done = 0
     deadline = time.perf_counter() + seconds
@@ -378,7 +385,7 @@ async def throughput(clients: Sequence[Client], tool: str, concurrency: int, cal
         while remaining > 0 and time.perf_counter() < deadline:
             remaining -= 1
             with anyio.fail_after(CALL_TIMEOUT):
-                await client.call_tool(tool, ECHO_ARGS)
+                await client.call_tool(tool, args)
             done += 1
 
     start = time.perf_counter()

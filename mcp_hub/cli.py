@@ -345,6 +345,9 @@ def _check(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)
         if report["state"] == State.UP:
             print(f"  {name}: up ({report['transport']}, protocol {report['protocol']}): {counts}")
+            for session in report["sessions"]:
+                version = session["protocol"] or "not open"
+                print(f"    {session['serves']}: {version} ({session['why']})")
         else:
             failed += 1
             reason = report["waiting_for"] or report["last_error"] or "no connection attempt yet"
@@ -435,6 +438,8 @@ async def _connected_hub(
                 target = hub.catalog.resolve("tools", item["name"])
                 if target is not None and selection.visible(policy, principal, "tool", target.mount, target.native):
                     tools.append(item)
+        for upstream in hub.upstreams.values():
+            await upstream.sessions_ready()
         servers: dict[str, Any] = hub.health()["servers"]
         for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
             upstream = hub.upstreams.get(name)  # none: a server the loader disabled

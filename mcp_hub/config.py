@@ -937,7 +937,8 @@ class ServerConfig(BaseModel):
     prefix: bool = True
     """False: its names are not prefixed by the mount (only when it is the only enabled server)."""
     protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
-    """The protocol era spoken to it: "auto" tries 2026-07-28 and falls back to the `initialize` handshake."""
+    """The protocol era spoken to it: "auto" tries 2026-07-28 and falls back to the `initialize` handshake, and
+    over streamable HTTP sends each client's requests in that client's own era where the server offers it."""
     isolation: Literal["shared", "per-client"] = "shared"
     """"per-client": each client (principal) gets its own session (its own process, for stdio)."""
     idle_timeout: _Seconds = 300.0

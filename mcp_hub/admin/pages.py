@@ -87,7 +87,8 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
         rows.append(
             f'<tr id="mount-{e(name)}"><td><b>{e(name)}</b></td>'
             f'<td class="state state-{e(mount["state"])}">{e(mount["state"])}</td>'
-            f"<td>{e(mount.get('transport'))}</td><td>{e(mount.get('protocol') or '')}</td>"
+            f"<td>{e(mount.get('transport'))}</td><td>{e(mount.get('protocol') or '')}"
+            f"{_sessions_of(mount.get('sessions') or [])}</td>"
             f'<td class="restarts">{e(mount.get("restarts"))}</td>'
             f"<td>{mount.get('tools', 0)} / {mount.get('prompts', 0)} / {mount.get('resources', 0)}"
             f" / {mount.get('resource_templates', 0)}</td>"
@@ -103,6 +104,15 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
         "<th>Last error</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
+
+
+def _sessions_of(sessions: list[Mapping[str, Any]]) -> str:
+    """A mount's sessions: whom each serves, in which era, and why (see upstream/era.py)."""
+    items = "".join(
+        f"<li>{e(session['serves'])}: <b>{e(session['protocol'] or 'not open')}</b>, {e(session['why'])}</li>"
+        for session in sessions
+    )
+    return f'<ul class="sessions muted">{items}</ul>' if items else ""
 
 
 def _sandbox_cell(sandbox: Mapping[str, Any] | None) -> str:

@@ -197,7 +197,7 @@ class Router:
             raise UpstreamUnavailable(mount, "is no longer configured")
         meta = params.get("_meta")
         if isinstance(meta, dict):
-            hop = _HOP_BY_HOP_META if upstream.modern else _HOP_BY_HOP_META_LEGACY
+            hop = _HOP_BY_HOP_META if upstream.modern_for(origin) else _HOP_BY_HOP_META_LEGACY
             if not hop.isdisjoint(meta):
                 kept = {k: v for k, v in meta.items() if k not in hop}
                 params = {**params, "_meta": kept} if kept else {k: v for k, v in params.items() if k != "_meta"}

@@ -9,6 +9,10 @@ it translates library and transport failures into `UpstreamError`s: this is
 the I/O edge. Errors the server answers itself (`MCPError`) pass through
 unchanged.
 
+`connect(mode="legacy")` opens a handshake-era session on a mount whose
+`protocol` is "auto" (the caller's own era, see era.py), and connects as
+"auto" does when the server refuses the handshake.
+
 A URL mount with no `transport` is connected as the MCP spec's backwards
 compatibility section says: streamable HTTP first, and if the server answers
 the handshake's POST with an HTTP 4xx (a server of the 2024-11-05 HTTP+SSE
@@ -274,6 +278,7 @@ async def connect(
     extensions: Mapping[str, Any] | None = None,
     stderr: StderrTail | None = None,
     for_client: bool = False,
+    mode: str | None = None,
 ) -> AsyncIterator[Connection]:
     """Open and negotiate a session. The caller bounds the time this takes.
 
@@ -281,7 +286,9 @@ async def connect(
     its own (None: found anew by this connection). `extensions` are those of the
     one client the session is for, declared to the server as the hub's own
     (None: a shared session, which declares what the hub can carry). `for_client`: the session is one
-    client's own, and presents the mount's `client_credential`.
+    client's own, and presents the mount's `client_credential`. `mode`: "legacy" for a
+    handshake-era session of a mount whose `protocol` is "auto" (None: its `protocol`);
+    if the server refuses the handshake, the session is negotiated as "auto" does.
 
     The server's log messages and URL-mode elicitation completions go to the
     client they are for (see `InFlight.log` and `InFlight.elicitation_complete`);
@@ -293,6 +300,17 @@ async def connect(
     declared = _advertised(config, CARRIED_EXTENSIONS if extensions is None else extensions)
     open_session = partial(_negotiated, config, inflight=inflight, message_handler=message_handler, extensions=declared)
     credential = choice.client_credential if for_client else choice.credential
+    if mode == "legacy" and config.protocol == "auto":
+        async with AsyncExitStack() as stack:
+            try:
+                transport = open_transport(config, kind, stderr, credential)
+                session = await stack.enter_async_context(open_session(transport, mode="legacy"))
+            except Exception as exc:  # boundary: the server refused the handshake; connect as "auto" does
+                logger.info("server %r: a handshake-era session failed (%s); connecting as auto", config.name, exc)
+            else:
+                choice.kind = kind
+                yield Connection(config, session, inflight, transport, on_broken, kind)
+                return
     async with AsyncExitStack() as stack:
         transport = open_transport(config, kind, stderr, credential)
         try:
@@ -337,8 +355,11 @@ async def _negotiated(
     inflight: InFlight,
     message_handler: MessageHandlerFnT,
     extensions: Sequence[ClientExtension],
+    mode: str | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """The SDK client's session over `transport`, negotiated (a pinned version's capabilities asked)."""
+    """The SDK client's session over `transport`, negotiated (a pinned version's capabilities asked) in `mode`
+    (None: the mount's `protocol`)."""
+    protocol = mode or config.protocol
 
     async def on_message(message: IncomingMessage) -> None:
         if isinstance(message, types.LoggingMessageNotification):
@@ -350,7 +371,7 @@ async def _negotiated(
 
     client = Client(
         transport,
-        mode=config.protocol,
+        mode=protocol,
         client_info=types.Implementation(name="mcp-hub", version=__version__),
         message_handler=on_message,
         cache=None,
@@ -363,9 +384,9 @@ async def _negotiated(
         extensions=extensions,
     )
     async with client:
-        if config.protocol not in ("auto", "legacy"):
+        if protocol not in ("auto", "legacy"):
             # A pinned version skips the probe, and with it the server's capabilities: ask.
-            discovered = await client.session.send_discover(config.protocol)
+            discovered = await client.session.send_discover(protocol)
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
         if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             _declare_callers_capabilities(client.session, config.roots is not None)

@@ -4,7 +4,8 @@ With `isolation = "per-client"`, a stateful server never sees two clients'
 state in one session, and every question it asks (sampling, elicitation,
 roots) has one client it can be for. A client is what `Origin.client_key`
 names: a handshake-era client's connection, or the principal an authenticated
-2026-07-28 caller's requests share (anonymous ones use the shared session). A
+2026-07-28 caller's requests share (anonymous ones use the shared session).
+Each session speaks its client's era where the server offers it (see era.py). A
 client's session opens on its first request, closes when the client
 disconnects (a principal never does) or after `idle_timeout` seconds without
 requests, and at most `max_sessions` are open per mount: beyond that a
@@ -17,7 +18,7 @@ client must be entered and exited in one task.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import anyio
@@ -48,10 +49,16 @@ class SessionPool:
     """The per-client sessions of one mount."""
 
     def __init__(
-        self, config: ServerConfig, task_group: anyio.abc.TaskGroup, transport: TransportChoice | None = None
+        self,
+        config: ServerConfig,
+        task_group: anyio.abc.TaskGroup,
+        transport: TransportChoice | None = None,
+        mode_for: Callable[[Origin], str | None] | None = None,
     ) -> None:
+        """`mode_for`: the mode a client's session is negotiated in (None: the mount's `protocol`; see era.py)."""
         self._config = config
         self._transport = transport
+        self._mode_for = mode_for
         self._task_group = task_group
         self._seats: dict[Hashable, _Seat] = {}
 
@@ -121,6 +128,7 @@ class SessionPool:
                     choice=self._transport,
                     extensions=(origin.capabilities or {}).get("extensions", {}),
                     for_client=True,
+                    mode=self._mode_for(origin) if self._mode_for is not None else None,
                 ) as connection:
                     if connection.modern:
                         await connection.learn_tools()  # what calls over HTTP need to name their arguments

@@ -23,7 +23,9 @@ the server: `refused` records what it refused and why, logged once, and the
 connection stays up.
 
 `Upstream.request()` is the one way the hub talks to a mounted server: on the
-shared session, or on the calling client's own session when the mount is
+shared session (for a handshake-era client of a server connected in 2026-07-28,
+the shared session of its own era beside it: see era.py), or on the calling
+client's own session when the mount is
 `isolation = "per-client"` and the client has one to keep (a handshake-era
 client's connection, an authenticated 2026-07-28 caller's principal; see
 pool.py). A client's request to a `mode = "token_exchange"` mount goes only to
@@ -67,6 +69,7 @@ from mcp_hub.credentials.user import CALLER_PRINCIPAL, LOGIN_SECONDS, LoginRequi
 from mcp_hub.errors import UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from mcp_hub.upstream.command import CommandNotFound
 from mcp_hub.upstream.connection import Connection, TransportChoice, connect
+from mcp_hub.upstream.era import HandshakeSession, own_era_beside, sessions
 from mcp_hub.upstream.pool import SessionPool
 from mcp_hub.upstream.relay import (
     ClientCannotAnswer,
@@ -197,6 +200,9 @@ class Upstream:
         0: it said nothing, or not to keep it)."""
         self._connection: Connection | None = None
         self._pool: SessionPool | None = None
+        self._beside: HandshakeSession | None = None
+        """An "auto" mount: the handshake-era session for its handshake-era clients, beside a 2026-07-28
+        connection (see era.py)."""
         self._exchanges = config.auth.mode == "token_exchange"
         """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
         self._callers: WeakValueDictionary[Hashable, CallerToken] = WeakValueDictionary()
@@ -230,8 +236,31 @@ class Upstream:
 
     @property
     def modern(self) -> bool:
-        """Whether the server speaks 2026-07-28 (per-request envelopes, no session)."""
+        """Whether the server speaks 2026-07-28 (per-request envelopes, no session) on the mount's connection."""
         return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    def modern_for(self, origin: Origin | None) -> bool:
+        """Whether a request sent for `origin` goes in 2026-07-28 (see era.py)."""
+        if not self.modern:
+            return False
+        if origin is None or origin.modern or not own_era_beside(self.config, self.transport.kind):
+            return True
+        return self._beside is not None and self._beside.refused is not None
+
+    async def sessions_ready(self) -> None:
+        """Wait (up to `connect_timeout`) for the sessions the mount opens beside its connection (era.py)."""
+        connection = self._connection
+        if connection is not None and self._beside is not None and self._beside_serves(connection):
+            await self._beside.acquire()
+
+    def _beside_serves(self, connection: Connection) -> bool:
+        """Whether the handshake-era clients of a mount connected by `connection` are served on the handshake-era
+        session beside it (see era.py)."""
+        return self._beside is not None and connection.modern and own_era_beside(self.config, connection.transport)
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """Each session of the mount: whom it serves, its protocol version and why (see era.py)."""
+        return sessions(self.config, self.transport.kind, self.protocol_version, self._beside)
 
     @property
     def waiting_for(self) -> str | None:
@@ -319,7 +348,16 @@ class Upstream:
         if connection is None:
             reason = f": {self.last_error}" if self.last_error else ""
             raise UpstreamUnavailable(self.name, f"is not connected ({self.state}{reason})")
+        if origin is not None and not origin.modern and connection.modern:
+            connection = await self._in_handshake_era(connection)
         return await connection.request(method, params, on_progress=on_progress, origin=origin)
+
+    async def _in_handshake_era(self, connection: Connection) -> Connection:
+        """Where a handshake-era client's request to a server connected in 2026-07-28 goes: the handshake-era
+        session beside it where the rule says so (see era.py), else `connection` (bridged)."""
+        if self._beside is None or not self._beside_serves(connection):
+            return connection
+        return await self._beside.acquire() or connection
 
     async def _client_request(
         self, method: str, params: Mapping[str, Any] | None, *, on_progress: ProgressFnT | None, origin: Origin
@@ -511,13 +549,19 @@ class Upstream:
         await self._apply_log_level()
 
     async def _apply_log_level(self) -> None:
-        caps = self.capabilities
-        if self._log_level is None or caps is None or caps.logging is None or self._connection is None:
-            return
-        if self.modern:
+        if self._connection is not None and not self.modern:
+            await self._apply_log_level_to(self._connection)
+        beside = self._beside.connection if self._beside is not None else None
+        if beside is not None:
+            await self._apply_log_level_to(beside)
+
+    async def _apply_log_level_to(self, connection: Connection) -> None:
+        """Ask one handshake-era session for the log level its clients want."""
+        caps = connection.session.server_capabilities
+        if self._log_level is None or caps is None or caps.logging is None or connection.modern:
             return
         try:
-            await self._connection.send("logging/setLevel", {"level": self._log_level})
+            await connection.send("logging/setLevel", {"level": self._log_level})
         except MCPError as exc:
             self._refused("logging/setLevel", exc)
         except UpstreamError as exc:
@@ -563,9 +607,11 @@ class Upstream:
             return
         if self._pool is not None:
             await self._pool.roots_changed(client_key)
-        connection = self._connection
-        if sole and connection is not None and not connection.modern:  # 2026-07-28 has no such notice
-            await connection.roots_changed()
+        if not sole:
+            return
+        for connection in (self._connection, self._beside.connection if self._beside is not None else None):
+            if connection is not None and not connection.modern:  # 2026-07-28 has no such notice
+                await connection.roots_changed()
 
     async def list_all(self, kind: str) -> list[Any] | None:
         """Every item of one catalog kind, following the server's cursors, as the server sent them.
@@ -622,10 +668,16 @@ class Upstream:
             return
         async with anyio.create_task_group() as tg:
             if self.config.isolation == "per-client":
-                self._pool = SessionPool(self.config, tg, self.transport)
+                self._pool = SessionPool(self.config, tg, self.transport, self._own_mode)
+            if self.config.protocol == "auto":
+                self._beside = HandshakeSession(
+                    self.config, tg, self._open_handshake, self._apply_log_level_to, self._lost
+                )
             try:
                 await self._supervise()
             finally:
+                if self._beside is not None:
+                    self._beside.reset()  # closed as a client closes a session (its task is shielded)
                 tg.cancel_scope.cancel()
 
     async def _supervise(self) -> None:
@@ -656,6 +708,8 @@ class Upstream:
                     self._connection = None
                     self.up_since = None
                     self.settled.set()
+                    if self._beside is not None:
+                        self._beside.reset()
                 if ran >= HEALTHY_RUN:  # a healthy run ended: restarted at once, requests meanwhile wait for it
                     backoff = _BACKOFF_FIRST
                     logger.info("server %r: reconnecting now (it was up %.0fs)", self.name, ran)
@@ -673,6 +727,27 @@ class Upstream:
             self._connection = None
             self.up_since = None
             self._move(State.STOPPED)
+
+    def _open_handshake(self, on_broken: Callable[[str], None]) -> Any:
+        """The handshake-era session beside a 2026-07-28 connection (see era.py)."""
+        inflight = InFlight(
+            self.name, broadcast=self._on_log, configured=self.config.roots, sole_client=self._sole_client
+        )
+        return connect(
+            self.config,
+            inflight=inflight,
+            message_handler=self._on_message,
+            on_broken=on_broken,
+            choice=self.transport,
+            mode="legacy",
+        )
+
+    def _own_mode(self, origin: Origin) -> str | None:
+        """The mode a client's own session is negotiated in: its own era where the rule says so (see era.py)."""
+        if origin.modern or not own_era_beside(self.config, self.transport.kind):
+            return None
+        refused = self._beside is not None and self._beside.refused is not None
+        return None if refused else "legacy"
 
     async def _connect_and_serve(self) -> None:
         # One scope spans the whole connection (the client's task groups must be
@@ -709,6 +784,8 @@ class Upstream:
                 self._move(State.UP)
                 self.settled.set()
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
+                if self._beside is not None and self._beside_serves(connection):
+                    self._beside.open()  # its handshake-era clients' session (see era.py)
                 await self._watch(connection)
         if connecting.cancelled_caught:
             raise TimeoutError(f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s")
