@@ -217,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     add.add_argument("--force", action="store_true", help="replace a server of the same name")
 
     registry = command("registry", "Look servers up in an MCP server registry.", None)
-    registry_commands = registry.add_subparsers(required=True, metavar="ACTION")
+    registry_commands = registry.add_subparsers(required=True, metavar="ACTION", help="search: find servers by text")
     search = registry_commands.add_parser(
         "search",
         help="list the servers whose name contains TEXT",
