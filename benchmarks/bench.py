@@ -351,6 +351,34 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+async def by_size(sides: Sequence[Any], tool: str, sizes: dict[str, int], rounds: int, calls: int, base: str) -> None:
+    """Per result size, `tool {"size": N}` called through each side (each with a `client`, `tool(name)`, `pids` and
+    `label`) in the same rounds; printed: the p50 and its ratio to the side labelled `base`, and the hub's CPU per call.
+    Sizes of 100 KB and more take a twentieth of the calls (at least 3). Each side is warmed up first."""
+    for size_label, size in sizes.items():
+        args = {"size": size}
+        count = calls if size < 100_000 else max(3, calls // 20)
+        for side in sides:  # warm up (a tokenizer, a detector's tables: whatever loads on the first call)
+            await latencies(side.client, side.tool(tool), args, min(count, 20), 60)
+        p50: dict[str, list[float]] = {side.label: [] for side in sides}
+        cpu: dict[str, list[float]] = {side.label: [] for side in sides}
+        for _ in range(rounds):
+            for side in sides:
+                pid = side.pids["hub"]
+                used = cpu_seconds(pid)
+                samples = await latencies(side.client, side.tool(tool), args, count, 120)
+                cpu[side.label].append((cpu_seconds(pid) - used) / len(samples) * 1e3)
+                p50[side.label].append(percentile(samples, 0.5) * 1e3)
+        off = statistics.median(p50[base])
+        print(f"  {size_label} result, {count} calls per side per round:")
+        for label, values in p50.items():
+            median = statistics.median(values)
+            print(
+                f"    p50 {median:9.3f} ms  {median / off:5.2f}x  hub CPU per call "
+                f"{statistics.fmean(cpu[label]):8.3f} ms  {label}"
+            )
+
+
 async def latencies(client: Client, tool: str, args: dict[str, Any], calls: int, seconds: float) -> list[float]:
     """Seconds per call, one call at a time; stops at `calls` or after `seconds`."""
     samples: list[float] = []

@@ -17,7 +17,6 @@ hub's CPU per call (from /proc, the mean over rounds).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 from contextlib import AsyncExitStack
@@ -49,28 +48,7 @@ async def run(mode: str, rounds: int, calls: int, work: Path) -> None:
                 side = bench.stdio_side(label, command, mode, 1, "up_", errlog)
                 sides.append(await stack.enter_async_context(side))
             print(f"{rounds} rounds per size, {mode} client and upstream; tools/call big (a text of that size)")
-            for size_label, size in SIZES.items():
-                args = {"size": size}
-                count = calls if size < 100_000 else max(3, calls // 20)
-                for side in sides:  # warm up: the first count loads the tokenizer
-                    await bench.latencies(side.client, side.tool("big"), args, min(count, 20), 60)
-                p50: dict[str, list[float]] = {side.label: [] for side in sides}
-                cpu: dict[str, list[float]] = {side.label: [] for side in sides}
-                for _ in range(rounds):
-                    for side in sides:
-                        pid = side.pids["hub"]
-                        used = bench.cpu_seconds(pid)
-                        samples = await bench.latencies(side.client, side.tool("big"), args, count, 120)
-                        cpu[side.label].append((bench.cpu_seconds(pid) - used) / len(samples) * 1e3)
-                        p50[side.label].append(bench.percentile(samples, 0.5) * 1e3)
-                off = statistics.median(p50["budget off"])
-                print(f"  {size_label} result, {count} calls per side per round:")
-                for label, values in p50.items():
-                    median = statistics.median(values)
-                    print(
-                        f"    p50 {median:9.3f} ms  {median / off:5.2f}x  hub CPU per call "
-                        f"{statistics.fmean(cpu[label]):8.3f} ms  {label}"
-                    )
+            await bench.by_size(sides, "big", SIZES, rounds, calls, "budget off")
 
 
 def main() -> None:
