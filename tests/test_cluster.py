@@ -13,8 +13,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,28 +31,11 @@ from mcp_hub.cluster import Cluster
 from mcp_hub.config import parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, hub_command, serve_app, wait_for
-from tests.harness.cached import KEYS, POLICY, Setup, audit_outcomes, cached_hub, text
+from tests.conftest import hub_command, serve_app, wait_for
+from tests.harness.cached import KEYS, POLICY, audit_outcomes, cached_hub, replicas, text
 from tests.redis_server import RedisServer
-from tests.servers.counting import counting_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-
-
-@asynccontextmanager
-async def replicas(tmp_path: Path, url: str, count: int = 2, **options: Any) -> AsyncIterator[list[Setup]]:
-    """`count` hubs with `[cluster] redis = url`, mounting one counting server as "up" (`options`: `cached_hub`'s)."""
-    server, served = counting_server("up")
-    port = free_port()
-    async with serve_app(server.streamable_http_app(), port), AsyncExitStack() as stack:
-        hubs = []
-        for index in range(count):
-            folder = tmp_path / f"replica{index}"
-            folder.mkdir()
-            cluster = f'\n[cluster]\nredis = "{url}"\n'
-            hub = cached_hub(folder, upstream=(port, served), cache=cluster, **options)
-            hubs.append(await stack.enter_async_context(hub))
-        yield hubs
 
 
 async def test_one_rate_limit_budget_across_replicas(tmp_path: Path, redis_server: RedisServer) -> None:

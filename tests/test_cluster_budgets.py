@@ -18,10 +18,9 @@ import pytest
 import redis
 from mcp import Client
 
-from tests.conftest import free_port, hub_command, serve_app, wait_for
-from tests.harness.cached import KEYS, Setup, audit_outcomes, cached_hub
+from tests.conftest import hub_command, wait_for
+from tests.harness.cached import KEYS, Setup, audit_outcomes, replicas
 from tests.redis_server import RedisServer
-from tests.servers.counting import counting_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -47,22 +46,6 @@ cost = 3
 
 
 @asynccontextmanager
-async def replicas(tmp_path: Path, url: str, count: int = 3) -> AsyncIterator[list[Setup]]:
-    """`count` hubs with `[cluster] redis = url` and the policy above, mounting one counting server as "up"."""
-    server, served = counting_server("up")
-    port = free_port()
-    async with serve_app(server.streamable_http_app(), port), AsyncExitStack() as stack:
-        hubs = []
-        for index in range(count):
-            folder = tmp_path / f"replica{index}"
-            folder.mkdir()
-            cluster = f'\n[cluster]\nredis = "{url}"\n'
-            hub = cached_hub(folder, upstream=(port, served), cache=cluster, policy=POLICY)
-            hubs.append(await stack.enter_async_context(hub))
-        yield hubs
-
-
-@asynccontextmanager
 async def clients(hubs: list[Setup], principal: str) -> AsyncIterator[list[Client]]:
     async with AsyncExitStack() as stack:
         yield [await stack.enter_async_context(hub.connect(principal)) for hub in hubs]
@@ -70,7 +53,7 @@ async def clients(hubs: list[Setup], principal: str) -> AsyncIterator[list[Clien
 
 async def test_a_calls_budget_holds_exactly_across_three_replicas(tmp_path: Path, redis_server: RedisServer) -> None:
     """7 calls a day each: dave's 12 calls in turn over three replicas, then alice's 15 at once, 7 allowed each."""
-    async with replicas(tmp_path, redis_server.url) as hubs:
+    async with replicas(tmp_path, redis_server.url, count=3, policy=POLICY) as hubs:
         async with clients(hubs, "dave") as on:
             in_turn = [(await on[n % 3].call_tool("up_lookup", {"n": n})).is_error for n in range(12)]
         assert in_turn == [False] * 7 + [True] * 5
@@ -111,7 +94,7 @@ async def test_a_calls_budget_holds_exactly_across_three_replicas(tmp_path: Path
 async def test_a_cost_budget_holds_exactly_across_three_replicas(tmp_path: Path, redis_server: RedisServer) -> None:
     """10 cost a month, lookup costs 3 and write 1: three lookups (9) over three replicas, the fourth refused, one
     write (10) still fits, the next does not; then all at once on a new month's worth: three lookups of eight."""
-    async with replicas(tmp_path, redis_server.url) as hubs, clients(hubs, "bob") as on:
+    async with replicas(tmp_path, redis_server.url, count=3, policy=POLICY) as hubs, clients(hubs, "bob") as on:
         lookups = [(await on[n % 3].call_tool("up_lookup", {"n": n})).is_error for n in range(4)]
         writes = [(await on[(n + 1) % 3].call_tool("up_write", {"n": n})).is_error for n in range(2)]
         assert lookups == [False, False, False, True] and writes == [False, True]
@@ -140,7 +123,7 @@ async def test_without_redis_each_replica_keeps_the_budget_in_its_own_memory(
     tmp_path: Path, redis_server: RedisServer
 ) -> None:
     """Redis gone, calls go on and each replica holds the budget on its own (7 each); back, it is one again."""
-    async with replicas(tmp_path, redis_server.url, count=2) as hubs:
+    async with replicas(tmp_path, redis_server.url, count=2, policy=POLICY) as hubs:
         redis_server.kill()
         async with clients(hubs, "dave") as on:
             alone = [[(await on[side].call_tool("up_lookup", {"n": n})).is_error for n in range(8)] for side in (0, 1)]

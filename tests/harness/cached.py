@@ -6,7 +6,7 @@ import json
 import textwrap
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import running_hub, serve_app, write_config
+from tests.conftest import free_port, running_hub, serve_app, write_config
 from tests.servers.counting import counting_server
 
 KEYS = {name: name[0] * 32 for name in ("alice", "bob", "carol", "dave")}
@@ -134,6 +134,22 @@ async def cached_hub(
                             yield client
 
                 yield Setup(hub, served, connect, tmp_path / "audit.jsonl", policies / "hub.toml", gate)
+
+
+@asynccontextmanager
+async def replicas(tmp_path: Path, url: str, count: int = 2, **options: Any) -> AsyncIterator[list[Setup]]:
+    """`count` hubs with `[cluster] redis = url`, mounting one counting server as "up" (`options`: `cached_hub`'s)."""
+    server, served = counting_server("up")
+    port = free_port()
+    async with serve_app(server.streamable_http_app(), port), AsyncExitStack() as stack:
+        hubs = []
+        for index in range(count):
+            folder = tmp_path / f"replica{index}"
+            folder.mkdir()
+            cluster = f'\n[cluster]\nredis = "{url}"\n'
+            hub = cached_hub(folder, upstream=(port, served), cache=cluster, **options)
+            hubs.append(await stack.enter_async_context(hub))
+        yield hubs
 
 
 def text(result: types.CallToolResult | types.ReadResourceResult) -> str:
