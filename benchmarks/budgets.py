@@ -32,8 +32,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench
-from cache import COUNTING, stdio_side
-from cluster import lookup_new, monitored, start_redis, timed
+from cache import stdio_side
+from cluster import config, lookup_new, monitored, start_redis, timed
 
 POLICY = '[principals]\n"*" = "all"\n\n[profiles.all]\ndefault = "allow"\n'
 BUDGETS = {
@@ -41,19 +41,6 @@ BUDGETS = {
     "one budget": 'budgets = [{ calls = 1000000000, per = "day" }]\n',
     "two budgets": 'budgets = [{ calls = 1000000000, per = "day" }, { cost = 1000000000, per = "month" }]\n',
 }
-
-
-def config(work: Path, name: str, budgets: str, redis_url: str | None) -> Path:
-    policies = work / f"{name}-policies"
-    policies.mkdir()
-    (policies / "policy.toml").write_text(POLICY + budgets, encoding="utf-8")
-    upstream = {"command": sys.executable, "args": [COUNTING], "protocol": bench.MODERN}
-    path = bench.hub_config(work / f"{name}.toml", {"up": upstream})
-    with path.open("a", encoding="utf-8") as file:
-        file.write(f'\n[policy]\ndir = "{policies}"\nreload = false\n')
-        if redis_url:
-            file.write(f'\n[cluster]\nredis = "{redis_url}"\n')
-    return path
 
 
 async def run(calls: int, rounds: int, work: Path) -> None:
@@ -68,7 +55,7 @@ async def run(calls: int, rounds: int, work: Path) -> None:
                 sides = {}
                 for storage, redis_url in (("memory", None), ("Redis", url)):
                     for label, budgets in BUDGETS.items():
-                        path = config(work, f"{storage}-{label.replace(' ', '-')}", budgets, redis_url)
+                        path = config(work, f"{storage}-{label.replace(' ', '-')}", budgets, redis_url, POLICY)
                         side = stdio_side(label, bench.hub_command(path), bench.MODERN, "up_", errlog)
                         sides[(storage, label)] = await stack.enter_async_context(side)
                 for side in sides.values():  # warm up

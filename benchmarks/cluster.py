@@ -132,10 +132,12 @@ async def monitored(port: int, log: Path, call: Call, client: Client, calls: int
     return commands
 
 
-def config(work: Path, name: str, rules: str, redis_url: str | None) -> Path:
+def config(work: Path, name: str, rules: str, redis_url: str | None, policy: str | None = None) -> Path:
+    """A hub.toml mounting the counting server over stdio, with `policy` (this benchmark's) and `rules` after it,
+    and `[cluster]` on `redis_url` if given."""
     policies = work / f"{name}-policies"
     policies.mkdir()
-    (policies / "policy.toml").write_text(POLICY + rules, encoding="utf-8")
+    (policies / "policy.toml").write_text((POLICY if policy is None else policy) + rules, encoding="utf-8")
     upstream = {"command": sys.executable, "args": [COUNTING], "protocol": bench.MODERN}
     path = bench.hub_config(work / f"{name}.toml", {"up": upstream})
     with path.open("a", encoding="utf-8") as file:
