@@ -222,8 +222,11 @@ async def test_calls_while_a_crashed_server_restarts_wait_for_it(
     assert len(said) == 1 and said[0].startswith("server 'a': reconnecting now (it was up"), said
 
 
-async def test_a_server_that_exits_on_every_start_backs_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_server_that_exits_on_every_start_backs_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No healthy run, no restart at once: each attempt waits twice as long as the one before."""
+    monkeypatch.setattr(supervisor, "_BACKOFF_FIRST", 0.1)  # a tenth of a second, not half: a shorter test
     config = make_config(tmp_path, {"broken": fixture_server("broken", "--exit-on-start")})
     hub = Hub(config)
     with caplog.at_level("INFO", logger="mcp_hub.upstream"):
@@ -235,7 +238,7 @@ async def test_a_server_that_exits_on_every_start_backs_off(tmp_path: Path, capl
 
             await wait_for(lambda: len(waits()) >= 3, timeout=30)
             restarts = upstream.restarts
-    assert waits()[:3] == [f"server 'broken': reconnecting in {seconds}s" for seconds in ("0.5", "1.0", "2.0")]
+    assert waits()[:3] == [f"server 'broken': reconnecting in {seconds}s" for seconds in ("0.1", "0.2", "0.4")]
     assert restarts <= 3  # it did not spin: the third wait was the last thing it did, or what it does now
 
 
