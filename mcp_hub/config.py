@@ -346,6 +346,9 @@ class EndpointSettings(BaseModel):
     max_result_tokens: int | None = Field(default=None, ge=0)
     """The result budget of its calls, in tokens (see `[results]`); the smaller of this and the caller's
     profile's applies, a policy rule's wins over both; 0: no budget here; None: as `[results]` says."""
+    max_list_tokens: int | None = Field(default=None, ge=0)
+    """The budget of its `tools/list`, in tokens (see `[results] max_list_tokens`); 0: none here; None: as
+    `[results]` says."""
 
 
 class AuditFileSettings(BaseModel):
@@ -404,6 +407,11 @@ class ResultSettings(BaseModel):
     """An image with more pixels is downscaled to fit (with Pillow installed), else replaced by a link to it."""
     read_tool: str = Field(default="read_result", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
     """The name of the tool that reads a kept result page by page, listed while a budget is on."""
+    max_list_tokens: int = Field(default=0, ge=0)
+    """The budget, in tokens, of the whole `tools/list` the hub's endpoint gives a client (an endpoint may set its
+    own): over it, the schemas' property descriptions are trimmed, then the tools' descriptions shortened with a
+    visible marker, never dropping a tool (docs/results.md). 0 (the default): lists are served whole, since a
+    shortened list changes how well the model calls the tools; tool search (`[search]`) is the way past a cap."""
 
 
 class ClusterSettings(BaseModel):

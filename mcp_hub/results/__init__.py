@@ -6,10 +6,11 @@ tokens.py   counting tokens: o200k_base (bpe-openai, its vocabulary in the wheel
 budget.py   which budget applies to a call (a rule's, else the endpoint's and profile's smaller, else the hub's)
 shaping.py  a result cut to a budget: heads of text, structure kept, images downscaled or linked (pure)
 kept.py     KeptResults: the whole of cut results in the cache store, per principal, read page by page
+listing.py  tool lists within a budget: `max_list_tokens`, descriptions shortened until a tools/list fits
 ```
 
 The chain link that applies them is chain/results.py; the endpoint answers `hub://results/ID` reads and the
-`read_result` tool (server/endpoint.py).
+`read_result` tool (server/endpoint.py); the tools lists (server/listing.py) apply listing.py.
 """
 
 from mcp_hub.results.budget import result_budget

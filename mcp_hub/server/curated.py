@@ -73,6 +73,8 @@ class Selection:
         self.instructions = settings.instructions
         self.max_result_tokens = settings.max_result_tokens
         """The endpoint's result budget (tokens; 0: none), or None: as the hub's `[results]` says."""
+        self.max_list_tokens = settings.max_list_tokens
+        """The budget of the endpoint's `tools/list` (tokens; 0: none), or None: as the hub's `[results]` says."""
         self._mounts = frozenset(settings.servers) if settings.servers is not None else None
         self._globs = {field: _Globs(getattr(settings, field)) for field in ("tools", "prompts", "resources")}
 

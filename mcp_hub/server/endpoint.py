@@ -41,6 +41,7 @@ from mcp_hub.config import ResultSettings
 from mcp_hub.errors import HubError, Refused, UnknownName
 from mcp_hub.policy import PolicySet
 from mcp_hub.results import KeptResults
+from mcp_hub.results.listing import ListBudget
 from mcp_hub.results.shaping import SCHEME
 from mcp_hub.sdk import runner as sdk_runner
 from mcp_hub.search import ToolSearch
@@ -121,6 +122,7 @@ class Endpoint:
             search=search,
             selection=self.selection,
             reader=self._reader,
+            budget=_list_budget(self.selection, results),
         )
         self._on_log_level = on_log_level
         self._upstreams = upstreams
@@ -428,6 +430,15 @@ class Endpoint:
         for event in events.values():
             await self._events.publish(event)
         await self._clients.notify_changed(kinds)
+
+
+def _list_budget(selection: Selection, results: ResultSettings | None) -> ListBudget | None:
+    """The endpoint's tools list budget: its own `max_list_tokens`, else `[results]`'s; None when 0."""
+    own = selection.max_list_tokens
+    budget = own if own is not None else (results.max_list_tokens if results is not None else 0)
+    if not budget:
+        return None
+    return ListBudget("the hub's endpoint" if selection.name is None else f"endpoint {selection.name}", budget)
 
 
 def _complete_result(result: dict[str, Any]) -> dict[str, Any]:

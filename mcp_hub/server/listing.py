@@ -18,6 +18,7 @@ from mcp_hub.catalog.catalog import Catalog, View, page
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.policy import PolicySet
 from mcp_hub.policy.principal import seen_as
+from mcp_hub.results.listing import ListBudget
 from mcp_hub.search import ToolSearch
 from mcp_hub.server.curated import Selection
 from mcp_hub.server.origin import HTTP_PRINCIPAL, principal_of
@@ -91,6 +92,7 @@ class Listings:
         search: ToolSearch | None = None,
         selection: Selection | None = None,
         reader: Reader | None = None,
+        budget: ListBudget | None = None,
     ) -> None:
         self._catalog = catalog
         self._selection = selection if selection is not None else Selection()
@@ -100,6 +102,8 @@ class Listings:
         """With tool search on, a tools list is its search and call tools and the pinned tools (search/tools.py)."""
         self._reader = reader
         """Lists the `read_result` tool while a result budget is on (reading.py)."""
+        self._budget = budget
+        """Shortens a tools list over the endpoint's `max_list_tokens` (results/listing.py)."""
         self._startup = startup
         self._page_size = page_size
         self._policy = policy
@@ -205,6 +209,8 @@ class Listings:
                 items = self._search.listed(items)
             if kind == "tools" and self._reader is not None and self._reader.listed(principal, policy):
                 items = (*items, self._reader.tool)
+            if kind == "tools" and self._budget is not None:
+                items = self._budget.fit(key[1], items)
             self._visible[key] = items
         return items
 
