@@ -372,6 +372,9 @@ def _cannot_start(server: ServerConfig) -> str | None:
         return f"disabled: {server.unusable}"
     if server.enabled and server.command is not None and find_command(server.command, server.cwd) is None:
         return command_not_found(server.command, server.cwd)
+    sandbox = sandbox_report(server)
+    if server.enabled and sandbox is not None and sandbox["status"] == "refused":
+        return f"its sandbox: {sandbox['summary']}"
     return None
 
 

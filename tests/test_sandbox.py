@@ -181,6 +181,35 @@ def test_secrets_inside_a_bound_folder_stay_hidden_unless_named(
     assert binds[str(home / ".config/gcloud")] == "--ro-bind"  # named: bound, not hidden
 
 
+@needs_bubblewrap
+def test_the_hubs_state_stays_hidden_from_a_runner_installed_in_local_bin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv installs `uvx` in ~/.local/bin, so the server's program opens ~/.local, which holds the hub's state
+    folder (pins, people's sign-ins): that stays hidden, and only the package cache inside it is bound, over it."""
+    home = tmp_path / "home"
+    uvx = home / ".local" / "bin" / "uvx"
+    uvx.parent.mkdir(parents=True)
+    uvx.write_text("#!/bin/sh\n")
+    uvx.chmod(0o755)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    (home / ".local" / "state" / "mcp-hub" / "credentials").mkdir(parents=True)
+    server = parse_config(f'[servers.a]\ncommand = "{uvx}"\nargs = ["mcp-server-time"]\nsandbox = "standard"\n')
+    server = server.servers["a"]
+    confinement = sandbox.confine(server, str(uvx), ["mcp-server-time"], None)
+    assert confinement is not None
+    try:
+        argv = confinement.argv[confinement.argv.index("--") + 1 :]
+        state, cache = home / ".local" / "state" / "mcp-hub", home / ".local/state/mcp-hub/sandbox-cache/uvx"
+        where = {(arg, argv[index + 1]): index for index, arg in enumerate(argv) if arg in ("--bind", "--tmpfs")}
+        where |= {(arg, argv[index + 2]): index for index, arg in enumerate(argv) if arg == "--ro-bind"}
+        assert where[("--ro-bind", str(home / ".local"))] < where[("--tmpfs", str(state))]  # hidden inside it
+        assert where[("--tmpfs", str(state))] < where[("--bind", str(cache))]  # and the cache bound over the hiding
+    finally:
+        confinement.release()
+
+
 def test_the_roots_a_table_names_are_readable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     (home / "docs").mkdir(parents=True)
@@ -470,11 +499,18 @@ def test_check_says_what_each_stdio_server_runs_in(tmp_path: Path) -> None:
         {"a": {"command": sys.executable, "sandbox": "network"}, "b": {"command": sys.executable, "sandbox": "off"}},
     )
     checked = mcp_hub("check", "--config", str(path))
-    assert checked.returncode == 0, checked.stderr
+    assert checked.returncode == (0 if unavailable() is None else 1), checked.stderr  # 1: "a" would not start
     lines = checked.stdout.splitlines()
-    said = lines[lines.index("  a: stdio") + 1]
+    said = lines[next(index for index, line in enumerate(lines) if line.startswith("  a: stdio")) + 1]
     if unavailable() is None:
         assert said == "    sandbox: network: network, 1 GiB, 256 processes"
     else:  # its own table asks for a sandbox: it would not start
         assert said.startswith("    sandbox: not started: "), said
     assert lines[lines.index("  b: stdio") + 1] == "    sandbox: off: the server runs unconfined"
+
+    nowhere = tmp_path / "nowhere"
+    path = write_config(tmp_path / "hub.toml", {"a": {"command": sys.executable, "sandbox": {"write": [str(nowhere)]}}})
+    checked = mcp_hub("check", "--config", str(path))
+    assert checked.returncode == 1
+    if unavailable() is None:  # it would not start, and check says why before it is started
+        assert f"  a: stdio: its sandbox: not started: {nowhere} (sandbox write) does not exist" in checked.stdout

@@ -104,7 +104,7 @@ HOME_SECRETS = (
     ".config/chromium",
 )
 """Folders and files in a home folder that hold credentials: hidden inside any bound folder that holds them,
-unless a `read` or `write` path names them (or a path inside them)."""
+unless a `read` or `write` path names them; a path inside one opens only itself."""
 
 _RESOLV = ("/run/systemd/resolve", "/run/resolvconf", "/run/NetworkManager")
 """Where /etc/resolv.conf may point: bound read-only when the server has the network."""
@@ -207,7 +207,11 @@ def describe(config: ServerConfig) -> dict[str, Any] | None:
         "memory": sandbox.memory,
         "processes": sandbox.processes,
     }
-    if why is None:
+    missing = next((path for path in sandbox.write if not path.exists()), None)
+    if why is None and missing is not None:
+        report["status"] = "refused"
+        report["summary"] = f"not started: {_missing_write(missing)}"
+    elif why is None:
         cgroups = Cgroups.here()
         report["status"] = "on"
         report["summary"] = sandbox.summary()
@@ -441,16 +445,26 @@ def bubblewrap_argv(
     binds |= {path: "--ro-bind" for path in (*sandbox.read, *_roots(config)) if path.exists()}
     for path in sandbox.write:
         if not path.exists():
-            raise SandboxUnavailable(f"{path} (sandbox write) does not exist; create it, or remove it from write")
+            raise SandboxUnavailable(_missing_write(path))
         binds[path] = "--bind"
     bound = [path for path in binds if not any(_within(path, Path(system)) for system in SYSTEM_PATHS)]
-    for path in sorted(bound, key=lambda path: len(path.parts)):  # a folder before what is bound inside it
+    hidden = _secrets_within(bound, home, named, config)
+    inside = [path for path in bound if any(_within(path, secret) for secret in hidden)]
+    # A folder before what is bound inside it; the secrets hidden over the folders that hold them; then what is
+    # bound inside a hidden secret (the hub's package cache inside its state folder, say), over the hiding.
+    for path in sorted((path for path in bound if path not in inside), key=lambda path: len(path.parts)):
         argv += [binds[path], str(path), str(path)]
-    for hidden in _secrets_within(bound, home, named, config):
-        argv += _hide(hidden)
+    for secret in hidden:
+        argv += _hide(secret)
+    for path in sorted(inside, key=lambda path: len(path.parts)):
+        argv += [binds[path], str(path), str(path)]
     workdir = cwd if cwd and any(_within(Path(cwd), path) for path in bound) else str(home)
     argv += ["--chdir", workdir, "--", command, *args]
     return argv
+
+
+def _missing_write(path: Path) -> str:
+    return f"{path} (sandbox write) does not exist; create it, or remove it from write"
 
 
 def _hide(path: Path) -> list[str]:
@@ -463,15 +477,14 @@ def _hide(path: Path) -> list[str]:
 
 
 def _secrets_within(bound: list[Path], home: Path, named: tuple[Path, ...], config: ServerConfig) -> list[Path]:
-    """The secrets-bearing paths inside the bound ones that no `read` or `write` path names."""
+    """The secrets-bearing paths inside the bound ones that no `read` or `write` path names itself (a folder holding
+    one does not open it; a path inside one is bound over its hiding, and opens only itself)."""
     secrets = [home / secret for secret in HOME_SECRETS] + [state_folder()]
     if config.env.get("HOME"):
         secrets += [Path(config.env["HOME"]) / secret for secret in HOME_SECRETS]
     found = []
     for secret in secrets:
-        if any(_within(secret, path) and secret != path for path in bound) and not any(
-            _within(path, secret) for path in named
-        ):
+        if secret not in named and any(_within(secret, path) and secret != path for path in bound):
             found.append(secret)
     return found
 

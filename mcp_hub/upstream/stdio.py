@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pydantic_core
 from anyio.abc import AnyByteReceiveStream, ByteReceiveStream, ByteSendStream, ObjectReceiveStream
 from mcp.client.stdio import StdioServerParameters, get_default_environment
@@ -74,6 +75,7 @@ from mcp_hub.streams import LineStart, ReadStreamBase, deliver_progress
 from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
 from mcp_hub.upstream.command import CommandNotFound, find_command
 from mcp_hub.upstream.sandbox import Confinement, confine
+from mcp_hub.upstream.sandbox import unavailable as sandbox_unavailable
 from mcp_hub.upstream.stderr import StderrTail, stderr_for_child
 
 logger = logging.getLogger("mcp_hub.upstream")
@@ -122,6 +124,8 @@ class StdioTransport:
                 raise CommandNotFound(self._config.command or "", self._config.cwd)
             self._params = self._params.model_copy(update={"command": self._command})
         params = self._params
+        if self._config.sandbox is not None:  # bubblewrap's probe (once per process) runs off the event loop
+            await anyio.to_thread.run_sync(sandbox_unavailable)
         self.confinement = confine(self._config, params.command, params.args, params.cwd)
         if self.confinement is not None:
             command, *args = self.confinement.argv
