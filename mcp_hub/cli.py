@@ -179,8 +179,8 @@ def _parser() -> argparse.ArgumentParser:
 
     connections = command(
         "connections",
-        'List the sign-ins of people to mode = "user" servers and the clients they allowed; revoke a sign-in; '
-        "withdraw a consent; make a key.",
+        'List the sign-ins of people to mode = "user" and "enterprise" servers and the clients they allowed; '
+        "revoke a sign-in; withdraw a consent; make a key.",
         _connections,
     )
     connections.add_argument("--config", help=_CONFIG_HELP)
@@ -465,7 +465,8 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
 
 
 def _connections(args: argparse.Namespace) -> int:
-    """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), list or
+    """List or revoke the people's sign-ins toward `mode = "user"` and "enterprise" mounts (credentials/user.py,
+    enterprise.py), list or
     withdraw the consents they gave their MCP clients on the hub's consent page, or print a new `token_key`. A
     revoked sign-in is gone for a running hub at its next call for that person, which closes the session that
     carried it and asks them to sign in again; its tokens are revoked at the authorization server too when it
@@ -488,10 +489,10 @@ def _connections(args: argparse.Namespace) -> int:
     mounts = {
         name: server
         for name, server in config.servers.items()
-        if server.auth.mode == "user" and args.server in (None, name)
+        if server.auth.mode in ("user", "enterprise") and args.server in (None, name)
     }
     if args.server is not None and not mounts:
-        print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
+        print(f'error: no mode = "user" or "enterprise" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
     if args.action in ("revoke", "withdraw"):
         with appending(config.audit_file()) as audit:

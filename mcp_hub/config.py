@@ -646,12 +646,23 @@ class AdminSettings(BaseModel):
         return self
 
 
-AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user")
+AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user", "enterprise")
 """How the hub proves itself to a remote server (see `ServerAuth`)."""
 
 
 USER_CALLBACK_PATH = "/oauth/callback"
 """Where the hub's HTTP server takes the authorization code of a person's login (mode = "user")."""
+
+
+ENTERPRISE_KEYS = (
+    "idp_issuer",
+    "idp_token_url",
+    "idp_client_id",
+    "idp_client_secret",
+    "id_token",
+    "subject_token_type",
+)
+"""The keys of a server's auth table that only mode = "enterprise" reads."""
 
 
 class ServerAuth(BaseModel):
@@ -666,7 +677,11 @@ class ServerAuth(BaseModel):
     server (RFC 8693); "authorization_code": the hub logs in to the server's authorization server itself
     (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
     person; "user": each person signs in to the server's authorization server themself (authorization code
-    with PKCE, the hub as a pre-registered client), and their calls carry their own token."""
+    with PKCE, the hub as a pre-registered client), and their calls carry their own token; "enterprise":
+    enterprise-managed authorization (the ID-JAG extension): each person's identity assertion from the
+    organisation's identity provider exchanged there for an ID-JAG (RFC 8693), presented to the server's
+    authorization server with the JWT bearer grant (RFC 7523) for their token, with no consent server by
+    server."""
     issuer: str | None = None
     """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
     `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
@@ -694,7 +709,31 @@ class ServerAuth(BaseModel):
     """user: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make one with
     `mcp-hub connections key`)."""
     token_store: str | None = Field(default=None, min_length=1)
-    """user: the file the people's tokens are kept in; unset: `connections` in the hub's state folder."""
+    """user, enterprise: the file the people's tokens are kept in; unset: `connections` in the hub's state
+    folder."""
+    idp_issuer: str | None = None
+    """enterprise: the organisation's identity provider, whose token endpoint is found in its metadata (RFC
+    8414 or OpenID Connect discovery)."""
+    idp_token_url: str | None = None
+    """enterprise: the identity provider's token endpoint, when it is not to be discovered from `idp_issuer`."""
+    idp_client_id: str | None = Field(default=None, min_length=1)
+    """enterprise: the hub's client id at the identity provider."""
+    idp_client_secret: str | None = Field(default=None, min_length=1, repr=False)
+    """enterprise: the hub's client secret at the identity provider (write it as ${VAR}); unset: a public
+    client (token_endpoint_auth_method "none")."""
+    id_token: str | None = Field(default=None, min_length=1, repr=False)
+    """enterprise: the identity assertion of the one person this hub acts for (write it as ${VAR}); unset:
+    each caller's own token, the one they signed in to the hub with (so the hub's `[auth]` must accept the
+    identity provider's tokens), and the mount is served per client."""
+    subject_token_type: Literal["id_token", "saml2", "access_token"] = "id_token"
+    """enterprise: what the identity assertion is, as the token exchange names it
+    (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access
+    token of the identity provider (where it exchanges those)."""
+
+    @property
+    def per_caller(self) -> bool:
+        """Whether each client's session presents its own caller's credential (the mount is served per client)."""
+        return self.mode in ("token_exchange", "user") or (self.mode == "enterprise" and self.id_token is None)
 
     @field_validator("mode")
     @classmethod
@@ -705,7 +744,7 @@ class ServerAuth(BaseModel):
             raise rule_error(f"unknown mode {mode!r}; {hint}")
         return mode
 
-    @field_validator("issuer", "token_url", "redirect_uri", "client_metadata_url")
+    @field_validator("issuer", "token_url", "redirect_uri", "client_metadata_url", "idp_issuer", "idp_token_url")
     @classmethod
     def _http_urls(cls, url: str | None) -> str | None:
         if url is None or url.startswith("${"):
@@ -723,9 +762,20 @@ class ServerAuth(BaseModel):
             needs = ("client_id",)
         if self.mode == "user":
             needs = ("client_id", "token_key")
+        if self.mode == "enterprise":
+            needs = ("client_id", "token_key", "idp_client_id")
+            if self.idp_issuer is None and self.idp_token_url is None:
+                raise rule_error(
+                    'mode = "enterprise" needs the identity provider: add idp_issuer = "https://idp.example.com" '
+                    '(or idp_token_url = "https://idp.example.com/token")',
+                    "idp_issuer",
+                )
         for key in ("token_key", "token_store"):
-            if self.mode != "user" and key in given:
-                raise rule_error(f'{key} only applies to mode = "user"; remove it', key)
+            if self.mode not in ("user", "enterprise") and key in given:
+                raise rule_error(f'{key} only applies to mode = "user" or "enterprise"; remove it', key)
+        for key in ENTERPRISE_KEYS:
+            if self.mode != "enterprise" and key in given:
+                raise rule_error(f'{key} only applies to mode = "enterprise"; remove it', key)
         for key in needs:
             if getattr(self, key) is None:
                 raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)
@@ -750,7 +800,7 @@ class ServerAuth(BaseModel):
             raise rule_error(
                 f"redirect_uri must end with {USER_CALLBACK_PATH}, where the hub reads the code", "redirect_uri"
             )
-        if self.mode == "user" and self.token_key is not None and not self.token_key.startswith("${"):
+        if self.mode in ("user", "enterprise") and self.token_key is not None and not self.token_key.startswith("${"):
             from cryptography.fernet import Fernet
 
             try:
@@ -1013,7 +1063,7 @@ class ServerConfig(BaseModel):
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)
         _check_kind(self)
-        if self.auth.mode in ("token_exchange", "user") and self.isolation != "per-client":
+        if self.auth.per_caller and self.isolation != "per-client":
             raise rule_error(
                 f'a mode = "{self.auth.mode}" server is served per client (each session carries one caller\'s '
                 'token); write isolation = "per-client", or leave isolation out',
@@ -1028,7 +1078,8 @@ class ServerConfig(BaseModel):
         if isinstance(data, dict) and "isolation" not in data:
             auth = data.get("auth")
             mode = auth.get("mode") if isinstance(auth, dict) else getattr(auth, "mode", None)
-            if mode in ("token_exchange", "user"):
+            one_person = auth.get("id_token") if isinstance(auth, dict) else getattr(auth, "id_token", None)
+            if mode in ("token_exchange", "user") or (mode == "enterprise" and one_person is None):
                 return {**data, "isolation": "per-client"}
         return data
 

@@ -47,7 +47,11 @@ class Connections:
         self._base = base
 
     def user_mounts(self) -> dict[str, ServerConfig]:
-        return {name: server for name, server in self.hub.config.servers.items() if server.auth.mode == "user"}
+        return {
+            name: server
+            for name, server in self.hub.config.servers.items()
+            if server.auth.mode in ("user", "enterprise")
+        }
 
     def _stored(self, mounts: Mapping[str, ServerConfig]) -> tuple[list[Connection], list[Consent]]:
         """The people's sign-ins toward `mounts`, and the clients they allowed there, from each mount's token

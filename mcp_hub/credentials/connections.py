@@ -27,9 +27,9 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,35 @@ class ConnectionStore:
         except OSError as exc:
             raise StoreError(f"cannot write {self.path}: {exc}") from exc
         self._seen = self._stat()
+
+
+def issued_connection(
+    principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
+) -> Connection:
+    """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
+    sent a new one for)."""
+    now = time.time()
+    expires_in = issued.get("expires_in")
+    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
+    refresh = issued.get("refresh_token")
+    fresh = Connection(
+        principal=principal,
+        mount=server,
+        issuer=issuer,
+        access_token=str(issued["access_token"]),
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        token_type=str(issued.get("token_type") or "Bearer"),
+        expires_at=None if lifetime is None else now + lifetime,
+        scope=issued.get("scope") if isinstance(issued.get("scope"), str) else None,
+        connected_at=now,
+    )
+    if before is not None:
+        fresh = replace(
+            fresh,
+            refresh_token=fresh.refresh_token or before.refresh_token,
+            scope=fresh.scope or before.scope,
+        )
+    return fresh
 
 
 def _grouped(consents: Iterable[tuple[tuple[str, str, str, str], float]]) -> list[Consent]:

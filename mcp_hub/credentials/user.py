@@ -46,7 +46,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -62,7 +62,7 @@ from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials import consent
 from mcp_hub.credentials.authority import Authority, oauth_client
 from mcp_hub.credentials.client_credentials import fetch_issued
-from mcp_hub.credentials.connections import Connection, StoreError, store_at
+from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import EARLY_SECONDS
@@ -217,7 +217,7 @@ class UserLogin:
             logger.info("server %r: the refresh of %s's token was refused: %s", self.server, connection.principal, exc)
             self._forget(connection)
             return None
-        refreshed = _record(connection.principal, self.server, connection.issuer, issued, connection)
+        refreshed = issued_connection(connection.principal, self.server, connection.issuer, issued, connection)
         self._keep(refreshed)
         return refreshed
 
@@ -312,7 +312,7 @@ class UserLogin:
             code_verifier=pending.verifier,
             resource=self._resource,
         )
-        connection = _record(pending.principal, self.server, issuer, issued, None)
+        connection = issued_connection(pending.principal, self.server, issuer, issued, None)
         self._keep(connection)
         try:
             self.store.consent(pending.principal, pending.client, self.server, pending.browser)
@@ -343,35 +343,6 @@ class UserLogin:
 def _header(connection: Connection) -> str:
     kind = "Bearer" if connection.token_type.lower() == "bearer" else connection.token_type
     return f"{kind} {connection.access_token}"
-
-
-def _record(
-    principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
-) -> Connection:
-    """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
-    sent a new one for)."""
-    now = time.time()
-    expires_in = issued.get("expires_in")
-    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
-    refresh = issued.get("refresh_token")
-    fresh = Connection(
-        principal=principal,
-        mount=server,
-        issuer=issuer,
-        access_token=str(issued["access_token"]),
-        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
-        token_type=str(issued.get("token_type") or "Bearer"),
-        expires_at=None if lifetime is None else now + lifetime,
-        scope=issued.get("scope") if isinstance(issued.get("scope"), str) else None,
-        connected_at=now,
-    )
-    if before is not None:
-        fresh = replace(
-            fresh,
-            refresh_token=fresh.refresh_token or before.refresh_token,
-            scope=fresh.scope or before.scope,
-        )
-    return fresh
 
 
 def _forget_expired() -> None:

@@ -91,10 +91,10 @@ class TransportChoice:
         """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
         self.credential = credential_for(config)
         """What the mount presents to its server besides its headers; kept across its connections."""
-        exchanged = config.auth.mode in ("token_exchange", "user")
+        exchanged = config.auth.per_caller
         self.client_credential = credential_for(config, for_clients=True) if exchanged else self.credential
         """What a client's own session presents (a "token_exchange" mount: each caller's exchanged token; a
-        "user" mount: each person's own)."""
+        "user" mount, or an "enterprise" one without a configured `id_token`: each person's own)."""
 
 
 class Connection:

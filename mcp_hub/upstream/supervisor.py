@@ -30,7 +30,9 @@ client's own session when the mount is
 client's connection, an authenticated 2026-07-28 caller's principal; see
 pool.py). A client's request to a `mode = "token_exchange"` mount goes only to
 its own session, with its caller's token to exchange (`CALLER_TOKEN`), and fails
-at once for a caller who has none; one to a `mode = "user"` mount, with its
+at once for a caller who has none (so does one to a `mode = "enterprise"` mount that
+takes each caller's identity assertion, with the caller's principal, whose token
+it keeps: `CALLER_PRINCIPAL`); one to a `mode = "user"` mount, with its
 person's own token (`CALLER_PRINCIPAL`), or, when they have none, is answered
 with the URL-mode elicitation that sends them to sign in (credentials/user.py).
 """
@@ -203,8 +205,9 @@ class Upstream:
         self._beside: HandshakeSession | None = None
         """An "auto" mount: the handshake-era session for its handshake-era clients, beside a 2026-07-28
         connection (see era.py)."""
-        self._exchanges = config.auth.mode == "token_exchange"
-        """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
+        self._exchanges = config.auth.per_caller and config.auth.mode in ("token_exchange", "enterprise")
+        """Each client's request carries its caller's token, exchanged (its clients' sessions only): by token
+        exchange, or for an ID-JAG and that for the person's token (enterprise-managed authorization)."""
         self._callers: WeakValueDictionary[Hashable, CallerToken] = WeakValueDictionary()
         """A "token_exchange" mount: each client's `CallerToken`, held by its session's task while it lives."""
         self._users = config.auth.mode == "user"
@@ -390,9 +393,11 @@ class Upstream:
             caller = self._callers[key] = CallerToken(token)
         caller.token = token
         reset = CALLER_TOKEN.set(caller)
+        person = CALLER_PRINCIPAL.set(origin.principal)  # whose token an "enterprise" mount keeps
         try:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         finally:
+            CALLER_PRINCIPAL.reset(person)
             CALLER_TOKEN.reset(reset)
 
     async def _user_request(
