@@ -651,6 +651,8 @@ AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_c
 
 
 USER_CALLBACK_PATH = "/oauth/callback"
+CLIENT_DOCUMENT_PATH = "/oauth/client-metadata.json"
+"""Where the hub serves its client ID metadata document, beside `USER_CALLBACK_PATH` (credentials/registration.py)."""
 """Where the hub's HTTP server takes the authorization code of a person's login (mode = "user")."""
 
 
@@ -688,7 +690,8 @@ class ServerAuth(BaseModel):
     token_url: str | None = None
     """The token endpoint, when it is not to be discovered from `issuer`."""
     client_id: str | None = Field(default=None, min_length=1)
-    """The hub's client id at the authorization server."""
+    """The hub's client id at the authorization server. user: optional; unset, the hub's client ID metadata
+    document where the authorization server takes them, else a client it registers there (RFC 7591)."""
     client_secret: str | None = Field(default=None, min_length=1, repr=False)
     """Write it as ${VAR}."""
     token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
@@ -703,8 +706,9 @@ class ServerAuth(BaseModel):
     """authorization_code: where the authorization server sends the code; the hub reads it off the redirect.
     user: the hub's own `/oauth/callback`, as the person's browser reaches it (`https://hub.example.com/oauth/callback`)."""
     client_metadata_url: str | None = None
-    """authorization_code: the hub's client ID metadata document (an https URL), used where the authorization
-    server supports them, instead of dynamic registration."""
+    """authorization_code, user: the hub's client ID metadata document (an https URL), used where the
+    authorization server supports them, instead of dynamic registration. user: unset, the hub serves its own
+    beside its callback (the redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
     token_key: str | None = Field(default=None, min_length=1, repr=False)
     """user: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make one with
     `mcp-hub connections key`)."""
@@ -761,7 +765,7 @@ class ServerAuth(BaseModel):
         if self.mode in ("client_credentials", "token_exchange"):
             needs = ("client_id",)
         if self.mode == "user":
-            needs = ("client_id", "token_key")
+            needs = ("token_key",)
         if self.mode == "enterprise":
             needs = ("client_id", "token_key", "idp_client_id")
             if self.idp_issuer is None and self.idp_token_url is None:
