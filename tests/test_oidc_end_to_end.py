@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import textwrap
 from collections.abc import AsyncIterator
@@ -62,11 +63,19 @@ KEY = new_key()
 
 @asynccontextmanager
 async def oidc_login_provider(
-    port: int, resources: dict[str, str], clients: list[dict[str, Any]]
+    port: int,
+    resources: dict[str, str],
+    clients: list[dict[str, Any]],
+    *,
+    options: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[str]:
-    """oidc-provider as a child process (tests/npm/oidc_login_provider.mjs); yields its issuer."""
-    settings = json.dumps({"port": port, "resources": resources, "clients": clients})
-    async with await anyio.open_process([str(NODE), str(SCRIPT), settings], cwd=SCRIPT.parent) as process:
+    """oidc-provider as a child process (tests/npm/oidc_login_provider.mjs); yields its issuer. `options`: more of
+    its settings ("cimd", "registration"); `env`: more of its environment."""
+    settings = json.dumps({"port": port, "resources": resources, "clients": clients, **(options or {})})
+    environ = {**os.environ, **env} if env is not None else None
+    command = [str(NODE), str(SCRIPT), settings]
+    async with await anyio.open_process(command, cwd=SCRIPT.parent, env=environ) as process:
         try:
             assert process.stdout is not None
             with anyio.fail_after(30):

@@ -6,14 +6,18 @@
 //
 //   node oidc_login_provider.mjs CONFIG_JSON
 //
-// CONFIG_JSON: {"port": N, "resources": {"URL": "SCOPES", ...}, "clients": [CLIENT_METADATA, ...]}: the
-// resources tokens may be issued for, each with the scopes it takes (space-separated); the clients
-// registered beforehand (the hub, toward a mode = "user" server). The issuer is http://127.0.0.1:PORT.
-// Prints "ready" once it listens.
+// CONFIG_JSON: {"port": N, "resources": {"URL": "SCOPES", ...}, "clients": [CLIENT_METADATA, ...],
+// "cimd": BOOL, "registration": BOOL}: the resources tokens may be issued for, each with the scopes it
+// takes (space-separated); the clients registered beforehand (the hub, toward a mode = "user" server);
+// whether it takes client ID metadata documents (a client_id that is an https URL, whose document it
+// fetches and validates; its fetches may reach loopback, where the tests serve the hub, which its SSRF
+// guard refuses by default; the hub's certificate is trusted through NODE_EXTRA_CA_CERTS); whether it
+// registers clients dynamically (default true). The issuer is http://127.0.0.1:PORT. Prints "ready" once
+// it listens.
 import { generateKeyPairSync } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
 
-const { port, resources, clients = [] } = JSON.parse(process.argv[2]);
+const { port, resources, clients = [], cimd = false, registration = true } = JSON.parse(process.argv[2]);
 const issuer = `http://127.0.0.1:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const key = { ...privateKey.export({ format: "jwk" }), kid: "oidc-login-1", use: "sig", alg: "RS256" };
@@ -24,11 +28,17 @@ const provider = new Provider(issuer, {
   jwks: { keys: [key] },
   scopes: ["openid", "offline_access", ...scopes],
   pkce: { required: () => true },
+  // Outgoing fetches (client ID metadata documents) without the SSRF guard's dispatcher: the hub is on loopback.
+  fetch: (url, options) => {
+    delete options.dispatcher;
+    return globalThis.fetch(url, options);
+  },
   // Every client with the refresh_token grant gets a refresh token (not only with offline_access).
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed("refresh_token"),
   features: {
     devInteractions: { enabled: true },
-    registration: { enabled: true },
+    registration: { enabled: registration },
+    clientIdMetadataDocument: { enabled: cimd, ack: "draft-02" },
     revocation: { enabled: true },
     introspection: { enabled: true },
     resourceIndicators: {
