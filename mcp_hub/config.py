@@ -729,10 +729,11 @@ class ServerAuth(BaseModel):
     """enterprise: the identity assertion of the one person this hub acts for (write it as ${VAR}); unset:
     each caller's own token, the one they signed in to the hub with (so the hub's `[auth]` must accept the
     identity provider's tokens), and the mount is served per client."""
-    subject_token_type: Literal["id_token", "saml2", "access_token"] = "id_token"
+    subject_token_type: Literal["id_token", "saml2", "access_token"] | None = None
     """enterprise: what the identity assertion is, as the token exchange names it
-    (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access
-    token of the identity provider (where it exchanges those)."""
+    (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access token
+    of the identity provider. Unset: "id_token" for a configured `id_token`, "access_token" for each caller's
+    own token (an MCP client signs in to the hub with an access token)."""
 
     @property
     def per_caller(self) -> bool:

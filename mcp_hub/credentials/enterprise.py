@@ -12,10 +12,12 @@ provider (IdP) reaches a server without consenting there server by server. For e
    `grant_type` `urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion` the ID-JAG), authenticating as
    its client there (`client_id`, `client_secret`), and gets the person's access token for the server.
 
-Whose assertion: the one configured (`id_token`, a hub that acts for one person), or, unset, each caller's
-own token, the one they signed in to the hub with (`CALLER_TOKEN`, as token exchange reads it), and the
-mount is served per client. The person is the caller's principal (`CALLER_PRINCIPAL`), or, with a
-configured assertion, its `sub` (read as a name, not verified: the hub's own configuration).
+Whose assertion: the one configured (`id_token`, a hub that acts for one person; an ID token unless
+`subject_token_type` says otherwise), or, unset, each caller's own token, the one they signed in to the hub
+with (`CALLER_TOKEN`, as token exchange reads it; an access token of the IdP unless `subject_token_type` says
+otherwise, so the hub's `[auth.oauth]` must take the IdP's tokens), and the mount is served per client. The
+person is the caller's principal (`CALLER_PRINCIPAL`), or, with a configured assertion, its `sub` (read as a
+name, not verified: the hub's own configuration).
 
 The access token is kept per person in the mount's token file, encrypted (connections.py, as `mode =
 "user"` keeps people's tokens), keyed by principal, mount and the authorization server's issuer; it is used
@@ -76,6 +78,7 @@ class EnterpriseLogin:
         self._idp = Authority(
             server, issuer=auth.idp_issuer, token_url=auth.idp_token_url, resource_url=auth.idp_issuer or url
         )
+        self._subject_type = auth.subject_token_type or ("id_token" if auth.id_token is not None else "access_token")
         self.store = store_at(auth.token_store, auth.token_key)
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: replaced before it is sent again."""
@@ -161,7 +164,7 @@ class EnterpriseLogin:
             "grant_type": GRANT_TYPE,
             "requested_token_type": ID_JAG,
             "subject_token": assertion,
-            "subject_token_type": SUBJECT_TYPES[auth.subject_token_type],
+            "subject_token_type": SUBJECT_TYPES[self._subject_type],
             "audience": audience,
             "resource": self._resource,
         }
