@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -220,6 +220,19 @@ async def test_each_person_reaches_the_server_with_a_token_from_their_own_id_jag
                 assert old == alices and any(
                     bearer == f"Bearer {new}" and b"alice-after" in body for bearer, body in setup.calls
                 )
+
+                # bob's token expired (his record says so): his next call gets a new one, by a new ID-JAG.
+                store = ConnectionStore(setup.store, KEY)
+                (bobs,) = [r for r in store.list() if r.principal == "bob"]
+                store.put(replace(bobs, expires_at=time.time() - 1))
+                await bob.call_tool("remote_echo", {"text": "bob-expired"})
+                assert len(setup.idp.id_jags) == 4 and len(setup.tokens_for("bob")) == 2
+                # The server refuses bob's token (revoked behind the hub's back): the hub gets a new one, and the
+                # call that met the 401 goes through with it.
+                setup.server.revoked.add(setup.tokens_for("bob")[-1])
+                result = await bob.call_tool("remote_echo", {"text": "bob-refused"})
+                assert result.structured_content == {"text": "bob-refused", "server": "remote"}
+                assert len(setup.idp.id_jags) == 5 and len(setup.tokens_for("bob")) == 3
 
 
 @pytest.mark.slow
