@@ -679,7 +679,8 @@ class ServerAuth(BaseModel):
     server (RFC 8693); "authorization_code": the hub logs in to the server's authorization server itself
     (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
     person; "user": each person signs in to the server's authorization server themself (authorization code
-    with PKCE, the hub as a pre-registered client), and their calls carry their own token; "enterprise":
+    with PKCE; the hub as a pre-registered client, or by its client ID metadata document, or registered
+    dynamically), and their calls carry their own token; "enterprise":
     enterprise-managed authorization (the ID-JAG extension): each person's identity assertion from the
     organisation's identity provider exchanged there for an ID-JAG (RFC 8693), presented to the server's
     authorization server with the JWT bearer grant (RFC 7523) for their token, with no consent server by
@@ -710,8 +711,8 @@ class ServerAuth(BaseModel):
     authorization server supports them, instead of dynamic registration. user: unset, the hub serves its own
     beside its callback (the redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
     token_key: str | None = Field(default=None, min_length=1, repr=False)
-    """user: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make one with
-    `mcp-hub connections key`)."""
+    """user, enterprise: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make
+    one with `mcp-hub connections key`)."""
     token_store: str | None = Field(default=None, min_length=1)
     """user, enterprise: the file the people's tokens are kept in; unset: `connections` in the hub's state
     folder."""

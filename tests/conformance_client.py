@@ -185,6 +185,8 @@ def mount_auth(scenario: str, context: dict[str, Any], folder: Path) -> dict[str
             "token_key": Fernet.generate_key().decode(),
             "token_store": str(folder / "connections"),
         }
+    if scenario == "auth/basic-cimd":  # the client ID metadata document URL the scenario expects of its client
+        credentials["client_metadata_url"] = "https://conformance-test.local/client-metadata.json"
     return {"mode": "authorization_code", **credentials}
 
 
