@@ -646,7 +646,7 @@ class AdminSettings(BaseModel):
         return self
 
 
-AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user", "enterprise")
+AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user", "enterprise", "workload")
 """How the hub proves itself to a remote server (see `ServerAuth`)."""
 
 
@@ -665,6 +665,36 @@ ENTERPRISE_KEYS = (
     "subject_token_type",
 )
 """The keys of a server's auth table that only mode = "enterprise" reads."""
+WORKLOAD_KEYS = ("assertion", "assertion_file")
+"""The keys of a server's auth table that only mode = "workload" reads."""
+PRIVATE_KEY_JWT_MODES = ("client_credentials", "token_exchange", "enterprise", "workload")
+"""The modes whose token requests may authenticate the hub with a signed JWT (token_endpoint_auth_method
+"private_key_jwt")."""
+
+
+def signing_algorithm(pem: str) -> str:
+    """The JWS algorithm a private key (PEM) signs with: ES256/ES384/ES512 for EC P-256/P-384/P-521, RS256 for
+    RSA, EdDSA for Ed25519.
+
+    Raises:
+        ValueError: not a PEM private key, or one of another kind (a message for a person).
+    """
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not an unencrypted PEM private key ({exc})") from None
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "RS256"
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return "EdDSA"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        found = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}.get(key.curve.name)
+        if found is not None:
+            return found
+    raise ValueError("an EC (P-256, P-384, P-521), RSA or Ed25519 key is needed")
 
 
 class ServerAuth(BaseModel):
@@ -684,7 +714,8 @@ class ServerAuth(BaseModel):
     enterprise-managed authorization (the ID-JAG extension): each person's identity assertion from the
     organisation's identity provider exchanged there for an ID-JAG (RFC 8693), presented to the server's
     authorization server with the JWT bearer grant (RFC 7523) for their token, with no consent server by
-    server."""
+    server; "workload": the hub's own token by the JWT bearer grant (RFC 7523) with its workload's identity
+    token (workload identity federation: a Kubernetes service account token, a cloud's instance identity)."""
     issuer: str | None = None
     """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
     `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
@@ -695,8 +726,20 @@ class ServerAuth(BaseModel):
     document where the authorization server takes them, else a client it registers there (RFC 7591)."""
     client_secret: str | None = Field(default=None, min_length=1, repr=False)
     """Write it as ${VAR}."""
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
-    """How the client authenticates at the token endpoint; unset: client_secret_basic with a secret, else none."""
+    token_endpoint_auth_method: (
+        Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"] | None
+    ) = None
+    """How the client authenticates at the token endpoint; unset: client_secret_basic with a secret,
+    private_key_jwt with a client_key, else none. private_key_jwt (RFC 7523 section 2.2): a JWT signed with
+    `client_key`, whose audience is the authorization server's issuer."""
+    client_key: str | None = Field(default=None, min_length=1, repr=False)
+    """private_key_jwt: the hub's private key, PEM (write it as ${VAR}); EC P-256/P-384/P-521 signs ES256/384/512,
+    RSA RS256, Ed25519 EdDSA. Its public key is registered with the authorization server."""
+    assertion: str | None = Field(default=None, min_length=1, repr=False)
+    """workload: the workload's identity token (a JWT whose audience is the authorization server), as
+    ${VAR}."""
+    assertion_file: str | None = Field(default=None, min_length=1)
+    """workload: a file holding it, read again at each token request (a projected token that is rotated)."""
     scope: str | None = Field(default=None, min_length=1)
     """Space-separated scopes to ask for."""
     resource: str | None = Field(default=None, min_length=1)
@@ -782,6 +825,37 @@ class ServerAuth(BaseModel):
         for key in ENTERPRISE_KEYS:
             if self.mode != "enterprise" and key in given:
                 raise rule_error(f'{key} only applies to mode = "enterprise"; remove it', key)
+        for key in WORKLOAD_KEYS:
+            if self.mode != "workload" and key in given:
+                raise rule_error(f'{key} only applies to mode = "workload"; remove it', key)
+        if self.mode == "workload":
+            needs = ("client_id",)
+            if (self.assertion is None) == (self.assertion_file is None):
+                raise rule_error(
+                    'mode = "workload" needs the workload\'s token: add assertion = "${WORKLOAD_TOKEN}" or '
+                    'assertion_file = "/var/run/secrets/tokens/mcp" (one of them)',
+                    "assertion",
+                )
+        signs = self.token_endpoint_auth_method == "private_key_jwt" or (
+            self.token_endpoint_auth_method is None and self.client_key is not None
+        )
+        if signs and self.mode not in PRIVATE_KEY_JWT_MODES:
+            raise rule_error(
+                f"private_key_jwt applies to mode = {', '.join(repr(m) for m in PRIVATE_KEY_JWT_MODES)}; not to "
+                f'"{self.mode}"',
+                "token_endpoint_auth_method",
+            )
+        if signs and self.client_key is None:
+            raise rule_error('private_key_jwt needs client_key; add client_key = "${CLIENT_KEY_PEM}"', "client_key")
+        if self.client_key is not None and not signs:
+            raise rule_error(
+                'client_key is for token_endpoint_auth_method = "private_key_jwt"; remove one of them', "client_key"
+            )
+        if signs and self.client_key is not None and not self.client_key.startswith("${"):
+            try:
+                signing_algorithm(self.client_key)
+            except ValueError as exc:
+                raise rule_error(f"client_key: {exc}", "client_key") from None
         for key in needs:
             if getattr(self, key) is None:
                 raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)
@@ -818,7 +892,7 @@ class ServerAuth(BaseModel):
                     "token_key",
                 ) from None
         public = self.token_endpoint_auth_method == "none"
-        if self.mode == "client_credentials" and self.client_secret is None and not public:
+        if self.mode == "client_credentials" and self.client_secret is None and not public and not signs:
             raise rule_error(
                 'mode = "client_credentials" needs client_secret; add client_secret = "${VAR}"', "client_secret"
             )

@@ -167,14 +167,25 @@ def _client(server: Any, protocol_version: str) -> Client:
 def mount_auth(scenario: str, context: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     """The `auth` table of the hub's mount for an `auth/*` scenario (None: another scenario).
 
-    The client credentials scenarios get the client the context names; enterprise-managed authorization, the
+    The client credentials scenarios get the client the context names (with its private key for private_key_jwt);
+    workload identity federation, its workload token; enterprise-managed authorization, the
     identity provider, the ID token and the clients the context names (the token kept in `folder`); the others,
     the hub's own login (authorization code + PKCE, registered dynamically, or as the client the context names)."""
     if not scenario.startswith("auth/"):
         return None
     credentials = {key: context[key] for key in ("client_id", "client_secret") if key in context}
+    if scenario == "auth/client-credentials-jwt":  # private_key_jwt, with the key the context gives
+        method = {"token_endpoint_auth_method": "private_key_jwt", "client_key": context["private_key_pem"]}
+        return {"mode": "client_credentials", **credentials, **method}
     if scenario.startswith("auth/client-credentials"):
         return {"mode": "client_credentials", **credentials}
+    if scenario == "auth/wif-jwt-bearer":  # the workload's token the context gives, as a public client
+        return {
+            "mode": "workload",
+            **credentials,
+            "assertion": context["valid_jwt"],
+            "token_endpoint_auth_method": "none",
+        }
     if scenario == "auth/enterprise-managed-authorization":
         return {
             "mode": "enterprise",

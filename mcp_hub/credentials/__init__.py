@@ -7,6 +7,7 @@ A remote mount's `[servers.NAME.auth]` table (config.py `ServerAuth`) chooses on
 - "token_exchange": the caller's token exchanged for one meant for the server (token_exchange.py);
 - "authorization_code": the hub logs in to the server's authorization server (login.py);
 - "user": each person's own login there, their tokens kept encrypted (user.py, connections.py);
+- "workload": the hub's own token by its workload's identity token, the JWT bearer grant (workload.py);
 - "enterprise": each person's identity assertion from the organisation's identity provider traded for an
   ID-JAG, and that for their token (enterprise.py; kept as "user" keeps theirs).
 
@@ -54,6 +55,10 @@ def credential_for(config: ServerConfig, *, for_clients: bool = False) -> Creden
         from mcp_hub.credentials.token_exchange import TokenExchange
 
         return TokenExchange(config.name, config.url, auth)
+    if auth.mode == "workload":
+        from mcp_hub.credentials.workload import WorkloadIdentity
+
+        return WorkloadIdentity(config.name, config.url, auth)
     if auth.mode in ("client_credentials", "token_exchange"):
         from mcp_hub.credentials.client_credentials import ClientCredentials
 

@@ -43,7 +43,7 @@ from joserfc.errors import JoseError
 from joserfc.jws import extract_compact
 
 from mcp_hub.config import ServerAuth
-from mcp_hub.credentials.authority import Authority, oauth_client
+from mcp_hub.credentials.authority import Authority, client_settings, oauth_client
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
@@ -200,15 +200,9 @@ class EnterpriseLogin:
         return issued_connection(connection.principal, self.server, connection.issuer, issued, connection)
 
     async def _at_server(self, **params: str) -> dict[str, Any]:
-        auth = self._auth
-        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
         endpoint = await self._authority.token_endpoint()
-        async with oauth_client(
-            client_id=auth.client_id,
-            client_secret=auth.client_secret,
-            token_endpoint_auth_method=method,
-            scope=auth.scope,
-        ) as oauth:
+        settings = client_settings(self._auth, self._authority.issuer or endpoint)
+        async with oauth_client(**settings, scope=self._auth.scope) as oauth:
             return await fetch_issued(self.server, oauth, endpoint, **params)
 
     def _stored(self, principal: str, issuer: str) -> Connection | None:

@@ -27,7 +27,7 @@ import httpx2
 from authlib.common.errors import AuthlibBaseError
 
 from mcp_hub.config import ServerConfig
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, client_settings, oauth_client
 from mcp_hub.credentials.connections import Connection, store_at
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.credentials.registration import Registration
@@ -108,22 +108,25 @@ async def revoke_at_server(server: ServerConfig, connection: Connection) -> Revo
             connection.issuer,
         )
         return Revoked(connection, "forgotten")
-    assert auth.token_key is not None
-    registration = Registration(server.name, auth, authority, store_at(auth.token_store, auth.token_key))
-    try:
-        client = await registration.client()
-    except CredentialError as exc:
-        return _failed(connection, f"the hub's client there is not known: {exc.reason}")
-    method = client.token_endpoint_auth_method
+    if auth.client_id is not None:
+        settings = client_settings(auth, connection.issuer)
+    else:  # a "user" mount's client: its metadata document, or the client the hub registered
+        assert auth.token_key is not None
+        registration = Registration(server.name, auth, authority, store_at(auth.token_store, auth.token_key))
+        try:
+            client = await registration.client()
+        except CredentialError as exc:
+            return _failed(connection, f"the hub's client there is not known: {exc.reason}")
+        settings = {
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+            "token_endpoint_auth_method": client.token_endpoint_auth_method,
+        }
     tokens = [(connection.refresh_token, "refresh_token"), (connection.access_token, "access_token")]
     problems: list[str] = []
     access_token_kept = False
-    async with oauth_client(
-        client_id=client.client_id,
-        client_secret=client.client_secret,
-        token_endpoint_auth_method=method,
-        revocation_endpoint_auth_method=method,
-    ) as oauth:
+    method = settings["token_endpoint_auth_method"]
+    async with oauth_client(**settings, revocation_endpoint_auth_method=method) as oauth:
         for token, hint in tokens:
             if not token:
                 continue
