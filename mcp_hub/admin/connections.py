@@ -1,8 +1,8 @@
-"""The console's Connections page: the people's sign-ins toward `mode = "user"` mounts and the clients they
-allowed on the hub's consent page, as each mount's token file holds them (credentials/connections.py), never
-a token nor a browser; Revoke (credentials/revocation.py) and Withdraw, each written to the audit log by
-`admin:NAME`. The store is `store_at`'s, the one the hub uses, so what is revoked or withdrawn here is gone
-for the hub at its next look."""
+"""The console's Connections page: the people's sign-ins toward `mode = "user"` (and "enterprise") mounts and
+the clients they allowed on the hub's consent page, as each mount's token file holds them
+(credentials/connections.py), never a token nor a browser; Revoke (credentials/revocation.py) and Withdraw,
+each written to the audit log by `admin:NAME`. The store is `store_at`'s, the one the hub uses, so what is
+revoked or withdrawn here is gone for the hub at its next look."""
 
 from __future__ import annotations
 

@@ -258,12 +258,13 @@ def connections(
     now: float,
     consents: Sequence[Consent] = (),
 ) -> str:
-    """The people's sign-ins toward `mode = "user"` mounts: who, where, at which issuer, since and until when,
-    with which scopes; never a token. Then the clients each person allowed on the consent page, per mount."""
+    """The people's sign-ins toward `mode = "user"` and "enterprise" mounts: who, where, at which issuer, since
+    and until when, with which scopes; never a token. Then the clients each person allowed on the consent page,
+    per mount."""
     if not mounts:
         return (
-            '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" in its auth'
-            " table: nobody signs in to a server through the hub, so there are no connections.</p>"
+            '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" or "enterprise"'
+            " in its auth table: nobody signs in to a server through the hub, so there are no connections.</p>"
         )
     shown = f'<p class="notice" id="notice">{e(notice)}</p>' if notice else ""
     shown += f'<p class="error" id="connections-error">{e(error)}</p>' if error else ""
@@ -288,8 +289,9 @@ def connections(
     body = "".join(lines) or '<tr><td colspan="7" class="muted" id="no-connections">No connections.</td></tr>'
     return (
         "<h1>Connections</h1>"
-        '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"), as'
-        " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub, and the clients"
+        '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"; with mode'
+        ' = "enterprise", the tokens their identity provider approved), as <code>mcp-hub connections</code> lists'
+        " them. Revoke forgets the person's tokens at the hub, and the clients"
         " they allowed there: their next"
         " call closes their session with the server and asks them to sign in again; the tokens are revoked at the"
         " authorization server too when it publishes a revocation endpoint (RFC 7009).</p>"
