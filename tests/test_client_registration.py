@@ -83,6 +83,7 @@ async def test_the_hub_serves_its_document_with_no_credential() -> None:
     assert missing.status_code == 404
 
 
+@pytest.mark.slow
 async def test_a_hub_with_no_client_registers_once_and_keeps_the_registration(tmp_path: Path) -> None:
     """An authorization server that takes no documents but registers clients (RFC 7591): the hub registers, alice
     signs in as that client, and the registration is in the token file, so that another hub on the same file is
