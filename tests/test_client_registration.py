@@ -131,6 +131,31 @@ async def test_an_authorization_server_with_neither_is_named_in_the_error(tmp_pa
     assert "client_id" in caught.value.reason
 
 
+async def test_a_plain_http_document_is_never_the_client_id(tmp_path: Path) -> None:
+    """An authorization server that takes documents and registers clients, and a hub whose callback is plain http
+    (a desktop hub's loopback one): client ID metadata documents are https URLs, so the hub registers."""
+    server = AuthorizationServer(clients={})
+    app = server.app()
+
+    async def both(request: Any) -> Any:
+        return JSONResponse(
+            {
+                "issuer": server.issuer,
+                "token_endpoint": f"{server.issuer}/token",
+                "registration_endpoint": f"{server.issuer}/register",
+                "client_id_metadata_document_supported": True,
+            }
+        )
+
+    app.router.routes.insert(0, Route("/.well-known/oauth-authorization-server", both))
+    async with serve_app(app) as issuer:
+        server.issuer = issuer
+        auth = ServerAuth(mode="user", issuer=issuer, redirect_uri="http://127.0.0.1:1/oauth/callback", token_key=KEY)
+        authority = Authority("remote", issuer=issuer, token_url=None, resource_url="")
+        client = await Registration("remote", auth, authority, store_at(tmp_path / "connections", KEY)).client()
+    assert client.how == "registered" and client.client_id in server.clients
+
+
 def _certificate(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (its own authority), and its key: (cert.pem, key.pem)."""
     key = ec.generate_private_key(ec.SECP256R1())

@@ -7,7 +7,9 @@ In the order the MCP authorization specification gives its clients ("Client Regi
    `client_id_metadata_document_supported`: the client ID is the URL of a JSON document the hub itself serves
    (`document_url`: beside its `/oauth/callback`, at `CLIENT_DOCUMENT_PATH`, unless `client_metadata_url`
    names another), which the authorization server fetches to learn the client's name, redirect URIs and
-   grants; a public client (`token_endpoint_auth_method` "none", PKCE); nothing is registered, nothing kept;
+   grants (an https URL only, as client ID metadata documents must be: a hub whose callback is plain http, a
+   desktop hub's loopback one, registers instead); a public client (`token_endpoint_auth_method` "none",
+   PKCE); nothing is registered, nothing kept;
 3. dynamic client registration (RFC 7591) at its `registration_endpoint`, the registration kept in the
    mount's token file (connections.py) per mount and issuer, so that a restarted hub is the same client, to
    which people's refresh tokens were issued;
@@ -136,8 +138,8 @@ class Registration:
         metadata = await self._authority.metadata()
         issuer = self._authority.issuer
         assert issuer is not None
-        if metadata.get("client_id_metadata_document_supported") is True:
-            url = document_url(auth)
+        url = document_url(auth)
+        if metadata.get("client_id_metadata_document_supported") is True and urlsplit(url).scheme == "https":
             logger.info("server %r: the hub is the client of its metadata document %s at %s", self.server, url, issuer)
             return Client(url, None, "none", "metadata document")
         endpoint = metadata.get("registration_endpoint")
