@@ -5,7 +5,8 @@ a mount's supervisor connects (`StderrTail.capturing()`), the child is given a
 pipe instead of the hub's stderr, read by the event loop (no task, no thread):
 each chunk is passed on to the hub's stderr at once, and its last
 `StderrTail.size` lines are kept. `mcp-hub check --connect` prints them under a
-server that did not come up. How the child of the attempt under way ended, when it
+server that did not come up; the admin console shows them, masked, beside its last error (and /healthz, when
+`[http] health_stderr` says so). How the child of the attempt under way ended, when it
 exited on its own, is kept beside them (`ended`: "the server exited with status 3"),
 for the error that says the connection closed.
 
@@ -19,10 +20,11 @@ import asyncio
 import codecs
 import collections
 import contextlib
+import itertools
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import IO, Any
 
 _LINE_CHARS = 500
@@ -107,6 +109,12 @@ class StderrTail:
 
     def pipe_closed(self, pipe: asyncio.ReadTransport) -> None:
         self._pipes.discard(pipe)
+
+
+def collapsed(lines: Sequence[str]) -> list[str]:
+    """`lines`, a run of the same line written once (a server that fails the same way at each restart)."""
+    runs = [(line, len(list(run))) for line, run in itertools.groupby(lines)]
+    return [line if count == 1 else f"{line} ({count} times)" for line, count in runs]
 
 
 def exit_status(returncode: int) -> str:

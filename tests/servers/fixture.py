@@ -39,6 +39,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
 
+ECHO_ICON = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAHElEQVR42mP4TyJgoKMG/ejLeNCohuGjYdAkPgCNBlqf8x6REAAAAABJRU5ErkJggg=="
+"""A 16x16 picture (a blue square), the echo tool's second icon: one a page can draw without fetching anything."""
+
 BASE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "echo",
@@ -47,7 +50,10 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
         "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}, "server": {"type": "string"}}},
         "annotations": {"readOnlyHint": True},
-        "icons": [{"src": "https://example.com/echo.png", "mimeType": "image/png"}],
+        "icons": [
+            {"src": "https://example.com/echo.png", "mimeType": "image/png"},
+            {"src": ECHO_ICON, "mimeType": "image/png", "sizes": ["16x16"]},
+        ],
         "_meta": {"example.com/owner": "tests"},
     },
     {
