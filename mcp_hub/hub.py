@@ -537,7 +537,7 @@ class Hub:
                 "skipped": self.catalog.skipped(name),
             }
             if stderr and upstream.state != State.UP:
-                servers[name]["stderr_tail"] = self._masked(collapsed(upstream.stderr.lines()))
+                servers[name]["stderr_tail"] = self._masked(collapsed(upstream.stderr.last_attempt()))
             sandbox = sandbox_report(upstream.config)
             if sandbox is not None:
                 sandbox["limit_hit"] = upstream.limit_hit or limit_refusals(name)

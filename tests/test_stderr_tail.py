@@ -24,3 +24,17 @@ def test_a_long_line_is_cut_and_bad_bytes_spoil_only_themselves() -> None:
     lines = tail.lines()
     assert [len(line) for line in lines[:-1]] == [500]
     assert lines[-1] == "café \ufffd ok"
+
+
+def test_the_last_attempts_lines_are_told_apart_from_the_earlier_ones() -> None:
+    tail = StderrTail(size=5)
+    with tail.capturing():
+        tail.feed(b"a\nb\n")
+    with tail.capturing():
+        tail.feed(b"c\nunfinish")
+    assert tail.last_attempt() == ["c", "unfinish"]
+    with tail.capturing():  # this child wrote nothing: the lines before it, the unfinished one not continued
+        assert tail.last_attempt() == ["a", "b", "c", "unfinish"]
+        tail.feed(b"ed\n")
+    assert tail.lines() == ["a", "b", "c", "unfinish", "ed"]
+    assert tail.last_attempt() == ["ed"]

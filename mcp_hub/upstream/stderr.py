@@ -43,6 +43,10 @@ class StderrTail:
         self._cutting = False
         """Whether the line under way was kept cut already (the rest of it is dropped)."""
         self._pipes: set[asyncio.ReadTransport] = set()
+        self._kept = 0
+        """Lines kept so far, in all (those the deque has let go of too)."""
+        self._attempt_began = 0
+        """`_kept` when the connection attempt under way (or the last one) began."""
         self.ended: str | None = None
         """How the child of the current connection attempt ended (None: it has not, or it is not known)."""
         self.limit: str | None = None
@@ -70,12 +74,25 @@ class StderrTail:
             lines.append(self._open[:_LINE_CHARS])
         return lines[-self.size :]
 
+    def last_attempt(self) -> list[str]:
+        """The last lines the child of the latest connection attempt wrote; when it wrote none, the last lines
+        (those of the attempts before it): a server that fails the same way at each restart is shown once."""
+        lines = self.lines()
+        written = self._kept - self._attempt_began + (1 if self._open.strip() else 0)
+        return lines[-written:] if 0 < written < len(lines) else lines
+
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
         """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit; how the
         previous attempt's child ended is forgotten on entry."""
         self.ended = self.limit = None
         self._ended = asyncio.Event()
+        if self._open.strip():  # the last child's unfinished line is kept as it is, not continued by the next's
+            self._lines.append(self._open[:_LINE_CHARS])
+            self._kept += 1
+        self._open, self._cutting = "", False
+        self._decoder.reset()
+        self._attempt_began = self._kept
         try:
             yield
         finally:
@@ -90,9 +107,12 @@ class StderrTail:
                 return
             text, self._cutting = text[end + 1 :], False
         *ended, self._open = (self._open + text).split("\n")
-        self._lines.extend(line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip())
+        kept = [line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip()]
+        self._lines.extend(kept)
+        self._kept += len(kept)
         if len(self._open) > _LINE_CHARS:  # a line without end is kept cut, not grown
             self._lines.append(self._open[:_LINE_CHARS])
+            self._kept += 1
             self._open, self._cutting = "", True
 
     async def open_pipe(self) -> int:
