@@ -87,7 +87,7 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
         )
         rows.append(
             f'<tr id="mount-{e(name)}"><td><b>{e(name)}</b></td>'
-            f'<td class="state state-{e(mount["state"])}">{e(mount["state"])}{_failing(mount)}</td>'
+            f'<td><span class="state state-{e(mount["state"])}">{e(mount["state"])}</span>{_failing(mount)}</td>'
             f"<td>{e(mount.get('transport'))}</td><td>{e(mount.get('protocol') or '')}"
             f"{_sessions_of(mount.get('sessions') or [])}</td>"
             f'<td class="restarts">{e(mount.get("restarts"))}</td>'
