@@ -536,7 +536,7 @@ class Hub:
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),
             }
-            if stderr and upstream.state != State.UP:
+            if stderr and upstream.state != State.UP and upstream.config.command is not None:  # a stdio server
                 servers[name]["stderr_tail"] = self._masked(collapsed(upstream.stderr.last_attempt()))
             sandbox = sandbox_report(upstream.config)
             if sandbox is not None:
