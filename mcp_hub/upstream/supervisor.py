@@ -190,7 +190,8 @@ class Upstream:
         """Connection attempts after the first, counted as each begins (a restart after a healthy run, or another
         try after a failed one), since the hub started."""
         self.failures = 0
-        """Connection attempts that failed (or ended before a healthy run) in a row; 0 once the mount is up."""
+        """Connection attempts in a row that failed, or came up and ended before a healthy run; 0 once the mount is
+        up."""
         self._retry_at: float | None = None
         """While backing off: when (`time.monotonic()`) the next attempt begins."""
         self.up_since: float | None = None
@@ -725,7 +726,6 @@ class Upstream:
                         self._beside.reset()
                 if ran >= HEALTHY_RUN:  # a healthy run ended: restarted at once, requests meanwhile wait for it
                     backoff = _BACKOFF_FIRST
-                    self.failures = 0
                     logger.info("server %r: reconnecting now (it was up %.0fs)", self.name, ran)
                 else:
                     self.failures += 1
