@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import uvicorn
+from cachetools import LRUCache
 from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
@@ -76,6 +77,8 @@ logger = logging.getLogger("mcp_hub")
 
 _SECRETS = frozenset({"secrets"})
 """The detector that masks a server's stderr where the hub shows it."""
+_MASKED_KEPT = 256
+"""Lines of servers' stderr kept masked (each server shows 20 at most)."""
 
 STARTS_AT_ONCE = os.cpu_count() or 1
 """How many stdio mounts listed from the catalog snapshot start at the same time."""
@@ -168,8 +171,9 @@ class Hub:
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)
         self._guardrails = guardrails
-        self._masking: tuple[HubConfig | None, Detectors] = (None, Detectors())
-        """The configuration whose secrets `_masked` last read, and the detectors knowing them."""
+        self._masking: tuple[HubConfig | None, Detectors, LRUCache[str, str]] = (None, Detectors(), LRUCache(1))
+        """The configuration whose secrets `_masked` last read, the detectors knowing them, and the lines they
+        masked last (a failing server's tail is shown again at each look of every open console page)."""
         call = compose(self.links, self.router.call)
         search = ToolSearch(config.search, lambda: self.catalog.view("tools"))
         if trail is not None:
@@ -574,9 +578,14 @@ class Hub:
             return lines
         config = self.config
         if self._masking[0] is not config:  # a reload: its secrets too (and those it replaced stay masked)
-            self._masking = (config, self._masking[1].knowing(sorted(hub_secrets(config))))
-        detectors = self._masking[1]
-        return [redacted(line, detectors.find(line, _SECRETS)) for line in lines]
+            self._masking = (config, self._masking[1].knowing(sorted(hub_secrets(config))), LRUCache(_MASKED_KEPT))
+        _, detectors, masked = self._masking
+        shown = []
+        for line in lines:
+            if line not in masked:
+                masked[line] = redacted(line, detectors.find(line, _SECRETS))
+            shown.append(masked[line])
+        return shown
 
     def served_health(self) -> dict[str, Any]:
         """The report /healthz and /readyz serve: `health()`, with the servers' stderr where `[http]
