@@ -33,8 +33,13 @@ def test_the_last_attempts_lines_are_told_apart_from_the_earlier_ones() -> None:
     with tail.capturing():
         tail.feed(b"c\nunfinish")
     assert tail.last_attempt() == ["c", "unfinish"]
-    with tail.capturing():  # this child wrote nothing: the lines before it, the unfinished one not continued
-        assert tail.last_attempt() == ["a", "b", "c", "unfinish"]
+    with tail.capturing():  # this child has written nothing yet: the attempt's before it, its unfinished line kept
+        assert tail.last_attempt() == ["c", "unfinish"]
         tail.feed(b"ed\n")
     assert tail.lines() == ["a", "b", "c", "unfinish", "ed"]
     assert tail.last_attempt() == ["ed"]
+    with tail.capturing(), tail.capturing():  # two that wrote nothing: the last lines
+        assert tail.last_attempt() == ["a", "b", "c", "unfinish", "ed"]
+    for n in range(7):  # more than the tail keeps: its own lines, those it still has
+        tail.feed(f"{n}\n".encode())
+    assert tail.last_attempt() == ["2", "3", "4", "5", "6"]

@@ -82,9 +82,7 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
     rows = []
     for name, mount in report["servers"].items():
         error = mount.get("last_error") or ""
-        waiting = (
-            f" <span class=muted>(waiting for {e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
-        )
+        waiting = f" <span class=muted>({e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
         rows.append(
             f'<tr id="mount-{e(name)}"><td><b>{e(name)}</b></td>'
             f'<td><span class="state state-{e(mount["state"])}">{e(mount["state"])}</span>{_failing(mount)}</td>'

@@ -47,6 +47,8 @@ class StderrTail:
         """Lines kept so far, in all (those the deque has let go of too)."""
         self._attempt_began = 0
         """`_kept` when the connection attempt under way (or the last one) began."""
+        self._before: tuple[int, int] = (0, 0)
+        """The lines the attempt before it kept: `_kept` when it began, and when it ended."""
         self.ended: str | None = None
         """How the child of the current connection attempt ended (None: it has not, or it is not known)."""
         self.limit: str | None = None
@@ -75,11 +77,19 @@ class StderrTail:
         return lines[-self.size :]
 
     def last_attempt(self) -> list[str]:
-        """The last lines the child of the latest connection attempt wrote; when it wrote none, the last lines
-        (those of the attempts before it): a server that fails the same way at each restart is shown once."""
-        lines = self.lines()
-        written = self._kept - self._attempt_began + (1 if self._open.strip() else 0)
-        return lines[-written:] if 0 < written < len(lines) else lines
+        """The last lines the child of the latest connection attempt wrote; when it has written none (yet), those
+        of the attempt before it; when that wrote none either, the last lines: a server that fails the same way
+        at each restart is shown once."""
+        lines = list(self._lines)
+        first = self._kept - len(lines)
+        """The number of the oldest line still kept."""
+        if self._kept > self._attempt_began or self._open.strip():
+            shown = lines[max(0, self._attempt_began - first) :]
+            return [*shown, self._open[:_LINE_CHARS]] if self._open.strip() else shown
+        began, ended = self._before
+        if ended > began and ended > first:
+            return lines[max(0, began - first) : ended - first]
+        return self.lines()
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
@@ -92,6 +102,7 @@ class StderrTail:
             self._kept += 1
         self._open, self._cutting = "", False
         self._decoder.reset()
+        self._before = (self._attempt_began, self._kept)
         self._attempt_began = self._kept
         try:
             yield
