@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import itertools
 import json
 import logging
 import os
@@ -58,6 +57,7 @@ from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 from mcp_hub.upstream.command import command_not_found, find_command
 from mcp_hub.upstream.sandbox import describe as sandbox_report
+from mcp_hub.upstream.stderr import collapsed
 
 if TYPE_CHECKING:
     from mcp_hub.credentials.connections import Consent
@@ -352,7 +352,7 @@ def _check(args: argparse.Namespace) -> int:
             failed += 1
             reason = report["waiting_for"] or report["last_error"] or "no connection attempt yet"
             print(f"  {name}: {_state(report)}: {reason}")
-            for line in _collapsed(report["stderr"])[-_STDERR_LINES:]:
+            for line in collapsed(report["stderr"])[-_STDERR_LINES:]:
                 print(f"    stderr: {line}")
         if "sandbox" in report:
             print(f"    sandbox: {report['sandbox']['summary']}")
@@ -384,12 +384,6 @@ def _state(report: dict[str, Any]) -> str:
     if report["state"] == State.STARTING and report["last_error"]:
         return str(State.DOWN)
     return str(report["state"])
-
-
-def _collapsed(lines: Sequence[str]) -> list[str]:
-    """`lines`, a run of the same line written once (a server that fails the same way at each restart)."""
-    runs = [(line, len(list(run))) for line, run in itertools.groupby(lines)]
-    return [line if count == 1 else f"{line} ({count} times)" for line, count in runs]
 
 
 def _tools(args: argparse.Namespace) -> int:

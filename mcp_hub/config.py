@@ -173,6 +173,12 @@ class HttpSettings(BaseModel):
             raise rule_error(f'the endpoint path must start with "/"; write "/{path}"')
         return path
 
+    health_stderr: bool = False
+    """Add to `/healthz` and `/readyz`, under each stdio server that is not up, the last lines it wrote to stderr
+    (`stderr_tail`), their secrets masked. False (the default): those pages answer anyone who reaches the hub,
+    without signing in, and a server's stderr may say more than its state (paths, hosts, what it was given);
+    the admin console and `mcp-hub check --connect` show them to an administrator."""
+
     allow_unauthenticated: bool = False
     """Serve HTTP on an address other than loopback without client authentication (no `[auth] api_keys`, no
     `[auth.oauth]`): only behind something that authenticates every request itself. False: such a hub refuses

@@ -93,6 +93,7 @@ def test_full_example_loads() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "health_stderr": False,
         "allow_unauthenticated": False,
         "cors_origins": (),
     }
@@ -127,6 +128,7 @@ def test_defaults() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "health_stderr": False,
         "allow_unauthenticated": False,
         "cors_origins": (),
     }

@@ -39,7 +39,7 @@ from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
-from mcp_hub.chain.guardrails import configured_secrets
+from mcp_hub.chain.guardrails import hub_secrets
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
@@ -97,7 +97,7 @@ class ConsoleHub(Protocol):
     budgets: BudgetCounter | None
 
     def policy(self) -> PolicySet: ...
-    def health(self) -> dict[str, Any]: ...
+    def health(self, *, stderr: bool = False) -> dict[str, Any]: ...
     async def pins_changed(self) -> None: ...
 
 
@@ -182,7 +182,7 @@ class _Pages:
         config = self.hub.config
         seen, known, ordered = self._masks
         if config is not seen:
-            known = known | _secret_values(config)
+            known = known | hub_secrets(config)
             ordered = sorted(known, key=len, reverse=True)
             self._masks = (config, known, ordered)
         return ordered
@@ -288,7 +288,7 @@ class _Pages:
 
     def _live_status(self) -> str:
         sessions = {name: upstream.client_sessions for name, upstream in list(self.hub.upstreams.items())}
-        return self._masked(pages.mounts(self.hub.health(), sessions))
+        return self._masked(pages.mounts(self.hub.health(stderr=True), sessions))
 
     async def _status(self, request: Request, session: Session) -> Response:
         uptime = int(time.monotonic() - self.started)
@@ -338,6 +338,8 @@ class _Pages:
                     "mount": target.mount,
                     "native": target.native,
                     "description": item.get("description"),
+                    "title": item.get("title"),
+                    "icons": item.get("icons"),
                     "annotations": item.get("annotations") if kind == "tools" else None,
                     "pin": "-",
                 }
@@ -360,6 +362,8 @@ class _Pages:
                 "native": native,
                 "pin": "held",
                 "description": definition.get("description"),
+                "title": definition.get("title"),
+                "icons": definition.get("icons"),
                 "annotations": definition.get("annotations"),
             }
             if principal:
@@ -432,7 +436,7 @@ class _Pages:
 
     async def _audit(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()
-        filters = audit_view.Filters.of(request.query_params)
+        filters = audit_view.Filters.of(request.query_params, self._public_names())
         try:
             offset = max(0, int(request.query_params.get("offset", "0")))
         except ValueError:
@@ -447,7 +451,7 @@ class _Pages:
         path, _ = self._audit_file()
         if path is None:
             return
-        filters = audit_view.Filters.of(request.query_params)
+        filters = audit_view.Filters.of(request.query_params, self._public_names())
         tail = audit_view.Tail(path)
         while True:
             fresh = [event for event in tail.read() if filters.admit(event)]
@@ -455,6 +459,9 @@ class _Pages:
                 yield ServerSentEvent(self._masked(pages.audit_rows(_base(request), reversed(fresh))), event="prepend")
             if await self._closing(session):
                 return
+
+    def _public_names(self) -> audit_view.Resolve:
+        return audit_view.public_names(self.hub.catalog, self.hub.config.servers)
 
     async def _audit_line(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()
@@ -490,16 +497,6 @@ class _Pages:
         return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
 
 
-def _secret_values(config: HubConfig) -> set[str]:
-    """The secret values of `config` worth masking (six characters or more)."""
-    values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
-    values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
-    values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
-    if config.auth.oauth is not None and config.auth.oauth.client_secret:
-        values.append(config.auth.oauth.client_secret)
-    return {value for value in values if len(value) >= 6}
-
-
 def _target(form: Mapping[str, str]) -> Target:
     """The target the explain form names, as `mcp-hub explain` reads it; ValueError saying what is wrong."""
     kind = form.get("kind", "tool")
@@ -530,7 +527,8 @@ def _target(form: Mapping[str, str]) -> Target:
 def _matches(row: Mapping[str, Any], query: str) -> bool:
     if not query:
         return True
-    text = " ".join(str(row.get(key) or "") for key in ("kind", "name", "mount", "description", "pin")).lower()
+    text = " ".join(str(row.get(key) or "") for key in ("kind", "name", "title", "mount", "description", "pin"))
+    text = text.lower()
     return all(word in text for word in query.lower().split())
 
 
@@ -557,7 +555,7 @@ def _cookie(response: Response, request: Request, name: str, value: str, max_age
 _HEADERS = [
     (
         b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-frame-options", b"DENY"),

@@ -42,6 +42,11 @@ button.reject, button.quiet { background: #6b7280; }
 .login { max-width: 360px; margin: 10vh auto; }
 details summary { cursor: pointer; }
 h2.section { margin-top: 1.6rem; }
+.failing { color: var(--bad); font-weight: 400; font-size: .8rem; }
+.icons img.icon { vertical-align: middle; margin-right: .35rem; object-fit: contain; }
+.icon-src { display: block; color: var(--muted); font-size: .75rem; word-break: break-all; }
+.title { margin-left: .4rem; }
+pre.stderr-tail { margin: .4rem 0 0; max-height: 12rem; overflow-y: auto; font-size: .78rem; background: #fbfbfc; }
 """
 
 JS = """

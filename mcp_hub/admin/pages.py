@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from mcp_hub.admin.audit_view import Filters
+from mcp_hub.admin.icons import icons
 from mcp_hub.credentials.connections import Connection, Consent
 
 PAGES = (
@@ -81,12 +82,10 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
     rows = []
     for name, mount in report["servers"].items():
         error = mount.get("last_error") or ""
-        waiting = (
-            f" <span class=muted>(waiting for {e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
-        )
+        waiting = f" <span class=muted>({e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
         rows.append(
             f'<tr id="mount-{e(name)}"><td><b>{e(name)}</b></td>'
-            f'<td class="state state-{e(mount["state"])}">{e(mount["state"])}</td>'
+            f'<td><span class="state state-{e(mount["state"])}">{e(mount["state"])}</span>{_failing(mount)}</td>'
             f"<td>{e(mount.get('transport'))}</td><td>{e(mount.get('protocol') or '')}"
             f"{_sessions_of(mount.get('sessions') or [])}</td>"
             f'<td class="restarts">{e(mount.get("restarts"))}</td>'
@@ -94,7 +93,7 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
             f" / {mount.get('resource_templates', 0)}</td>"
             f"<td>{e(sessions.get(name, 0))}</td>"
             f"{_sandbox_cell(mount.get('sandbox'))}"
-            f'<td class="last-error">{e(error)}{waiting}</td></tr>'
+            f'<td class="last-error">{e(error)}{waiting}{_stderr_tail(mount.get("stderr_tail") or [])}</td></tr>'
         )
     body = "".join(rows) or '<tr><td colspan="9" class="muted">No mounts.</td></tr>'
     return (
@@ -104,6 +103,30 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
         "<th>Last error</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
+
+
+def _failing(mount: Mapping[str, Any]) -> str:
+    """Under a mount's state: how many connection attempts failed in a row, and when it tries again."""
+    failures = mount.get("failures") or 0
+    if not failures or mount["state"] == "up":
+        return ""
+    retry = mount.get("next_attempt_in")
+    when = (
+        f"; next try in {retry:.0f} s"
+        if retry is not None
+        else "; trying again now"
+        if mount["state"] == "starting"
+        else ""
+    )
+    times = "1 attempt" if failures == 1 else f"{failures} attempts"
+    return f'<div class="failing">failing: {times} in a row{when}</div>'
+
+
+def _stderr_tail(lines: Sequence[str]) -> str:
+    """The last lines a server that is not up wrote to stderr (masked by the hub), oldest first."""
+    if not lines:
+        return ""
+    return f'<pre class="stderr-tail">{e(chr(10).join(lines))}</pre>'
 
 
 def _sessions_of(sessions: list[Mapping[str, Any]]) -> str:
@@ -143,9 +166,11 @@ def catalog(
     lines = []
     for row in rows:
         annotations = ", ".join(f"{e(k)}={e(json.dumps(v))}" for k, v in (row.get("annotations") or {}).items())
+        title = f' <span class="title">{e(row["title"])}</span>' if row.get("title") else ""
+        pictures, sources = icons(row.get("icons"))
         cells = (
-            f"<td>{e(row['kind'])}</td><td><code>{e(row['name'])}</code>"
-            f"<div class=muted>{e((row.get('description') or '')[:160])}</div></td>"
+            f"<td>{e(row['kind'])}</td><td>{pictures}<code>{e(row['name'])}</code>{title}"
+            f"<div class=muted>{e((row.get('description') or '')[:160])}</div>{sources}</td>"
             f"<td>{e(row['mount'])}</td><td class='pin pin-{e(row['pin'])}'>{e(row['pin'])}</td><td>{annotations}</td>"
         )
         if principal:
@@ -392,7 +417,7 @@ def audit(
     return (
         "<h1>Audit</h1>"
         f'<form class="filters" method="get" action="{base}/audit">'
-        f"{field('principal', 'Principal')}{field('mount', 'Mount')}{field('tool', 'Tool')}"
+        f"{field('principal', 'Principal')}{field('mount', 'Mount')}{field('tool', 'Tool (public name)')}"
         f'<label>Outcome<select name="outcome" id="f-outcome">{choices}</select></label>'
         f"{field('since', 'From (UTC)', 'datetime-local')}{field('until', 'Until (UTC)', 'datetime-local')}"
         '<button id="filter">Filter</button></form>'

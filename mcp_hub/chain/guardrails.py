@@ -116,6 +116,18 @@ def configured_secrets(config: HubConfig) -> list[str]:
     return values
 
 
+def hub_secrets(config: HubConfig) -> set[str]:
+    """Every secret value of `config` worth masking where the hub shows text (six characters or more): those of
+    `configured_secrets`, the admin console's keys, and the mounts' and the hub's OAuth client secrets and
+    token keys."""
+    values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
+    values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
+    values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
+    if config.auth.oauth is not None and config.auth.oauth.client_secret:
+        values.append(config.auth.oauth.client_secret)
+    return {value for value in values if len(value) >= 6}
+
+
 class Guardrails:
     def __init__(self, policy: Callable[[], PolicySet], detectors: Detectors, audit: AuditLog) -> None:
         self._policy = policy

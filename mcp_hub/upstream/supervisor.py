@@ -189,6 +189,13 @@ class Upstream:
         self._awaiting = "initialize"
         """What the connection attempt under way waits for: the handshake, then each first listing."""
         self.restarts = 0
+        """Connection attempts after the first, counted as each begins (a restart after a healthy run, or another
+        try after a failed one), since the hub started."""
+        self.failures = 0
+        """Connection attempts in a row that failed, or came up and ended before a healthy run; 0 once the mount is
+        up."""
+        self._retry_at: float | None = None
+        """While backing off: when (`time.monotonic()`) the next attempt begins."""
         self.up_since: float | None = None
         """When (`time.monotonic()`) the current connection came up; None while there is none."""
         self._moved = anyio.Event()
@@ -274,6 +281,13 @@ class Upstream:
         if waited >= self.config.connect_timeout:
             return f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s"
         return f"waiting for an answer to {self._awaiting} ({waited:.0f}s so far)"
+
+    @property
+    def next_attempt_in(self) -> float | None:
+        """While the mount is down, backing off: seconds until its next connection attempt."""
+        if self.state != State.DOWN or self._retry_at is None:
+            return None
+        return max(0.0, self._retry_at - time.monotonic())
 
     @property
     def client_sessions(self) -> int:
@@ -719,14 +733,19 @@ class Upstream:
                     backoff = _BACKOFF_FIRST
                     logger.info("server %r: reconnecting now (it was up %.0fs)", self.name, ran)
                 else:
-                    self._move(State.DOWN)
+                    self.failures += 1
                     if missing:  # no child started: looked for again now and then, quietly, until it is installed
                         backoff = _BACKOFF_MAX
                     else:
                         logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
-                    await anyio.sleep(backoff)
+                    self._retry_at = time.monotonic() + backoff
+                    self._move(State.DOWN)
+                    try:
+                        await anyio.sleep(backoff)
+                    finally:
+                        self._retry_at = None
                     backoff = min(backoff * 2, _BACKOFF_MAX)
-                self.restarts += 1
+                self.restarts += 1  # counted as the attempt begins, whether or not it comes up
                 self.state = State.STARTING
         finally:
             self._connection = None
@@ -786,6 +805,7 @@ class Upstream:
                 connecting.deadline = math.inf
                 self.up_since = time.monotonic()
                 self.last_error = None
+                self.failures = 0
                 self._move(State.UP)
                 self.settled.set()
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)
