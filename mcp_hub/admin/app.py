@@ -103,17 +103,18 @@ class ConsoleHub(Protocol):
     async def pins_changed(self) -> None: ...
 
 
-def console(hub: Any, host: str) -> Console:
-    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`."""
-    return Console(hub, host)
+def console(hub: Any, host: str, *, clock: Callable[[], float] = time.time) -> Console:
+    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`; `clock`: the
+    wall clock its sessions and sign-ins expire by."""
+    return Console(hub, host, clock=clock)
 
 
 class Console:
     """The console as an ASGI app; `close()` ends its live streams (the server is shutting down, and would
     otherwise wait for every open page to go away)."""
 
-    def __init__(self, hub: ConsoleHub, host: str) -> None:
-        self._pages = _Pages(hub)
+    def __init__(self, hub: ConsoleHub, host: str, *, clock: Callable[[], float] = time.time) -> None:
+        self._pages = _Pages(hub, clock)
         self._app = Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -124,18 +125,19 @@ class Console:
 
 
 class _Pages:
-    def __init__(self, hub: ConsoleHub) -> None:
+    def __init__(self, hub: ConsoleHub, clock: Callable[[], float] = time.time) -> None:
         self.hub = hub
         self.closed = anyio.Event()
         admin = hub.config.admin
         sso = lambda: None if hub.config.admin.oidc is None else fingerprint(hub.config.admin.oidc)  # noqa: E731
-        self.sessions = Sessions(lambda: hub.config.admin.keys, admin.session_hours, hub.cluster, sso=sso)
+        self.sessions = Sessions(lambda: hub.config.admin.keys, admin.session_hours, hub.cluster, sso=sso, clock=clock)
         self.sso = SingleSignOn(
             lambda: hub.config.admin.oidc,
             self.sessions,
             lambda request, title, body, code: self._render(request, title, "", body, None, code),
             lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
             hub.cluster,
+            clock=clock,
         )
         self.throttle = LoginThrottle(hub.cluster)
         self.started = time.monotonic()

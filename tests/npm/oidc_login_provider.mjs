@@ -6,14 +6,18 @@
 //
 //   node oidc_login_provider.mjs CONFIG_JSON
 //
-// CONFIG_JSON: {"port": N, "resources": {"URL": "SCOPES", ...}, "clients": [CLIENT_METADATA, ...]}: the
-// resources tokens may be issued for, each with the scopes it takes (space-separated); the clients
-// registered beforehand (the hub, toward a mode = "user" server). The issuer is http://127.0.0.1:PORT.
-// Prints "ready" once it listens.
+// CONFIG_JSON: {"port": N, "resources": {"URL": "SCOPES", ...}, "clients": [CLIENT_METADATA, ...],
+// "accounts": {"LOGIN": {CLAIMS}, ...}, "idTokenClaims": false}: the resources tokens may be issued for, each
+// with the scopes it takes (space-separated); the clients registered beforehand (the hub, toward a
+// mode = "user" server, or as the admin console's OpenID Connect client); the people's claims beyond `sub`
+// (`email`, `name`, `preferred_username`, `groups`, `realm_access`, given for the scopes email, profile and
+// groups); with
+// `idTokenClaims`, they are in the ID token too, else in the userinfo answer only (oidc-provider's default).
+// The issuer is http://127.0.0.1:PORT. Prints "ready" once it listens.
 import { generateKeyPairSync } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
 
-const { port, resources, clients = [] } = JSON.parse(process.argv[2]);
+const { port, resources, clients = [], accounts = {}, idTokenClaims = false } = JSON.parse(process.argv[2]);
 const issuer = `http://127.0.0.1:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const key = { ...privateKey.export({ format: "jwk" }), kid: "oidc-login-1", use: "sig", alg: "RS256" };
@@ -22,7 +26,18 @@ const scopes = new Set(Object.values(resources).flatMap((s) => s.split(" ")));
 const provider = new Provider(issuer, {
   clients,
   jwks: { keys: [key] },
-  scopes: ["openid", "offline_access", ...scopes],
+  scopes: ["openid", "offline_access", "email", "profile", "groups", ...scopes],
+  claims: {
+    openid: ["sub"],
+    email: ["email", "email_verified"],
+    profile: ["name", "preferred_username"],
+    groups: ["groups", "realm_access"],
+  },
+  conformIdTokenClaims: !idTokenClaims,
+  findAccount: async (ctx, id) => ({
+    accountId: id,
+    claims: async () => ({ sub: id, ...(accounts[id] || {}) }),
+  }),
   pkce: { required: () => true },
   // Every client with the refresh_token grant gets a refresh token (not only with offline_access).
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed("refresh_token"),
