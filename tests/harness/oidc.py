@@ -6,8 +6,10 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any
 from urllib.parse import urljoin
 
@@ -77,6 +79,40 @@ async def browse(url: str, login: str, until: str, browser: httpx2.AsyncClient |
                 fields |= {"login": login, "password": "any password"}
             response = await browser.post(urljoin(str(response.url), html.unescape(action[1])), data=fields)
         raise AssertionError(f"the sign-in did not come back to {until}")
+
+
+@contextmanager
+def oidc_provider_process(
+    port: int, clients: list[dict[str, Any]], accounts: dict[str, dict[str, Any]], *, host: str = "127.0.0.1"
+) -> Iterator[str]:
+    """oidc-provider as a child process, for a test that is not async (a browser's): its issuer, `host` naming
+    it (it listens on 127.0.0.1), once it serves its metadata."""
+    settings = json.dumps({"port": port, "resources": {}, "clients": clients, "accounts": accounts, "host": host})
+    process = subprocess.Popen(
+        [str(NODE), str(SCRIPT), settings], cwd=SCRIPT.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    issuer = f"http://{host}:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while not _serving(f"http://127.0.0.1:{port}/.well-known/openid-configuration"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"oidc-provider did not start (exit code {process.poll()})")
+            time.sleep(0.05)  # polling a child process's start-up, bounded by the deadline
+        yield issuer
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _serving(url: str) -> bool:
+    try:
+        return httpx2.get(url, timeout=2).status_code == 200
+    except httpx2.TransportError:
+        return False
 
 
 def installed() -> bool:

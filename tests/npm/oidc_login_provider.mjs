@@ -13,12 +13,15 @@
 // (`email`, `name`, `preferred_username`, `groups`, `realm_access`, given for the scopes email, profile and
 // groups); with
 // `idTokenClaims`, they are in the ID token too, else in the userinfo answer only (oidc-provider's default).
-// The issuer is http://127.0.0.1:PORT. Prints "ready" once it listens.
+// The issuer is http://HOST:PORT ("host": "localhost" puts it on another site than the hub's 127.0.0.1, as
+// an identity provider is to a browser); it listens on 127.0.0.1. Prints "ready" once it listens.
 import { generateKeyPairSync } from "node:crypto";
 import Provider, { errors } from "oidc-provider";
 
-const { port, resources, clients = [], accounts = {}, idTokenClaims = false } = JSON.parse(process.argv[2]);
-const issuer = `http://127.0.0.1:${port}`;
+const { port, resources, clients = [], accounts = {}, idTokenClaims = false, host = "127.0.0.1" } = JSON.parse(
+  process.argv[2],
+);
+const issuer = `http://${host}:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
 const key = { ...privateKey.export({ format: "jwk" }), kid: "oidc-login-1", use: "sig", alg: "RS256" };
 const scopes = new Set(Object.values(resources).flatMap((s) => s.split(" ")));
