@@ -9,8 +9,8 @@ line each, when there are several):
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
    headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, in
-   `[admin] keys`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the
-   expanded values (a url may come from a variable).
+   `[admin] keys` and `[admin.oidc]`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3
+   again on the expanded values (a url may come from a variable).
 
 A variable is looked up in the environment, then in the `[hub] env_file` (a dotenv file; the environment
 wins). A variable a server's table needs and neither has does not stop the hub: that server is left out,
