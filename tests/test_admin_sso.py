@@ -330,8 +330,16 @@ async def test_callback_errors_are_pages_that_say_what_happened(tmp_path: Path) 
         assert (await web.get(f"{setup.base}/admin/sso/start", headers=cross)).status_code == 403
         assert (await web.get(setup.callback, headers=cross, params={"state": "x"})).status_code == 400
 
-        # The admin key still opens the console (break-glass), and a key's audit lines are as before.
+        # The admin key still opens the console (break-glass).
         await logged_in(web, setup.base)
+
+        # Sign-ins begun count against the address's login attempts: 20 a minute.
+        address = {"X-Forwarded-For": "10.0.0.7"}
+        answers = [(await web.get(f"{setup.base}/admin/sso/start", headers=address)).status_code for _ in range(21)]
+        assert answers == [303] * 20 + [429]
+        held = await web.get(f"{setup.base}/admin/sso/start", headers=address)
+        assert "Too many sign-in attempts; try again in" in held.text and int(held.headers["retry-after"]) <= 60
+        assert (await web.get(f"{setup.base}/admin/sso/start")).status_code == 303  # another address
 
 
 @pytest.mark.slow

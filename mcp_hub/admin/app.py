@@ -131,15 +131,16 @@ class _Pages:
         admin = hub.config.admin
         sso = lambda: None if hub.config.admin.oidc is None else fingerprint(hub.config.admin.oidc)  # noqa: E731
         self.sessions = Sessions(lambda: hub.config.admin.keys, admin.session_hours, hub.cluster, sso=sso, clock=clock)
+        self.throttle = LoginThrottle(hub.cluster)
         self.sso = SingleSignOn(
             lambda: hub.config.admin.oidc,
             self.sessions,
             lambda request, title, body, code: self._render(request, title, "", body, None, code),
             lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
+            self.throttle,
             hub.cluster,
             clock=clock,
         )
-        self.throttle = LoginThrottle(hub.cluster)
         self.started = time.monotonic()
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""

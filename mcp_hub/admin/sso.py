@@ -10,6 +10,7 @@ break-glass use). The console is an OpenID Connect relying party, with authlib's
    `PENDING_SECONDS`, in memory or in Redis with `[cluster]` (the callback may reach another replica), and is
    bound to the browser by a cookie of its own (HttpOnly, SameSite=Lax so that it comes back with the
    identity provider's redirect, its path the callback's).
+   Sign-ins begun count against the address's login attempts (throttle.py).
 2. `/admin/sso/callback`: the state is taken (good once, whatever the replica), must have been begun in this
    browser, and the answer must come from the configured issuer (RFC 9207's `iss`, when given). The code is
    traded for tokens with the verifier, and the ID token is checked: its signature against the issuer's keys
@@ -36,6 +37,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -55,6 +57,7 @@ from starlette.routing import Route
 
 from mcp_hub.admin import pages
 from mcp_hub.admin.sessions import COOKIE, Sessions, store
+from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.auth.discovery import fetch_json, issuer_metadata
 from mcp_hub.auth.jwks import KeySet
 from mcp_hub.auth.refusal import Refusal, Unavailable
@@ -203,10 +206,12 @@ class SingleSignOn:
         sessions: Sessions,
         render: Render,
         audit: Callable[[Administrator, str, str], None],
+        throttle: LoginThrottle,
         cluster: Cluster | None = None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._throttle = throttle
         self._settings = settings
         self._sessions = sessions
         self._render = render
@@ -232,6 +237,13 @@ class SingleSignOn:
         settings = self._settings()
         if settings is None:
             return self._refusal(request, "Single sign-on is not set up for this console.", 404)
+        wait = await self._throttle.sign_in(_client(request))
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            logger.warning("admin console: too many sign-ins begun from %s; held back %d s", _client(request), seconds)
+            response = self._refusal(request, f"Too many sign-in attempts; try again in {seconds} s.", 429)
+            response.headers["Retry-After"] = str(seconds)
+            return response
         try:
             metadata = await self._issuer_metadata(settings)
             endpoint = _endpoint(metadata, "authorization_endpoint", settings)
