@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import httpx2
 import pytest
 
@@ -29,7 +31,7 @@ from mcp_hub.credentials.authority import oauth_client
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, hub_client, serve_app, wait_for
+from tests.conftest import free_port, hub_client, hub_command, hub_environment, serve_app, wait_for
 from tests.harness.console import ADMIN_KEY, console_config, logged_in
 from tests.harness.oidc import browse, installed, oidc_login_provider
 
@@ -353,6 +355,32 @@ async def test_a_session_ends_when_the_single_sign_on_settings_change(tmp_path: 
         admin = setup.hub.config.admin.model_copy(update={"oidc": oidc.model_copy(update={"admin_values": ("x",)})})
         setup.hub.config = setup.hub.config.model_copy(update={"admin": admin})  # as a live reload replaces it
         assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+async def test_check_names_the_single_sign_on_and_connect_reads_the_provider(tmp_path: Path) -> None:
+    environment = hub_environment(ADMIN_KEY=ADMIN_KEY, CONSOLE_OIDC_SECRET=CONSOLE_CLIENT[1])
+
+    def check(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+        command = [*hub_command("check", "--config", str(config), *flags)]
+        return subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=60)
+
+    async with oidc_login_provider(free_port(), {}, [], PEOPLE) as issuer:
+        config = console_config(tmp_path, tail=sso_settings(issuer))
+        offline = await anyio.to_thread.run_sync(check, config)
+        online = await anyio.to_thread.run_sync(check, config, "--connect")
+    assert offline.returncode == 0, offline.stderr
+    said = f"[admin.oidc]: ok, the console's single sign-on at {issuer}; administrators: groups holds one of mcp-admins"
+    assert said in offline.stdout
+    assert online.returncode == 0, online.stdout + online.stderr
+    at = re.escape(issuer)
+    found = rf"{at}: identity provider metadata ok; \d signing key\(s\) at {at}/jwks; a userinfo endpoint"
+    assert re.search(found, online.stdout), online.stdout
+    (tmp_path / "gone").mkdir()
+    gone = console_config(tmp_path / "gone", tail=sso_settings(f"http://127.0.0.1:{free_port()}"))
+    unreachable = await anyio.to_thread.run_sync(check, gone, "--connect")
+    assert unreachable.returncode == 1 and "unavailable: no authorization server metadata" in unreachable.stdout
 
 
 # -- the ID token's checks, on ID tokens oidc-provider issued ------------------------------------------------

@@ -417,6 +417,28 @@ async def _with_userinfo(
     return {**info, **claims}
 
 
+async def probe(settings: AdminOidc) -> str:
+    """Read the identity provider's metadata and keys as a sign-in would (for `mcp-hub check --connect`): what was
+    found. Raises `Unavailable` naming what could not be had."""
+    async with httpx2.AsyncClient(follow_redirects=False) as http:
+        metadata = await issuer_metadata(http, settings.issuer)
+        try:
+            for name in ("authorization_endpoint", "token_endpoint"):
+                _endpoint(metadata, name, settings)
+            jwks_uri = _endpoint(metadata, "jwks_uri", settings)
+        except Refused as exc:
+            raise Unavailable(exc.message) from None
+
+        async def where() -> str:
+            return jwks_uri
+
+        keys = await KeySet(http, where, refetch_interval=1.0, max_age=60.0).load()
+    if keys == 0:
+        raise Unavailable(f"{jwks_uri} holds no public signing key the console can check ID tokens with")
+    userinfo = "a userinfo endpoint" if isinstance(metadata.get("userinfo_endpoint"), str) else "no userinfo endpoint"
+    return f"identity provider metadata ok; {keys} signing key(s) at {jwks_uri}; {userinfo}"
+
+
 def _endpoint(metadata: Mapping[str, Any], name: str, settings: AdminOidc) -> str:
     found = metadata.get(name)
     if not isinstance(found, str) or urlsplit(found).scheme not in ("https", "http"):
