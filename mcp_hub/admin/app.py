@@ -421,7 +421,7 @@ class _Pages:
     def _record(self, who: Administrator, method: str, key: str | None, outcome: str, reason: str) -> None:
         """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one)."""
         mount, _, tool = key.partition("/") if key is not None else (None, "", None)
-        logger.info("admin console: %s", reason)
+        logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
         self.hub.audit.record(
             AuditEvent.by_administrator(
                 who,

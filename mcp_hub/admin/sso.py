@@ -19,7 +19,8 @@ break-glass use). The console is an OpenID Connect relying party, with authlib's
    `CodeIDToken`). Claims the ID token leaves out are read from the userinfo endpoint (whose `sub` must be the
    ID token's).
 3. A person whose `admin_claim` holds one of `admin_values` is an administrator: the console's own session
-   begins (sessions.py), named by their email (else their preferred username, name or subject), and keeping
+   begins (sessions.py), named by their email (unless the provider says it is not verified; else their
+   preferred username, name or subject), and keeping
    their issuer, subject, name and email for the audit log; it lasts `session_hours`, ends at sign-out,
    and ends at once when the `[admin.oidc]` settings that admitted them change. Anyone else is refused with a
    page that says why. Both are audit lines (`admin/sign-in`, "allowed" or "refused").
@@ -105,7 +106,8 @@ class Person:
             value = claims.get(name)
             return value if isinstance(value, str) and value else None
 
-        return cls(str(claims["iss"]), str(claims["sub"]), text("name"), text("email"), text("preferred_username"))
+        email = text("email") if claims.get("email_verified") is not False else None  # an unverified one: anyone's
+        return cls(str(claims["iss"]), str(claims["sub"]), text("name"), email, text("preferred_username"))
 
     @property
     def label(self) -> str:
