@@ -24,7 +24,7 @@ import httpx2
 import pytest
 
 from mcp_hub.admin import console
-from mcp_hub.admin.sso import BINDING_COOKIE, Refused, id_token_claims
+from mcp_hub.admin.sso import BINDING_COOKIE, Person, Refused, id_token_claims, is_administrator
 from mcp_hub.auth.jwks import KeySet
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.credentials.authority import oauth_client
@@ -179,6 +179,29 @@ def test_the_settings_are_checked_with_errors_that_name_the_key_and_the_fix() ->
         parse_config(base.replace("https://idp", "http://idp") + 'admin_claim = "g"\nadmin_values = ["x"]\n')
     with pytest.raises(ConfigError, match=r"admin\.keys: the console needs an administrator.*\[admin\.oidc\]"):
         parse_config("[admin]\nenabled = true\n")
+
+
+def test_who_is_an_administrator_and_how_a_person_is_named() -> None:
+    base = '[admin]\nenabled = true\n[admin.oidc]\nissuer = "https://idp.example.com"\nclient_id = "console"\n'
+    groups = parse_config(base + 'admin_claim = "groups"\nadmin_values = ["mcp-admins", "ops"]\n').admin.oidc
+    nested = parse_config(base + 'admin_claim = "realm_access.roles"\nadmin_values = ["admin"]\n').admin.oidc
+    assert groups is not None and nested is not None
+    assert is_administrator({"groups": ["staff", "ops"]}, groups)
+    assert is_administrator({"groups": "mcp-admins"}, groups)  # a string claim: is one
+    for claims in ({"groups": ["staff"]}, {"groups": "mcp-admins-not"}, {"groups": [["mcp-admins"]]}, {}):
+        assert not is_administrator(claims, groups), claims
+    assert is_administrator({"realm_access": {"roles": ["admin"]}}, nested)
+    assert is_administrator({"realm_access.roles": ["admin"]}, nested)  # the whole name first
+    assert not is_administrator({"realm_access": ["admin"]}, nested)
+
+    alice = Person.of({"iss": "https://idp", "sub": "u-1", "name": "Alice Admin", "email": "alice@example.com"})
+    assert alice.label == "alice@example.com" and alice.described == "Alice Admin <alice@example.com>"
+    who = alice.administrator()
+    assert (who.name, who.issuer, who.subject) == ("alice@example.com", "https://idp", "u-1")
+    assert str(who) == "'alice@example.com' (Alice Admin <alice@example.com>, subject u-1 at https://idp)"
+    unverified = {"iss": "https://idp", "sub": "u-2", "email": "root@example.com", "email_verified": False}
+    assert Person.of({**unverified, "preferred_username": "mallory"}).label == "mallory"
+    assert Person.of(unverified).label == "u-2" and Person.of(unverified).described is None
 
 
 # -- over HTTP, against oidc-provider ---------------------------------------------------------------------
