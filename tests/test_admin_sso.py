@@ -101,10 +101,11 @@ class Console:
 
 @asynccontextmanager
 async def sso_console(
-    tmp_path: Path, *, keys: bool = True, id_token_claims: bool = False, **overrides: Any
+    tmp_path: Path, *, keys: bool = True, id_token_claims: bool = False, live: bool = False, **overrides: Any
 ) -> AsyncIterator[Console]:
     """oidc-provider with alice and bob, and a hub whose console takes single sign-on there (and, with `keys`, the
-    admin key of root), served on loopback."""
+    admin key of root), served on loopback. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve`
+    does, reading the variables from the process's environment (which the test sets)."""
     port, provider_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     client = {
@@ -119,10 +120,11 @@ async def sso_console(
         path = console_config(
             tmp_path, keys='root = "${ADMIN_KEY}"' if keys else "", tail=sso_settings(issuer, **overrides)
         )
-        config = load_config(path, environ={"ADMIN_KEY": ADMIN_KEY, "CONSOLE_OIDC_SECRET": CONSOLE_CLIENT[1]})
+        environ = None if live else {"ADMIN_KEY": ADMIN_KEY, "CONSOLE_OIDC_SECRET": CONSOLE_CLIENT[1]}
+        config = load_config(path, environ=environ)
         hub = Hub(config)
         clock = Clock()
-        async with hub.running():
+        async with hub.running(live=live):
             await hub.wait_settled(20.0)
             app = build_app(
                 hub.endpoint.server,
@@ -369,15 +371,38 @@ async def test_callback_errors_are_pages_that_say_what_happened(tmp_path: Path) 
 
 @pytest.mark.slow
 @needs_oidc_provider
-async def test_a_session_ends_when_the_single_sign_on_settings_change(tmp_path: Path) -> None:
-    async with sso_console(tmp_path) as setup, httpx2.AsyncClient() as web:
+async def test_a_live_edit_of_the_single_sign_on_settings_applies_and_ends_the_sessions_it_admitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ADMIN_KEY", ADMIN_KEY)
+    monkeypatch.setenv("CONSOLE_OIDC_SECRET", CONSOLE_CLIENT[1])
+    async with sso_console(tmp_path, live=True) as setup, httpx2.AsyncClient() as web, httpx2.AsyncClient() as root:
+        await logged_in(root, setup.base)
         assert (await sign_in(web, setup, "alice")).status_code == 200
         assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
-        oidc = setup.hub.config.admin.oidc
-        assert oidc is not None
-        admin = setup.hub.config.admin.model_copy(update={"oidc": oidc.model_copy(update={"admin_values": ("x",)})})
-        setup.hub.config = setup.hub.config.model_copy(update={"admin": admin})  # as a live reload replaces it
+
+        # The label changes: it applies, and alice's session goes on.
+        console_config(tmp_path, tail=sso_settings(setup.issuer, label="Acme SSO"))
+        await wait_for(lambda: getattr(setup.hub.config.admin.oidc, "label", None) == "Acme SSO")
+        assert "Sign in with Acme SSO" in (await web.get(f"{setup.base}/admin/login")).text
+        assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
+
+        # The administrators' values change: her session ends; root's key session goes on; bob, staff, is admitted.
+        console_config(tmp_path, tail=sso_settings(setup.issuer, admin_values=["staff"]))
+        await wait_for(lambda: getattr(setup.hub.config.admin.oidc, "admin_values", None) == ("staff",))
         assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"
+        assert (await root.get(f"{setup.base}/admin/status")).status_code == 200
+        async with httpx2.AsyncClient() as bobs:
+            assert (await sign_in(bobs, setup, "bob")).status_code == 200
+
+            # Single sign-on removed: its sessions end, and it is not offered.
+            console_config(tmp_path)
+            await wait_for(lambda: setup.hub.config.admin.oidc is None)
+            assert (await bobs.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"
+            page = await bobs.get(f"{setup.base}/admin/login")
+            assert 'id="sso"' not in page.text and 'id="key"' in page.text
+            assert (await bobs.get(f"{setup.base}/admin/sso/start")).status_code == 404
+        assert (await root.get(f"{setup.base}/admin/status")).status_code == 200
 
 
 @pytest.mark.slow
