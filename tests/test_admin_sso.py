@@ -431,6 +431,25 @@ async def test_check_names_the_single_sign_on_and_connect_reads_the_provider(tmp
     assert unreachable.returncode == 1 and "unavailable: no authorization server metadata" in unreachable.stdout
 
 
+@pytest.mark.slow
+async def test_an_identity_provider_that_cannot_be_reached_is_a_page_that_says_so(tmp_path: Path) -> None:
+    gone = f"http://127.0.0.1:{free_port()}"
+    path = console_config(tmp_path, tail=sso_settings(gone))
+    config = load_config(path, environ={"ADMIN_KEY": ADMIN_KEY, "CONSOLE_OIDC_SECRET": CONSOLE_CLIENT[1]})
+    hub = Hub(config)
+    async with hub.running():
+        await hub.wait_settled(20.0)
+        app = build_app(
+            hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health, admin=console(hub, "127.0.0.1")
+        )
+        async with serve_app(app) as base, httpx2.AsyncClient() as web:
+            start = await web.get(f"{base}/admin/sso/start")
+            assert start.status_code == 502 and "The identity provider cannot be reached" in start.text
+            assert f"{gone}/.well-known/openid-configuration" in start.text and 'id="again"' in start.text
+            assert "mcp_hub_admin_sso" not in web.cookies  # nothing begun
+            await logged_in(web, base)  # the admin key still opens the console
+
+
 # -- the ID token's checks, on ID tokens oidc-provider issued ------------------------------------------------
 
 
