@@ -213,19 +213,13 @@ class SingleSignOn:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._throttle = throttle
         self._settings = settings
         self._sessions = sessions
         self._render = render
         self._audit = audit
+        self._throttle = throttle
         self._pending = store(cluster, clock, "admin-sso")
         self._metadata: TTLCache[str, Mapping[str, Any]] = TTLCache(maxsize=4, ttl=METADATA_SECONDS)
-        self._clock = clock
-
-    def fingerprint(self) -> str | None:
-        """The fingerprint of the settings in force, or None when single sign-on is off (for sessions.py)."""
-        settings = self._settings()
-        return None if settings is None else fingerprint(settings)
 
     def routes(self) -> list[Route]:
         return [
@@ -252,8 +246,8 @@ class SingleSignOn:
         except Refused as exc:
             return self._refusal(request, exc.message, exc.status_code)
         state, nonce, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(32), secrets.token_urlsafe(48)
-        redirect_uri = settings.redirect_uri or f"{request.url.scheme}://{request.url.netloc}{_base(request)}"
-        redirect_uri += "" if settings.redirect_uri else ADMIN_SSO_CALLBACK
+        here = f"{request.url.scheme}://{request.url.netloc}{_base(request)}{ADMIN_SSO_CALLBACK}"
+        redirect_uri = settings.redirect_uri or here  # the console's own callback, as this browser reaches it
         browser = request.cookies.get(BINDING_COOKIE, "")
         if not 32 <= len(browser) <= 64:
             browser = secrets.token_urlsafe(32)
