@@ -306,9 +306,12 @@ def _check(args: argparse.Namespace) -> int:
     exposure = unauthenticated_exposure(config, config.http.host)
     if exposure is not None:  # stdio still serves; HTTP would refuse to start
         print(f"warning: `serve --transport http` would refuse to start: {exposure}", file=sys.stderr)
-    oauth = config.auth.oauth
+    oauth, sso = config.auth.oauth, config.admin.oidc
     if oauth is not None:
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
+    if sso is not None:
+        admins = f"{sso.admin_claim} holds one of {', '.join(sso.admin_values)}"
+        print(f"[admin.oidc]: ok, the console's single sign-on at {sso.issuer}; administrators: {admins}")
     if config.search.enabled:
         ranking, embeddings = planned(config.search.ranking)
         if embeddings:
@@ -340,6 +343,14 @@ def _check(args: argparse.Namespace) -> int:
         except Unavailable as exc:
             failed += 1
             print(f"  {oauth.issuer}: unavailable: {exc}")
+    if sso is not None:
+        from mcp_hub.admin.sso import probe as probe_sso  # the ID token checks: only for [admin.oidc]
+
+        try:
+            print(f"  {sso.issuer}: {anyio.run(probe_sso, sso)}")
+        except Unavailable as exc:
+            failed += 1
+            print(f"  {sso.issuer}: unavailable: {exc}")
     hub = anyio.run(_connected_hub, config)
     for name, report in hub.items():
         counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)

@@ -9,8 +9,8 @@ line each, when there are several):
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
    headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, in
-   `[admin] keys`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the
-   expanded values (a url may come from a variable).
+   `[admin] keys` and `[admin.oidc]`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3
+   again on the expanded values (a url may come from a variable).
 
 A variable is looked up in the environment, then in the `[hub] env_file` (a dotenv file; the environment
 wins). A variable a server's table needs and neither has does not stop the hub: that server is left out,
@@ -521,6 +521,22 @@ def _url_problem(url: str, what: str) -> str | None:
     return None
 
 
+def _signature_algorithms(algorithms: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """`algorithms` if `what` may be signed with each: public-key algorithms only."""
+    if not algorithms:
+        raise rule_error(f"no algorithms; list at least one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
+    for index, name in enumerate(algorithms):
+        if name.lower() == "none" or name in _SYMMETRIC_ALGORITHMS:
+            raise rule_error(
+                f"{name!r} is never accepted: {what} must be signed with the issuer's private key; "
+                f"use one of {', '.join(ASYMMETRIC_ALGORITHMS)}",
+                index,
+            )
+        if name not in ASYMMETRIC_ALGORITHMS:
+            raise rule_error(f"unknown algorithm {name!r}; use one of {', '.join(ASYMMETRIC_ALGORITHMS)}", index)
+    return algorithms
+
+
 class OAuthSettings(BaseModel):
     """The [auth.oauth] table: the hub as an OAuth 2.1 resource server (MCP authorization).
 
@@ -575,18 +591,7 @@ class OAuthSettings(BaseModel):
     @field_validator("algorithms")
     @classmethod
     def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
-        if not algorithms:
-            raise rule_error(f"no algorithms; list at least one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
-        for index, name in enumerate(algorithms):
-            if name.lower() == "none" or name in _SYMMETRIC_ALGORITHMS:
-                raise rule_error(
-                    f"{name!r} is never accepted: an access token must be signed with the issuer's private key; "
-                    f"use one of {', '.join(ASYMMETRIC_ALGORITHMS)}",
-                    index,
-                )
-            if name not in ASYMMETRIC_ALGORITHMS:
-                raise rule_error(f"unknown algorithm {name!r}; use one of {', '.join(ASYMMETRIC_ALGORITHMS)}", index)
-        return algorithms
+        return _signature_algorithms(algorithms, "an access token")
 
     @model_validator(mode="after")
     def _introspection_client(self) -> OAuthSettings:
@@ -624,13 +629,102 @@ class AuthSettings(BaseModel):
         return keys
 
 
+ADMIN_SSO_CALLBACK = "/sso/callback"
+"""Where the identity provider sends an administrator's browser back, below the console (`/admin/sso/callback`)."""
+
+
+class AdminOidc(BaseModel):
+    """The [admin.oidc] table: administrators sign in to the console through the organisation's identity provider
+    (OpenID Connect authorization code with PKCE; see mcp_hub/admin/sso.py). Admin keys stay, for break-glass use."""
+
+    model_config = _MODEL_CONFIG
+
+    issuer: str
+    """The identity provider's issuer, exactly as its metadata (`/.well-known/openid-configuration`) and its ID
+    tokens' `iss` say."""
+    client_id: str = Field(min_length=1)
+    """The console's client id at the identity provider (registered there with the redirect URI below)."""
+    client_secret: str | None = Field(default=None, min_length=1, repr=False)
+    """Its secret, written as ${VAR}; unset: a public client (PKCE only, `token_endpoint_auth_method = "none"`)."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    """How the console authenticates at the token endpoint; unset: client_secret_basic with a secret, else none."""
+    scopes: tuple[str, ...] = Field(default=("openid", "email", "profile"), strict=False)
+    """The scopes asked for: `openid` and those that bring the claims below (some providers need a `groups` scope)."""
+    redirect_uri: str | None = None
+    """Where the identity provider sends the browser back: the console's own `/admin/sso/callback` as the browser
+    reaches it (`https://hub.example.com/admin/sso/callback`); unset: made from the URL the console was opened at
+    (set it behind a proxy that changes the scheme or the host)."""
+    admin_claim: str = Field(min_length=1)
+    """The claim that makes an administrator (`groups`, `roles`, `realm_access.roles`: a dotted name reaches into
+    a nested claim when no claim has the whole name), read from the ID token and the userinfo answer."""
+    admin_values: tuple[str, ...] = Field(strict=False)
+    """An administrator's `admin_claim` holds one of these (a list claim: contains one; a string claim: is one)."""
+    algorithms: tuple[str, ...] = Field(default=("RS256", "PS256", "ES256", "EdDSA"), strict=False)
+    """The ID token signature algorithms taken (public-key ones only: never "none", nor HMAC)."""
+    leeway: int = Field(default=60, ge=0, le=300)
+    """Seconds of clock skew allowed on the ID token's `exp` and `iat`."""
+    label: str = Field(default="your organisation's sign-in", min_length=1)
+    """What the sign-in button names: "Sign in with {label}"."""
+
+    @field_validator("issuer", "redirect_uri")
+    @classmethod
+    def _urls(cls, url: str | None, info: Any) -> str | None:
+        if url is not None and not url.startswith("${"):
+            problem = _url_problem(url, info.field_name)
+            if problem is not None:
+                raise rule_error(problem)
+        return url
+
+    @field_validator("redirect_uri")
+    @classmethod
+    def _callback(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith("${") and not urlsplit(url).path.endswith(ADMIN_SSO_CALLBACK):
+            raise rule_error(
+                f"the redirect URI is the console's {ADMIN_SSO_CALLBACK} (https://HOST/admin{ADMIN_SSO_CALLBACK}), "
+                f"got {url!r}"
+            )
+        return url
+
+    @field_validator("scopes")
+    @classmethod
+    def _openid(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        if "openid" not in scopes:
+            raise rule_error('OpenID Connect needs the scope "openid"; add it: scopes = ["openid", "email", "profile"]')
+        return scopes
+
+    @field_validator("admin_values")
+    @classmethod
+    def _someone(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        if not values or any(not value for value in values):
+            raise rule_error('name the values that make an administrator: admin_values = ["mcp-admins"]')
+        return values
+
+    @field_validator("algorithms")
+    @classmethod
+    def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
+        return _signature_algorithms(algorithms, "an ID token")
+
+    @model_validator(mode="after")
+    def _client_authentication(self) -> AdminOidc:
+        if self.token_endpoint_auth_method in ("client_secret_basic", "client_secret_post") and not self.client_secret:
+            raise rule_error(
+                f'{self.token_endpoint_auth_method} needs client_secret = "${{CONSOLE_OIDC_SECRET}}"; add it, or use '
+                '"none" for a public client',
+                "client_secret",
+            )
+        return self
+
+
 class AdminSettings(BaseModel):
     """The [admin] table: the web console at `/admin` (see mcp_hub/admin/), off unless `enabled`."""
 
     model_config = _MODEL_CONFIG
 
     enabled: bool = False
-    """Serve the console at `/admin` on the HTTP endpoint (it needs at least one key in `keys`)."""
+    """Serve the console at `/admin` on the HTTP endpoint (it needs an administrator: a key in `keys`, or
+    single sign-on in [admin.oidc])."""
+    oidc: AdminOidc | None = None
+    """[admin.oidc]: single sign-on through the organisation's identity provider, beside the keys."""
     keys: dict[str, str] = Field(default_factory=dict, repr=False)
     """Administrator name -> the key that administrator logs in with (write keys as ${VAR}). Applies on a live
     reload: the console's sessions signed in with a key removed or changed end (see mcp_hub/admin/sessions.py)."""
@@ -647,8 +741,12 @@ class AdminSettings(BaseModel):
 
     @model_validator(mode="after")
     def _someone_can_log_in(self) -> AdminSettings:
-        if self.enabled and not self.keys:
-            raise rule_error('the console needs an administrator: add keys = { NAME = "${ADMIN_KEY}" }', "keys")
+        if self.enabled and not self.keys and self.oidc is None:
+            raise rule_error(
+                'the console needs an administrator: add keys = { NAME = "${ADMIN_KEY}" }, or single sign-on in '
+                "[admin.oidc]",
+                "keys",
+            )
         return self
 
 
@@ -1682,7 +1780,7 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
 
     expand("auth", ("api_keys", "oauth"))
     expand("telemetry", ("endpoint", "headers"))
-    expand("admin", ("keys",))
+    expand("admin", ("keys", "oidc"))
     expand("cluster", None)
     if problems:
         raise all_of(problems)

@@ -306,9 +306,10 @@ class Hub:
         await stopped.wait()
 
     def adopt(self, config: HubConfig) -> None:
-        """Serve with `config`'s settings outside `[servers]` that apply live (`live.APPLIED`: `[admin] keys`,
-        which the console reads as it checks a login or a session); the others are kept until a restart."""
-        admin = self.config.admin.model_copy(update={"keys": config.admin.keys})
+        """Serve with `config`'s settings outside `[servers]` that apply live (`live.APPLIED`: `[admin] keys` and
+        `[admin.oidc]`, which the console reads as it checks a login, a sign-in or a session); the others are kept
+        until a restart."""
+        admin = self.config.admin.model_copy(update={"keys": config.admin.keys, "oidc": config.admin.oidc})
         self.config = self.config.model_copy(update={"admin": admin})
 
     async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> MountsChanged:

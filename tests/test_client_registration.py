@@ -229,7 +229,8 @@ async def _served_hub(
     reason="npm's oidc-provider is not installed in tests/npm",
 )
 async def test_oidc_provider_takes_the_hubs_client_id_metadata_document(tmp_path: Path) -> None:
-    from tests.test_oidc_end_to_end import browse, jwt_guarded, oidc_login_provider
+    from tests.harness.oidc import browse, oidc_login_provider
+    from tests.test_oidc_end_to_end import jwt_guarded
 
     tls = _certificate(tmp_path)
     trust = ssl.create_default_context(cafile=str(tls[0]))

@@ -1,15 +1,16 @@
 """The admin console's Starlette app: login, the pages, their live streams and the actions.
 
-Every request first passes `_Guard`: a foreign `Host` (when the hub is bound to loopback, as the MCP
-endpoint checks it) or an `Origin` that is not the console's own is refused, and every answer carries
-headers that keep it out of frames, caches and other origins' scripts. A page needs a session (else
-the login page); an action (a POST) needs the session's CSRF token too. Sessions are kept on the server
-(sessions.py): a logout, or the key a session logged in with leaving `[admin] keys`, ends it at once, and
-the live streams it opened with it. Login attempts are rate-limited (throttle.py). Pages never show a
+Every request first passes the front door (guard.py): a foreign `Host`, `Origin` or cross-site request is
+refused, and every answer carries headers that keep it out of frames, caches and other origins' scripts.
+A page needs a session (else the login page); an action (a POST) needs the session's CSRF token too.
+Administrators log in with a key of `[admin] keys`, or sign in through the organisation's identity provider
+(`[admin.oidc]`, sso.py). Sessions are kept on the server (sessions.py): a logout, or the key a session
+logged in with leaving `[admin] keys` (the single sign-on settings changing, for a person's), ends it at
+once, and the live streams it opened with it. Login attempts are rate-limited (throttle.py). Pages never show a
 secret: the hub's own secret values (its API keys, the admin keys, the secret-named env values and headers
-of its mounts, their client secrets and token keys) are masked in everything the console renders, on top
-of the audit log's own masking; they are read from the configuration in force as it is rendered, so the
-values a live reload brings are masked too (and those it replaced stay masked).
+of its mounts, their client secrets and token keys, the console's client secret) are masked in everything the
+console renders, on top of the audit log's own masking; they are read from the configuration in force as it is
+rendered, so the values a live reload brings are masked too (and those it replaced stay masked).
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
+from mcp_hub.admin.guard import Guard
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.admin.sso import SingleSignOn, fingerprint
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
@@ -43,7 +46,7 @@ from mcp_hub.chain.guardrails import hub_secrets
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.observe.audit_log import Administrator, AuditEvent, AuditLog
 from mcp_hub.policy import Target, explain
 from mcp_hub.policy.decide import PolicySet
 from mcp_hub.upstream import Upstream
@@ -56,7 +59,6 @@ logger = logging.getLogger("mcp_hub.admin")
 REFRESH = 0.5
 """Seconds between two looks at what a live stream follows (the status, the audit file)."""
 
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _POLICY_KIND = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resource_templates": "resource"}
 _VISIBLE_KIND = {
     "tools": "tool",
@@ -101,18 +103,19 @@ class ConsoleHub(Protocol):
     async def pins_changed(self) -> None: ...
 
 
-def console(hub: Any, host: str) -> Console:
-    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`."""
-    return Console(hub, host)
+def console(hub: Any, host: str, *, clock: Callable[[], float] = time.time) -> Console:
+    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`; `clock`: the
+    wall clock its sessions and sign-ins expire by."""
+    return Console(hub, host, clock=clock)
 
 
 class Console:
     """The console as an ASGI app; `close()` ends its live streams (the server is shutting down, and would
     otherwise wait for every open page to go away)."""
 
-    def __init__(self, hub: ConsoleHub, host: str) -> None:
-        self._pages = _Pages(hub)
-        self._app = _Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
+    def __init__(self, hub: ConsoleHub, host: str, *, clock: Callable[[], float] = time.time) -> None:
+        self._pages = _Pages(hub, clock)
+        self._app = Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._app(scope, receive, send)
@@ -122,11 +125,22 @@ class Console:
 
 
 class _Pages:
-    def __init__(self, hub: ConsoleHub) -> None:
+    def __init__(self, hub: ConsoleHub, clock: Callable[[], float] = time.time) -> None:
         self.hub = hub
         self.closed = anyio.Event()
-        self.sessions = Sessions(lambda: hub.config.admin.keys, hub.config.admin.session_hours, hub.cluster)
+        admin = hub.config.admin
+        sso = lambda: None if hub.config.admin.oidc is None else fingerprint(hub.config.admin.oidc)  # noqa: E731
+        self.sessions = Sessions(lambda: hub.config.admin.keys, admin.session_hours, hub.cluster, sso=sso, clock=clock)
         self.throttle = LoginThrottle(hub.cluster)
+        self.sso = SingleSignOn(
+            lambda: hub.config.admin.oidc,
+            self.sessions,
+            lambda request, title, body, code: self._render(request, title, "", body, None, code),
+            lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
+            self.throttle,
+            hub.cluster,
+            clock=clock,
+        )
         self.started = time.monotonic()
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
@@ -140,6 +154,7 @@ class _Pages:
                 Route("/login", self._login_form, methods=["GET"]),
                 Route("/login", self._login, methods=["POST"]),
                 Route("/logout", action(self._logout), methods=["POST"]),
+                *self.sso.routes(),
                 Route("/status", page(self._status)),
                 Route("/status/events", self._stream(self._status_events)),
                 Route("/catalog", page(self._catalog)),
@@ -216,15 +231,10 @@ class _Pages:
         return RedirectResponse(f"{_base(request)}/status", status_code=303)
 
     async def _login_form(self, request: Request, error: str | None = None, status_code: int = 401) -> Response:
-        token = secrets.token_urlsafe(24)
-        response = self._render(
-            request,
-            "Log in",
-            "",
-            pages.login(_base(request), token, error),
-            None,
-            200 if error is None else status_code,
-        )
+        token, admin = secrets.token_urlsafe(24), self.hub.config.admin
+        sso = admin.oidc.label if admin.oidc is not None else None
+        body = pages.login(_base(request), token, error, sso=sso, keys=bool(admin.keys))
+        response = self._render(request, "Log in", "", body, None, 200 if error is None else status_code)
         _cookie(response, request, LOGIN_COOKIE, token, None)
         return response
 
@@ -402,7 +412,8 @@ class _Pages:
             except (ConfigError, OSError) as exc:
                 return PlainTextResponse(f"could not {verb} {key}: {exc}", status_code=500)
             if done:
-                self._record(session.admin, verb, key)
+                reason = f"the change of the tool's definition was {verb}ed by the administrator {session.who}"
+                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason)
                 await self.hub.pins_changed()
                 notice = f"{key}: {verb}ed by {session.admin}"
             else:
@@ -411,19 +422,19 @@ class _Pages:
 
         return act
 
-    def _record(self, admin: str, verb: str, key: str) -> None:
-        """The audit line of an administrator's decision on a pin."""
-        mount, _, tool = key.partition("/")
-        logger.info("admin console: %s %sed the change of tool %s", admin, verb, key)
+    def _record(self, who: Administrator, method: str, key: str | None, outcome: str, reason: str) -> None:
+        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one)."""
+        mount, _, tool = key.partition("/") if key is not None else (None, "", None)
+        logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
         self.hub.audit.record(
             AuditEvent.by_administrator(
-                admin,
-                method=f"admin/pins/{verb}",
+                who,
+                method=method,
                 mount=mount,
                 name=tool,
                 arguments=None,
-                outcome=f"{verb}ed",
-                reason=f"the change of the tool's definition was {verb}ed by the administrator {admin!r}",
+                outcome=outcome,
+                reason=reason,
                 policy_revision=self.hub.policy().revision,
             )
         )
@@ -550,58 +561,3 @@ def _cookie(response: Response, request: Request, name: str, value: str, max_age
         samesite="strict",
         secure=request.url.scheme == "https",
     )
-
-
-_HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
-]
-
-
-class _Guard:
-    """Refuses a foreign `Host` (bound to loopback) or `Origin`, and a cross-site request; adds the security headers."""
-
-    def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
-        self._app = app
-        self._loopback = loopback
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
-        problem = self._problem(scope, headers)
-        if problem is not None:
-            logger.warning("admin console: refused a request: %s", problem)
-            await PlainTextResponse(f"refused: {problem}", status_code=403)(scope, receive, send)
-            return
-
-        async def secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {key.lower() for key, _ in message.get("headers", [])}
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), *((k, v) for k, v in _HEADERS if k not in present)],
-                }
-            await send(message)
-
-        await self._app(scope, receive, secured)
-
-    def _problem(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
-        host = headers.get("host", "")
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if self._loopback and name not in _LOOPBACK_HOSTS:
-            return f"the Host {host!r} is not this hub's (it serves loopback only)"
-        origin = headers.get("origin")
-        if origin is not None and origin != f"{scope.get('scheme', 'http')}://{host}":
-            return f"the Origin {origin!r} is not the console's own"
-        if headers.get("sec-fetch-site") == "cross-site":
-            return "a cross-site request"
-        return None

@@ -35,6 +35,8 @@ form.stack { display: grid; gap: .6rem; max-width: 640px; margin-bottom: 1rem; }
 input, select, textarea, button { font: inherit; padding: .3rem .45rem; }
 button { background: var(--accent); color: #fff; border: 0; border-radius: 4px; cursor: pointer; }
 button.reject, button.quiet { background: #6b7280; }
+a.button { display: block; text-align: center; background: var(--accent); color: #fff; padding: .5rem .8rem;
+  border-radius: 4px; text-decoration: none; margin-bottom: 1rem; }
 .diff .add { background: #e7f6ec; display: block; } .diff .del { background: #fdecea; display: block; }
 .notice { padding: .5rem .8rem; background: #eef4ff; border: 1px solid #c7d7fe; margin-bottom: 1rem; }
 .error { padding: .5rem .8rem; background: #fdecea; border: 1px solid #f5c2c0; margin-bottom: 1rem; }

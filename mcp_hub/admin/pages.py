@@ -53,13 +53,50 @@ def csrf_field(token: str) -> str:
     return f'<input type="hidden" name="csrf" value="{e(token)}">'
 
 
-def login(base: str, token: str, error: str | None) -> str:
+def login(base: str, token: str, error: str | None, *, sso: str | None = None, keys: bool = True) -> str:
+    """The sign-in page: single sign-on (`sso`: what its button names) and the admin key form (`keys`; with single
+    sign-on, offered for break-glass use)."""
     problem = f'<p class="error" id="login-error">{e(error)}</p>' if error else ""
+    single = ""
+    if sso is not None:
+        single = f'<a class="button" id="sso" href="{base}/sso/start">Sign in with {e(sso)}</a>'
+    form = ""
+    if keys or sso is None:
+        note = '<p class="muted">Or, for break-glass use, an admin key:</p>' if sso is not None else ""
+        form = (
+            f'{note}<form class="stack" method="post" action="{base}/login">{csrf_field(token)}'
+            '<label>Admin key<input type="password" name="key" id="key" autocomplete="current-password"'
+            f'{"" if sso is not None else " autofocus"}></label><button id="login">Log in</button></form>'
+        )
+    return f'<div class="card login"><h1>mcp-hub admin</h1>{problem}{single}{form}</div>'
+
+
+def sso_refused(base: str, message: str) -> str:
+    """A single sign-on that could not go on: why, and where to start again."""
     return (
-        f'<div class="card login"><h1>mcp-hub admin</h1>{problem}'
-        f'<form class="stack" method="post" action="{base}/login">{csrf_field(token)}'
-        '<label>Admin key<input type="password" name="key" id="key" autocomplete="current-password" autofocus>'
-        '</label><button id="login">Log in</button></form></div>'
+        f'<div class="card login"><h1>Sign-in refused</h1><p class="error" id="sso-error">{e(message)}</p>'
+        f'<p><a href="{base}/login" id="again">Back to the sign-in page</a></p></div>'
+    )
+
+
+def not_an_administrator(base: str, who: str, claim: str) -> str:
+    """A person the identity provider vouched for, who is not an administrator of this hub."""
+    return (
+        f'<div class="card login"><h1>Not an administrator</h1><p class="error" id="not-admin">'
+        f"You signed in as <b>{e(who)}</b>, but you are not an administrator of this hub: its console admits the "
+        f"people whose <code>{e(claim)}</code> at the identity provider holds one of the administrators' values, and "
+        "yours does not.</p><p>Ask an administrator to add you to the administrators' group at the identity "
+        f'provider. Nothing was kept.</p><p><a href="{base}/login" id="again">Back to the sign-in page</a></p></div>'
+    )
+
+
+def signed_in(base: str, who: str) -> str:
+    """After single sign-on: on to the console. The page itself goes on (a same-site navigation, which brings the
+    session's SameSite=Strict cookie; the redirect from the identity provider would not)."""
+    return (
+        f'<meta http-equiv="refresh" content="0; url={base}/status"><div class="card login"><h1>Signed in</h1>'
+        f'<p id="signed-in">Signed in as <b>{e(who)}</b>.</p><p><a href="{base}/status">Continue to the console</a>'
+        "</p></div>"
     )
 
 

@@ -118,13 +118,21 @@ def configured_secrets(config: HubConfig) -> list[str]:
 
 def hub_secrets(config: HubConfig) -> set[str]:
     """Every secret value of `config` worth masking where the hub shows text (six characters or more): those of
-    `configured_secrets`, the admin console's keys, and the mounts' and the hub's OAuth client secrets and
-    token keys."""
+    `configured_secrets`, the admin console's keys, the mounts' OAuth client secrets, token keys, signing keys and
+    assertions, and the hub's and the console's OpenID Connect client secrets."""
     values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
     values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
-    values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
+    for server in config.servers.values():
+        auth = server.auth
+        values += [
+            value
+            for value in (auth.token_key, auth.idp_client_secret, auth.id_token, auth.assertion, auth.client_key)
+            if value
+        ]
     if config.auth.oauth is not None and config.auth.oauth.client_secret:
         values.append(config.auth.oauth.client_secret)
+    if config.admin.oidc is not None and config.admin.oidc.client_secret:
+        values.append(config.admin.oidc.client_secret)
     return {value for value in values if len(value) >= 6}
 
 

@@ -46,6 +46,25 @@ errors_log = logging.getLogger("mcp_hub.audit.errors")
 
 
 @dataclass(frozen=True)
+class Administrator:
+    """Who acts as an administrator: a console login's name (an admin key's, or a person's email or name), the
+    system user of `mcp-hub`; for a person signed in through the identity provider, its issuer, their subject
+    there, and their name and email as it gave them (`person`)."""
+
+    name: str
+    issuer: str | None = None
+    subject: str | None = None
+    person: str | None = None
+
+    def __str__(self) -> str:
+        """How a reason names them: `'root'`, or `'alice@example.com' (Alice Admin <alice@example.com>, subject
+        alice at https://idp.example.com)`."""
+        if self.issuer is None:
+            return repr(self.name)
+        return f"{self.name!r} ({self.person + ', ' if self.person else ''}subject {self.subject} at {self.issuer})"
+
+
+@dataclass(frozen=True)
 class AuditEvent:
     """One decision, as written: fields in this order, `arguments` already masked by the caller."""
 
@@ -78,7 +97,7 @@ class AuditEvent:
     @classmethod
     def by_administrator(
         cls,
-        admin: str,
+        admin: str | Administrator,
         *,
         method: str,
         mount: str | None,
@@ -90,11 +109,13 @@ class AuditEvent:
         via: str = "admin-console",
     ) -> AuditEvent:
         """The line of an administrator's action (principal `admin:NAME`), made now: in the admin console
-        (`via` "admin-console", NAME the console's login) or with `mcp-hub` ("cli", NAME the system user)."""
+        (`via` "admin-console", NAME the console's login) or with `mcp-hub` ("cli", NAME the system user). A person
+        signed in through the identity provider is named by their issuer and subject too."""
+        who = admin if isinstance(admin, Administrator) else Administrator(admin)
         return cls(
             time=AuditLog.now(),
             decision_id=AuditLog.new_decision_id(),
-            principal=f"admin:{admin}",
+            principal=f"admin:{who.name}",
             session=None,
             method=method,
             mount=mount,
@@ -106,11 +127,21 @@ class AuditEvent:
             reason=reason,
             latency_ms=None,
             policy_revision=policy_revision,
+            issuer=who.issuer,
+            subject=who.subject,
         )
 
     @classmethod
     def revoked(
-        cls, admin: str, *, principal: str, mount: str, issuer: str, message: str, policy_revision: str | None, via: str
+        cls,
+        admin: str | Administrator,
+        *,
+        principal: str,
+        mount: str,
+        issuer: str,
+        message: str,
+        policy_revision: str | None,
+        via: str,
     ) -> AuditEvent:
         """The line of an administrator's revoke of `principal`'s sign-in at `mount` (`message`: what became of
         its tokens), in the console or with the CLI (`via`), as both write it."""
@@ -120,8 +151,8 @@ class AuditEvent:
             mount=mount,
             arguments={"principal": principal, "issuer": issuer},
             outcome="revoked",
-            reason=f"the sign-in of {principal!r} at {mount} ({issuer}) was revoked by the administrator {admin!r}; "
-            f"{message}",
+            reason=f"the sign-in of {principal!r} at {mount} ({issuer}) was revoked by the administrator "
+            f"{_named(admin)}; {message}",
             policy_revision=policy_revision,
             via=via,
         )
@@ -129,7 +160,7 @@ class AuditEvent:
     @classmethod
     def withdrawn(
         cls,
-        admin: str,
+        admin: str | Administrator,
         *,
         principal: str,
         client: str,
@@ -147,7 +178,8 @@ class AuditEvent:
             arguments={"principal": principal, "client": client},
             outcome="withdrawn",
             reason=f"the consent of {principal!r} for the client {client!r} at {mount} ({browsers} browser(s)) was "
-            f"withdrawn by the administrator {admin!r}; the client's next sign-in asks again; the tokens are kept",
+            f"withdrawn by the administrator {_named(admin)}; the client's next sign-in asks again; the tokens are "
+            "kept",
             policy_revision=policy_revision,
             via=via,
         )
@@ -163,6 +195,10 @@ class AuditEvent:
         except Exception:  # field by field, so one bad value spoils only itself
             line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
         return shown(line, json_escapes=True)
+
+
+def _named(admin: str | Administrator) -> str:
+    return str(admin) if isinstance(admin, Administrator) else repr(admin)
 
 
 def _repr(value: object) -> str:  # json.dumps(default=): what JSON cannot hold becomes its repr
