@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_hub.errors import ConfigError
+from mcp_hub.observe.audit_sink import AuditSink
 from mcp_hub.shown import shown
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
@@ -217,20 +218,25 @@ class AuditLog:
     Lost events (the queue was full, a write failed, recorded before `start()` or after `stop()`) are counted in
     `dropped` and reported as errors on "mcp_hub.audit.errors" with the count so far: at once, then at most once
     per `REPORT_INTERVAL` (at the next loss after it); `stop()` reports any the interval held back.
-    `path=None`: discard events. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file.
+    `path=None`: no file. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file. `sinks`:
+    more places each event goes ([[audit.sinks]], audit_sink.py), each buffering on its own; with neither a file nor
+    sinks, events are discarded.
     """
 
     # fmt: off
     def __init__(self, path: str | os.PathLike[str] | None, *, max_bytes: int = 10_000_000, backups: int = 5,
-                 queue_size: int = 100_000, handler: logging.Handler | None = None) -> None:
+                 queue_size: int = 100_000, handler: logging.Handler | None = None,
+                 sinks: Sequence[AuditSink] = ()) -> None:
         # fmt: on
         self.path = None if path is None else Path(path)
+        self.sinks = tuple(sinks)
+        self._file = path is not None or handler is not None
         self.dropped = 0
         self._reported = 0  # `dropped` when it was last reported
         self._latest_loss = ""
         self._next_report = -math.inf  # monotonic time from which a loss is reported at once
         self._max_bytes, self._backups = max_bytes, backups
-        self._discard = path is None and handler is None
+        self._discard = not self._file and not self.sinks
         self._handler = handler
         self._queue: deque[str] = deque()
         """Lines not yet taken by the writer, at most `queue_size` (a soft bound: producers racing past the check
@@ -254,9 +260,14 @@ class AuditLog:
         return datetime.now(UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
     def start(self) -> None:
-        """Open the file (creating parent directories) and start the writer thread. Once only."""
+        """Open the file (creating parent directories) and start the writer thread, and the sinks. Once only."""
         with self._state_lock:
-            if self._discard or self._writer is not None or self._closed:
+            if self._discard or self._writer is not None or self._closed or self._running:
+                return
+            for sink in self.sinks:
+                sink.start()
+            if not self._file:
+                self._running = True
                 return
             if self._handler is None:
                 assert self.path is not None
@@ -277,17 +288,32 @@ class AuditLog:
         if not self._running:
             self._lost("the audit log is not running (recorded before start() or after stop())")
             return
+        line = None
+        if self.sinks:
+            line = event.to_json()
+            for sink in self.sinks:
+                sink.offer(line)
+            if not self._file:
+                return
         if len(self._queue) >= self._queue_size:
             self._lost(f"the queue is full ({self._queue_size} lines): the disk is not keeping up")
             return
-        self._queue.append(event.to_json())
+        self._queue.append(event.to_json() if line is None else line)
         if not self._pending.is_set():  # the first line since the writer last looked: wake it
             self._pending.set()
         if self._closed:  # stop() finished while we were putting: no one else will take it
             self._drop_leftovers()
 
     def stop(self) -> None:
-        """Write every line queued so far, fsync, close the file and end the thread. Idempotent."""
+        """Write every line queued so far, fsync, close the file and end the thread; then stop the sinks (each sends
+        what it buffered, for a few seconds at most). Idempotent."""
+        try:
+            self._stop_file()
+        finally:
+            for sink in self.sinks:
+                sink.stop()
+
+    def _stop_file(self) -> None:
         with self._state_lock:
             self._running = False
             if self._writer is None or self._closed:

@@ -71,6 +71,9 @@ class Transport(Protocol):
     description: str
     """How the destination is named in the hub's logs ("syslog tls://siem:6514")."""
 
+    def open(self) -> None:
+        """What must work before the hub starts (a file sink's file); nothing on the network."""
+
     def send(self, entries: Sequence[Entry]) -> None: ...
 
     def close(self) -> None: ...
@@ -126,7 +129,9 @@ class AuditSink:
         return len(self._queue)
 
     def start(self) -> None:
+        """Open the transport (a file sink raises ConfigError for a file it cannot write) and start the thread."""
         if self._thread is None:
+            self.transport.open()
             name = f"mcp-hub audit sink {self.description}"
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
@@ -261,10 +266,15 @@ class FileTransport:
     def __init__(self, path: Path, *, max_bytes: int, backups: int) -> None:
         self.path = path
         self.description = f"file {path}"
+        self._max_bytes, self._backups = max_bytes, backups
+
+    def open(self) -> None:
+        """Create the file's folder and open it for appending."""
+        path = self.path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._handler = RotatingFileHandler(
-                path, "a", max_bytes, backups, encoding="utf-8", errors="backslashreplace"
+                path, "a", self._max_bytes, self._backups, encoding="utf-8", errors="backslashreplace"
             )
         except OSError as exc:
             why = f"{exc.strerror or exc}; set it to a writable path, or fix the permissions of its directory"
