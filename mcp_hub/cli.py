@@ -49,6 +49,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
@@ -494,7 +495,7 @@ def _connections(args: argparse.Namespace) -> int:
         print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
     if args.action in ("revoke", "withdraw"):
-        with appending(config.audit_file()) as audit:
+        with appending(config.audit_file(), sinks_of(config, rotate=False)) as audit:
             actor = _Administrator(audit, _system_user(), _policy_revision(config))
             if args.action == "revoke":
                 return _revoke_connections(mounts, args.principal, actor)

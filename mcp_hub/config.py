@@ -399,8 +399,10 @@ class AuditSinkSettings(BaseModel):
     """destination "syslog": the private key (PEM) of `cert`; None: in `cert`'s file."""
     server_name: str | None = Field(default=None, min_length=1)
     """destination "syslog": the name the receiver's certificate must carry; None: the host of `address`."""
-    facility: Literal[SYSLOG_FACILITIES] = "authpriv"  # type: ignore[valid-type]
-    """destination "syslog": the facility of the messages (security/authorization messages by default)."""
+    facility: str = "authpriv"
+    """destination "syslog": the facility of the messages, by its name: kern, user, mail, daemon, auth, syslog, lpr,
+    news, uucp, cron, authpriv, ftp, ntp, audit, alert, clock, local0 to local7 (authpriv: security/authorization
+    messages, kept apart from other logs by most receivers)."""
     app_name: str = Field(default="mcp-hub", min_length=1, max_length=48, pattern=r"^[!-~]+$")
     """destination "syslog": the APP-NAME of the messages (printable ASCII, no spaces)."""
     endpoint: str | None = None
@@ -413,6 +415,13 @@ class AuditSinkSettings(BaseModel):
     @classmethod
     def _collector_url(cls, url: str | None) -> str | None:
         return TelemetrySettings._collector_url(url)
+
+    @field_validator("facility")
+    @classmethod
+    def _facility(cls, facility: str) -> str:
+        if facility not in SYSLOG_FACILITIES:
+            raise rule_error(f"facility must be one of {', '.join(SYSLOG_FACILITIES)}; got {facility!r}")
+        return facility
 
     @field_validator("address")
     @classmethod

@@ -22,7 +22,8 @@ from tests.conftest import free_port
 RSYSLOGD = shutil.which("rsyslogd") or next(
     (path for path in ("/usr/sbin/rsyslogd", "/sbin/rsyslogd") if Path(path).exists()), None
 )
-OSSL_DRIVER = Path("/usr/lib/x86_64-linux-gnu/rsyslog/lmnsd_ossl.so")
+OSSL_DRIVER = next(Path("/usr/lib").glob("*/rsyslog/lmnsd_ossl.so"), None)
+"""rsyslog's OpenSSL stream driver (Debian's rsyslog-openssl), which its TLS listener needs."""
 
 _TEMPLATE = """
 template(name="fields" type="list" option.jsonf="on") {

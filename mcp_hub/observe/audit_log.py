@@ -15,6 +15,11 @@ the hub until the disk catches up: a bounded queue that blocks would turn a slow
 and an unbounded one into unbounded memory. Dropping the newest line (not the oldest) keeps what is written a
 gap-free prefix in order; the gap is visible in `dropped` and on "mcp_hub.audit.errors".
 
+Beside the file, each event's line goes to the sinks `[[audit.sinks]]` asks for (audit_sinks.py): syslog, OTLP log
+records, more files, in the hub's JSON or as OCSF. `record()` hands them the line it made for the file, and each
+buffers it on its own (audit_sink.py), so a sink that is down changes nothing of what the file gets, nor of how
+long `record()` takes.
+
 A line keeps non-ASCII text readable (é, 日本), and escapes the characters that would deceive a person reading
 it in a terminal or a viewer (bidi overrides, invisible characters, C1 controls, line separators: see shown.py);
 the line stays JSON, and parses to the same values.
@@ -437,11 +442,12 @@ class AuditLog:
 
 
 @contextlib.contextmanager
-def appending(path: str | os.PathLike[str] | None) -> Iterator[AuditLog]:
+def appending(path: str | os.PathLike[str] | None, sinks: Sequence[AuditSink] = ()) -> Iterator[AuditLog]:
     """The audit log of a command run beside the hub (`mcp-hub connections revoke`, say): its lines are
-    appended to `path` (None: discarded), which it never rotates, since a running hub may hold the file open
-    and rotates it itself."""
-    log = AuditLog(path, max_bytes=0)
+    appended to `path` (None: not written there), which it never rotates, since a running hub may hold the file
+    open and rotates it itself, and sent to `sinks` (those [[audit.sinks]] asks for, files among them not rotated
+    either); leaving it waits for the sinks to send them (a few seconds at most for one that is down)."""
+    log = AuditLog(path, max_bytes=0, sinks=sinks)
     log.start()
     try:
         yield log

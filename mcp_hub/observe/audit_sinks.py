@@ -15,18 +15,20 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.observe.audit_sink import AuditSink, FileTransport, Transport
 
 
-def sinks_of(config: HubConfig) -> list[AuditSink]:
-    """One `AuditSink` per `[[audit.sinks]]` entry, in file order."""
+def sinks_of(config: HubConfig, *, rotate: bool = True) -> list[AuditSink]:
+    """One `AuditSink` per `[[audit.sinks]]` entry, in file order. `rotate=False`: file sinks append without
+    rotating (a command run beside the hub, which rotates them itself)."""
     return [
-        AuditSink(_transport(config, settings, index), settings.format, buffer=settings.buffer)
+        AuditSink(_transport(config, settings, index, rotate), settings.format, buffer=settings.buffer)
         for index, settings in enumerate(config.audit.sinks)
     ]
 
 
-def _transport(config: HubConfig, settings: AuditSinkSettings, index: int) -> Transport:
+def _transport(config: HubConfig, settings: AuditSinkSettings, index: int, rotate: bool) -> Transport:
     if settings.destination == "file":
         assert settings.path is not None
-        return FileTransport(config.relative(settings.path), max_bytes=settings.max_bytes, backups=settings.backups)
+        max_bytes = settings.max_bytes if rotate else 0
+        return FileTransport(config.relative(settings.path), max_bytes=max_bytes, backups=settings.backups)
     if settings.destination == "syslog":
         from mcp_hub.observe.audit_syslog import SyslogTransport, tls_context
 
