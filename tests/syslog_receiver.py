@@ -43,9 +43,10 @@ template(name="fields" type="list" option.jsonf="on") {
 
 
 class SyslogReceiver:
-    """rsyslogd on 127.0.0.1:`port`; `tls`: (CA, certificate, key) PEM files for a TLS listener."""
+    """rsyslogd on 127.0.0.1:`port`; `tls`: (CA, certificate, key) PEM files for a TLS listener; `clients`: "anon"
+    (any client) or "x509/certvalid" (only one with a certificate of the CA: mutual TLS)."""
 
-    def __init__(self, directory: Path, *, tls: tuple[Path, Path, Path] | None = None) -> None:
+    def __init__(self, directory: Path, *, tls: tuple[Path, Path, Path] | None = None, clients: str = "anon") -> None:
         self.port = free_port()
         self.directory = directory
         self.output = directory / "received.jsonl"
@@ -57,7 +58,8 @@ class SyslogReceiver:
             listener = (
                 f'global(DefaultNetstreamDriver="ossl" DefaultNetstreamDriverCAFile="{ca}"\n'
                 f'       DefaultNetstreamDriverCertFile="{cert}" DefaultNetstreamDriverKeyFile="{key}")\n'
-                'module(load="imtcp" StreamDriver.Name="ossl" StreamDriver.Mode="1" StreamDriver.AuthMode="anon")\n'
+                'module(load="imtcp" StreamDriver.Name="ossl" StreamDriver.Mode="1"\n'
+                f'       StreamDriver.AuthMode="{clients}")\n'
             )
         self.config = directory / "rsyslog.conf"
         self.config.write_text(

@@ -32,11 +32,12 @@ from starlette.routing import Route
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from mcp_hub.observe.audit_log import AuditEvent
+from mcp_hub.observe.audit_log import AuditEvent, appending
 from mcp_hub.observe.audit_ocsf import OUTCOMES, to_ocsf
 from mcp_hub.observe.audit_sink import AuditSink, Entry
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.audit_syslog import frame, message
-from tests.conftest import fixture_server, hub_client, serve_app, wait_for, write_config
+from tests.conftest import fixture_server, free_port, hub_client, serve_app, wait_for, write_config
 from tests.syslog_receiver import OSSL_DRIVER, RSYSLOGD, SyslogReceiver
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "ocsf" / "api_activity-1.8.0.schema.json").read_text())
@@ -421,6 +422,47 @@ async def test_tls_syslog_verifies_the_receiver_and_delivers(
     assert "audit sink syslog tls://localhost:" in said and "CERTIFICATE_VERIFY_FAILED" in said
 
 
+@needs_rsyslog
+@pytest.mark.skipif(OSSL_DRIVER is None, reason="rsyslog's OpenSSL driver is missing (Debian's rsyslog-openssl)")
+@pytest.mark.slow
+async def test_mutual_tls_sends_the_hubs_certificate_and_a_refused_sink_keeps_its_events(tmp_path: Path) -> None:
+    """A receiver that requires a client certificate of its CA: the sink with `cert` and `key` delivers; the one
+    without is refused after its handshake (TLS 1.3), and keeps its events rather than writing them into a
+    connection the receiver is closing."""
+    import trustme
+
+    ca = trustme.CA()
+    server, client = ca.issue_cert("127.0.0.1"), ca.issue_cert("mcp-hub.test")
+    folder = tmp_path / "tls"
+    folder.mkdir()
+    for name, pem in [
+        ("ca.pem", ca.cert_pem),
+        ("receiver.pem", server.cert_chain_pems[0]),
+        ("receiver.key", server.private_key_pem),
+        ("hub.pem", client.cert_chain_pems[0]),
+        ("hub.key", client.private_key_pem),
+    ]:
+        pem.write_to_path(str(folder / name))
+    receiver = SyslogReceiver(
+        tmp_path / "rsyslog",
+        tls=(folder / "ca.pem", folder / "receiver.pem", folder / "receiver.key"),
+        clients="x509/certvalid",
+    )
+    receiver.start()
+    try:
+        sink = f'destination = "syslog"\naddress = "127.0.0.1:{receiver.port}"\nca = "tls/ca.pem"'
+        with_certificate = f'{sink}\ncert = "tls/hub.pem"\nkey = "tls/hub.key"'
+        async with running(hub_config(tmp_path, [with_certificate, f'{sink}\napp_name = "uncertified"'])) as hub:
+            await allowed_and_denied(hub)
+            messages = await received(receiver, 2)
+            refused = hub.audit.sinks[1]
+            await wait_for(lambda: refused.down_since is not None and refused.buffered == 2, timeout=10)
+            assert refused.sent == 0 and refused.dropped == 0
+    finally:
+        receiver.kill()
+    assert [(m["app_name"], m["msgid"]) for m in messages] == [("mcp-hub", "allowed"), ("mcp-hub", "denied")]
+
+
 # -- OTLP ---------------------------------------------------------------------------------------------------------
 
 
@@ -472,6 +514,64 @@ def _count(body: bytes) -> int:
 
     request = ExportLogsServiceRequest.FromString(body)
     return sum(len(scope.log_records) for logs in request.resource_logs for scope in logs.scope_logs)
+
+
+@pytest.mark.slow
+async def test_records_a_collector_missed_while_down_arrive_when_it_is_back(tmp_path: Path) -> None:
+    """The collector goes away mid-run and comes back on the same port: the records of the calls made meanwhile
+    arrive then, in order, none twice."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    texts: list[str] = []
+
+    async def collect(request: Request) -> Response:
+        for logs in ExportLogsServiceRequest.FromString(await request.body()).resource_logs:
+            for scope in logs.scope_logs:
+                texts.extend(json.loads(r.body.string_value)["arguments"]["text"] for r in scope.log_records)
+        return Response(status_code=200, media_type="application/x-protobuf")
+
+    collector = Starlette(routes=[Route("/v1/logs", collect, methods=["POST"])])
+    port = free_port()
+    path = hub_config(tmp_path, [f'destination = "otlp"\nendpoint = "http://127.0.0.1:{port}"'], audit_file=False)
+    async with running(path) as hub, hub_client(hub) as client:
+        sink = hub.audit.sinks[0]
+        async with serve_app(collector, port):
+            await client.call_tool("srv_echo", {"text": "before"})
+            await wait_for(lambda: texts == ["before"], timeout=15)
+        for number in range(3):
+            await client.call_tool("srv_echo", {"text": f"while down {number}"})
+        await wait_for(lambda: sink.down_since is not None, timeout=20)
+        async with serve_app(collector, port):
+            await wait_for(lambda: len(texts) == 4, timeout=60)
+            await client.call_tool("srv_echo", {"text": "after"})
+            await wait_for(lambda: len(texts) == 5, timeout=15)
+    assert texts == ["before", "while down 0", "while down 1", "while down 2", "after"]
+    assert sink.dropped == 0
+
+
+@pytest.mark.slow
+async def test_a_file_sink_in_ocsf_beside_the_audit_file_and_from_a_command_run_beside_the_hub(tmp_path: Path) -> None:
+    path = hub_config(tmp_path, ['destination = "file"\npath = "siem/ocsf.jsonl"\nformat = "ocsf"'])
+    async with running(path) as hub:
+        await allowed_and_denied(hub)
+    config = load_config(path, environ={})
+    with appending(config.audit_file(), sinks_of(config, rotate=False)) as log:  # as `mcp-hub connections` does
+        log.record(
+            AuditEvent.withdrawn(
+                "root", principal="bob", client="c", mount="srv", browsers=1, policy_revision=None, via="cli"
+            )
+        )
+    hub_lines = [json.loads(text) for text in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    ocsf = [json.loads(text) for text in (tmp_path / "siem" / "ocsf.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [e["outcome"] for e in hub_lines] == ["allowed", "denied", "withdrawn"]
+    assert [e["metadata"]["uid"] for e in ocsf] == [e["decision_id"] for e in hub_lines]
+    for event in ocsf:
+        assert not list(OCSF.iter_errors(event))
+    assert [(e["activity_id"], e["status"], e["actor"]["user"]["name"]) for e in ocsf] == [
+        (99, "Success", "stdio"),
+        (99, "Failure", "stdio"),
+        (4, "Success", "admin:root"),
+    ]
 
 
 # -- a sink that is down ------------------------------------------------------------------------------------------

@@ -122,11 +122,33 @@ class SyslogTransport:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             if self.tls is not None:
-                return self.tls.wrap_socket(sock, server_hostname=self.server_name)
+                sock = self.tls.wrap_socket(sock, server_hostname=self.server_name)
+                _accepted(sock, self.timeout)
         except BaseException:
             sock.close()
             raise
         return sock
+
+
+ACCEPTED_WAIT = 0.5
+"""Seconds a new TLS connection waits for the receiver's word after the handshake (see `_accepted`)."""
+
+
+def _accepted(sock: socket.socket, timeout: float) -> None:
+    """Raise ConnectionError if the receiver closed a new TLS connection right after the handshake.
+
+    In TLS 1.3 the client's side of the handshake ends before the server has checked the client's certificate: a
+    receiver that requires one the hub does not send, or refuses the one it sends, closes the connection after the
+    hub's handshake succeeded, and what the hub writes first would be lost. So a new connection waits up to
+    `ACCEPTED_WAIT` seconds for the receiver's first word: its session tickets (sent once it has accepted the
+    client: the connection is kept at once), or the end of the connection (refused). A receiver that says nothing
+    (TLS 1.2, no tickets) is taken as accepting after the wait."""
+    readable, _, _ = select.select([sock], [], [], ACCEPTED_WAIT)
+    if readable and _closed_by_peer(sock, timeout):
+        raise ConnectionError(
+            "the receiver closed the connection right after the TLS handshake: does it require a client "
+            "certificate (cert, key) the hub does not send, or refuse the one it sends?"
+        )
 
 
 def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
