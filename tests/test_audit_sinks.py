@@ -38,6 +38,7 @@ from mcp_hub.observe.audit_sink import AuditSink, Entry
 from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.audit_syslog import frame, message
 from tests.conftest import fixture_server, free_port, hub_client, serve_app, wait_for, write_config
+from tests.harness.cli import mcp_hub
 from tests.syslog_receiver import OSSL_DRIVER, RSYSLOGD, SyslogReceiver
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "ocsf" / "api_activity-1.8.0.schema.json").read_text())
@@ -627,3 +628,27 @@ async def test_a_dead_receiver_neither_blocks_calls_nor_loses_events_beyond_its_
     assert any(f"syslog tcp://127.0.0.1:{receiver.port} is down" in text for text in said), said
     assert any(f"{outage_calls - buffer} events dropped so far" in text for text in said), said
     assert any("is back after" in text for text in said), said
+
+
+@needs_rsyslog
+@pytest.mark.slow
+def test_check_lists_the_sinks_and_check_connect_reaches_each(tmp_path: Path, receiver: SyslogReceiver) -> None:
+    dead = free_port()
+    path = hub_config(
+        tmp_path,
+        [
+            f'destination = "syslog"\naddress = "127.0.0.1:{receiver.port}"\ntls = false',
+            f'destination = "syslog"\naddress = "127.0.0.1:{dead}"\nformat = "ocsf"',
+        ],
+    )
+    listed = mcp_hub("check", "--config", str(path))
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert f"audit sinks: syslog tcp://127.0.0.1:{receiver.port} (hub), syslog tls://127.0.0.1:{dead} (ocsf)" in (
+        listed.stdout
+    )
+    connected = mcp_hub("check", "--config", str(path), "--connect")
+    assert connected.returncode == 1, connected.stdout + connected.stderr
+    assert f"audit sink syslog tcp://127.0.0.1:{receiver.port}: reachable (plain TCP)" in connected.stdout
+    assert f"audit sink syslog tls://127.0.0.1:{dead}: unreachable: ConnectionRefusedError" in connected.stdout
+    assert "srv: up" in connected.stdout
+    assert receiver.messages() == []  # a probe sends no event

@@ -117,6 +117,14 @@ class OtlpTransport:
         if records and self._exporter.export(records) is not LogRecordExportResult.SUCCESS:
             raise ConnectionError(f"the collector did not take {len(records)} log records (see the exporter's log)")
 
+    def probe(self) -> str:
+        """Export an empty request (no record), as a collector takes any."""
+        from opentelemetry.sdk._logs.export import LogRecordExportResult
+
+        if self._exporter.export([]) is not LogRecordExportResult.SUCCESS:
+            raise ConnectionError("the collector did not take an empty export (see the exporter's log)")
+        return "the collector answered"
+
     def close(self) -> None:
         """Nothing to close between tries: each export is a request of its own."""
 

@@ -78,6 +78,10 @@ class Transport(Protocol):
 
     def close(self) -> None: ...
 
+    def probe(self) -> str:
+        """Reach the destination once, sending no event (`mcp-hub check --connect`): what was found, or raise."""
+        ...
+
 
 class Formatter(Protocol):
     def __call__(self, line: str) -> Entry: ...
@@ -113,6 +117,7 @@ class AuditSink:
         """Events the transport took."""
         self.down_since: float | None = None
         """Monotonic time of the first failure of the outage in progress; None while the destination takes events."""
+        self.format = format
         self._format = formatter(format)
         self._queue: deque[str] = deque()
         self._lock = threading.Lock()
@@ -292,6 +297,13 @@ class FileTransport:
         for entry in entries:
             self._handler.emit(logging.LogRecord("mcp_hub.audit", logging.INFO, "", 0, entry.text, None, None))
         self._handler.flush()
+
+    def probe(self) -> str:
+        """The folder the file is (or would be) in is writable."""
+        folder = next((p for p in (self.path.parent, *self.path.parents) if p.exists()), self.path.parent)
+        if not os.access(folder, os.W_OK):
+            raise PermissionError(f"{folder} is not writable")
+        return "writable"
 
     def close(self) -> None:
         """Flush and fsync; the next `send` opens the file again."""

@@ -105,6 +105,11 @@ class SyslogTransport:
         )
         self._socket.sendall(data)
 
+    def probe(self) -> str:
+        """Connect (and for TLS, shake hands and wait for the receiver's word), then close."""
+        self._connect().close()
+        return "reachable, its certificate verified" if self.tls is not None else "reachable (plain TCP)"
+
     def close(self) -> None:
         sock, self._socket = self._socket, None
         if sock is not None:
