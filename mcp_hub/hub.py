@@ -240,7 +240,7 @@ class Hub:
         start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
-            self.telemetry.start(self._mount_status)
+            self.telemetry.start(self._mount_status, lambda: self.audit.sinks)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 for served in self._serving():

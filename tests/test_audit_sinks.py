@@ -39,6 +39,7 @@ from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.audit_syslog import frame, message
 from tests.conftest import fixture_server, free_port, hub_client, serve_app, wait_for, write_config
 from tests.harness.cli import mcp_hub
+from tests.harness.telemetry import observed
 from tests.syslog_receiver import OSSL_DRIVER, RSYSLOGD, SyslogReceiver
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "ocsf" / "api_activity-1.8.0.schema.json").read_text())
@@ -652,3 +653,31 @@ def test_check_lists_the_sinks_and_check_connect_reaches_each(tmp_path: Path, re
     assert f"audit sink syslog tls://127.0.0.1:{dead}: unreachable: ConnectionRefusedError" in connected.stdout
     assert "srv: up" in connected.stdout
     assert receiver.messages() == []  # a probe sends no event
+
+
+@pytest.mark.slow
+async def test_each_sinks_state_is_measured(tmp_path: Path) -> None:
+    """With metrics on, a sink whose receiver is down reads up 0, what it holds as buffered, none sent."""
+    dead = free_port()
+    path = hub_config(tmp_path, [f'destination = "syslog"\naddress = "127.0.0.1:{dead}"\ntls = false\nbuffer = 5'])
+    async with observed(load_config(path, environ={})) as (hub, _, metrics), hub_client(hub) as client:
+        for number in range(7):
+            await client.call_tool("srv_echo", {"text": str(number)})
+        sink = hub.audit.sinks[0]
+        await wait_for(lambda: sink.down_since is not None and sink.buffered == 5, timeout=10)
+        data = metrics.get_metrics_data()
+    assert data is not None
+    points = {
+        metric.name: [(dict(point.attributes or {}), point.value) for point in metric.data.data_points]
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name.startswith("mcp_hub.audit.sink.")
+    }
+    named = {"mcp_hub.audit.sink": f"syslog tcp://127.0.0.1:{dead}"}
+    assert points == {
+        "mcp_hub.audit.sink.up": [(named, 0)],
+        "mcp_hub.audit.sink.buffered": [(named, 5)],
+        "mcp_hub.audit.sink.sent": [(named, 0)],
+        "mcp_hub.audit.sink.dropped": [(named, 2)],
+    }

@@ -186,8 +186,12 @@ class AuditSink:
                 if time.monotonic() >= deadline:
                     return
                 with self._lock:
-                    lines = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
-                entries = [entry for entry in map(self._entry, lines) if entry is not None]
+                    taken = [self._queue.popleft() for _ in range(min(BATCH, len(self._queue)))]
+                formatted = [(line, self._entry(line)) for line in taken]
+                lines = [line for line, entry in formatted if entry is not None]  # what to put back if not sent
+                entries = [entry for _, entry in formatted if entry is not None]
+                if not entries:
+                    continue
                 try:
                     self.transport.send(entries)
                 except Exception as exc:  # OSError, ConnectionError, ssl.SSLError, an exporter's failure
@@ -202,7 +206,7 @@ class AuditSink:
                     if self._stopping.wait(wait):  # stop() during the back-off: one more try, then give up
                         deadline = min(deadline, time.monotonic() + self.stop_timeout)
                     continue
-                self.sent += len(lines)
+                self.sent += len(entries)
                 retry = RETRY_FIRST
                 if self.down_since is not None:
                     errors_log.warning(
