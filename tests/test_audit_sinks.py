@@ -24,10 +24,6 @@ from typing import Any
 import jsonschema
 import pytest
 from mcp.shared.exceptions import MCPError
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
@@ -39,7 +35,7 @@ from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.audit_syslog import frame, message
 from tests.conftest import fixture_server, free_port, hub_client, serve_app, wait_for, write_config
 from tests.harness.cli import mcp_hub
-from tests.harness.telemetry import observed
+from tests.harness.telemetry import collector, observed
 from tests.syslog_receiver import OSSL_DRIVER, RSYSLOGD, SyslogReceiver
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "ocsf" / "api_activity-1.8.0.schema.json").read_text())
@@ -472,14 +468,9 @@ async def test_mutual_tls_sends_the_hubs_certificate_and_a_refused_sink_keeps_it
 async def test_audit_events_arrive_at_the_collector_as_otlp_log_records(tmp_path: Path) -> None:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    bodies: list[tuple[dict[str, str], bytes]] = []
-
-    async def collect(request: Request) -> Response:
-        bodies.append((dict(request.headers), await request.body()))
-        return Response(status_code=200, media_type="application/x-protobuf")
-
-    collector = Starlette(routes=[Route("/v1/logs", collect, methods=["POST"])])
-    async with serve_app(collector) as base:
+    app, received = collector("/v1/logs")
+    bodies = received["/v1/logs"]
+    async with serve_app(app) as base:
         sinks = ['destination = "otlp"\nformat = "ocsf"\nheaders = { x-token = "s3cret" }', 'destination = "otlp"']
         telemetry = f'\n[telemetry]\nendpoint = "{base}"\nservice_name = "hub-under-test"\n'
         async with running(hub_config(tmp_path, sinks, audit_file=False, telemetry=telemetry)) as hub:
@@ -524,30 +515,32 @@ async def test_records_a_collector_missed_while_down_arrive_when_it_is_back(tmp_
     arrive then, in order, none twice."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
-    texts: list[str] = []
+    app, received = collector("/v1/logs")
 
-    async def collect(request: Request) -> Response:
-        for logs in ExportLogsServiceRequest.FromString(await request.body()).resource_logs:
-            for scope in logs.scope_logs:
-                texts.extend(json.loads(r.body.string_value)["arguments"]["text"] for r in scope.log_records)
-        return Response(status_code=200, media_type="application/x-protobuf")
+    def texts() -> list[str]:
+        return [
+            json.loads(record.body.string_value)["arguments"]["text"]
+            for _, body in received["/v1/logs"]
+            for logs in ExportLogsServiceRequest.FromString(body).resource_logs
+            for scope in logs.scope_logs
+            for record in scope.log_records
+        ]
 
-    collector = Starlette(routes=[Route("/v1/logs", collect, methods=["POST"])])
     port = free_port()
     path = hub_config(tmp_path, [f'destination = "otlp"\nendpoint = "http://127.0.0.1:{port}"'], audit_file=False)
     async with running(path) as hub, hub_client(hub) as client:
         sink = hub.audit.sinks[0]
-        async with serve_app(collector, port):
+        async with serve_app(app, port):
             await client.call_tool("srv_echo", {"text": "before"})
-            await wait_for(lambda: texts == ["before"], timeout=15)
+            await wait_for(lambda: texts() == ["before"], timeout=15)
         for number in range(3):
             await client.call_tool("srv_echo", {"text": f"while down {number}"})
         await wait_for(lambda: sink.down_since is not None, timeout=20)
-        async with serve_app(collector, port):
-            await wait_for(lambda: len(texts) == 4, timeout=60)
+        async with serve_app(app, port):
+            await wait_for(lambda: len(texts()) == 4, timeout=60)
             await client.call_tool("srv_echo", {"text": "after"})
-            await wait_for(lambda: len(texts) == 5, timeout=15)
-    assert texts == ["before", "while down 0", "while down 1", "while down 2", "after"]
+            await wait_for(lambda: len(texts()) == 5, timeout=15)
+    assert texts() == ["before", "while down 0", "while down 1", "while down 2", "after"]
     assert sink.dropped == 0
 
 
