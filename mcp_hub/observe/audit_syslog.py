@@ -86,7 +86,8 @@ class SyslogTransport:
         self.host, self.port, self.tls = host, port, tls
         self.server_name = server_name or host
         self.facility, self.app_name, self.timeout = facility, app_name, timeout
-        self.hostname = _printable(socket.getfqdn(), 255)
+        self.hostname: str | None = None
+        """This host's fully qualified name, looked up at the first send (on the sink's thread: it may ask DNS)."""
         self.description = f"syslog {'tls' if tls else 'tcp'}://{host}:{port}"
         self._socket: socket.socket | None = None
 
@@ -98,9 +99,11 @@ class SyslogTransport:
             self.close()
         if self._socket is None:
             self._socket = self._connect()
-        procid = os.getpid()
+        if self.hostname is None:
+            self.hostname = _printable(socket.getfqdn(), 255)
+        hostname, procid = self.hostname, os.getpid()
         data = b"".join(
-            frame(message(entry, facility=self.facility, app_name=self.app_name, hostname=self.hostname, procid=procid))
+            frame(message(entry, facility=self.facility, app_name=self.app_name, hostname=hostname, procid=procid))
             for entry in entries
         )
         self._socket.sendall(data)
