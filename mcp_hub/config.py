@@ -414,7 +414,7 @@ class AuditSinkSettings(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _collector_url(cls, url: str | None) -> str | None:
-        return TelemetrySettings._collector_url(url)
+        return collector_url(url)
 
     @field_validator("facility")
     @classmethod
@@ -598,14 +598,7 @@ class TelemetrySettings(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _collector_url(cls, url: str | None) -> str | None:
-        if url is None or url.startswith("${"):  # checked once expanded
-            return url
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-            raise rule_error(
-                'endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"'
-            )
-        return url
+        return collector_url(url)
 
     @model_validator(mode="after")
     def _exporter_installed(self) -> TelemetrySettings:
@@ -617,6 +610,16 @@ class TelemetrySettings(BaseModel):
                     key,
                 )
         return self
+
+
+def collector_url(url: str | None) -> str | None:
+    """An `endpoint` setting: a collector's http:// or https:// base URL (a ${VAR} is checked once expanded)."""
+    if url is None or url.startswith("${"):
+        return url
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise rule_error('endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"')
+    return url
 
 
 def _installed(module: str) -> bool:
