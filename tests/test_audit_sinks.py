@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import statistics
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -674,3 +675,22 @@ async def test_each_sinks_state_is_measured(tmp_path: Path) -> None:
         "mcp_hub.audit.sink.sent": [(named, 0)],
         "mcp_hub.audit.sink.dropped": [(named, 2)],
     }
+
+
+@pytest.mark.slow
+def test_a_file_sink_it_cannot_write_stops_the_start_naming_the_key_and_leaves_no_thread(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the sink's folder would be", encoding="utf-8")
+    path = hub_config(
+        tmp_path,
+        [
+            f'destination = "syslog"\naddress = "127.0.0.1:{free_port()}"\ntls = false',
+            'destination = "file"\npath = "not-a-folder/ocsf.jsonl"\nformat = "ocsf"',
+        ],
+    )
+    log = Hub(load_config(path, environ={})).audit
+    before = {thread.name for thread in threading.enumerate()}
+    with pytest.raises(ConfigError) as caught:
+        log.start()
+    assert caught.value.key == "audit.sinks[1].path" and "cannot write the audit sink's file" in caught.value.reason
+    assert {thread.name for thread in threading.enumerate()} == before

@@ -269,12 +269,7 @@ class AuditLog:
         with self._state_lock:
             if self._discard or self._writer is not None or self._closed or self._running:
                 return
-            for sink in self.sinks:
-                sink.start()
-            if not self._file:
-                self._running = True
-                return
-            if self._handler is None:
+            if self._file and self._handler is None:
                 assert self.path is not None
                 try:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -282,8 +277,18 @@ class AuditLog:
                 except OSError as exc:
                     why = f"{exc.strerror or exc}; set it to a writable path, or fix the permissions of its directory"
                     raise ConfigError(str(self.path), "audit.file", f"cannot write the audit log: {why}") from exc
-            self._writer = threading.Thread(target=self._write, name="mcp-hub audit log", daemon=True)
-            self._writer.start()
+            try:
+                for sink in self.sinks:
+                    sink.start()  # a file sink's unwritable file: ConfigError
+            except BaseException:
+                for sink in self.sinks:
+                    sink.stop()
+                if self._handler is not None:
+                    self._handler.close()
+                raise
+            if self._file:
+                self._writer = threading.Thread(target=self._write, name="mcp-hub audit log", daemon=True)
+                self._writer.start()
             self._running = True
 
     def record(self, event: AuditEvent) -> None:

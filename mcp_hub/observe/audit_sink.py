@@ -272,8 +272,8 @@ def describe(exc: BaseException) -> str:
 class FileTransport:
     """Entries as lines of a file, rotated at `max_bytes` (`backups` kept), fsync'ed at each rotation and at close."""
 
-    def __init__(self, path: Path, *, max_bytes: int, backups: int) -> None:
-        self.path = path
+    def __init__(self, path: Path, *, max_bytes: int, backups: int, key: str = "audit.sinks.path") -> None:
+        self.path, self.key = path, key
         self.description = f"file {path}"
         self._max_bytes, self._backups = max_bytes, backups
 
@@ -287,7 +287,7 @@ class FileTransport:
             )
         except OSError as exc:
             why = f"{exc.strerror or exc}; set it to a writable path, or fix the permissions of its directory"
-            raise ConfigError(str(path), "audit.sinks.path", f"cannot write the audit sink's file: {why}") from exc
+            raise ConfigError(str(path), self.key, f"cannot write the audit sink's file: {why}") from exc
         self._handler.handleError = self._raise  # type: ignore[method-assign]  # a failed write is the sink's to retry
 
     @staticmethod

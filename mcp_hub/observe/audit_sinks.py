@@ -28,7 +28,8 @@ def _transport(config: HubConfig, settings: AuditSinkSettings, index: int, rotat
     if settings.destination == "file":
         assert settings.path is not None
         max_bytes = settings.max_bytes if rotate else 0
-        return FileTransport(config.relative(settings.path), max_bytes=max_bytes, backups=settings.backups)
+        path = config.relative(settings.path)
+        return FileTransport(path, max_bytes=max_bytes, backups=settings.backups, key=f"audit.sinks[{index}].path")
     if settings.destination == "syslog":
         from mcp_hub.observe.audit_syslog import SyslogTransport, tls_context
 
