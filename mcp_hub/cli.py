@@ -48,6 +48,8 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
+from mcp_hub.observe.audit_sink import describe
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
@@ -303,6 +305,9 @@ def _check(args: argparse.Namespace) -> int:
         print(
             f"{config.relative(config.policy.dir)}: ok, revision {policy.revision}, {len(policy.profiles)} profile(s)"
         )
+    sinks = sinks_of(config)  # a TLS file that cannot be read: a ConfigError naming its key
+    if sinks:
+        print(f"audit sinks: {', '.join(f'{sink.description} ({sink.format})' for sink in sinks)}")
     exposure = unauthenticated_exposure(config, config.http.host)
     if exposure is not None:  # stdio still serves; HTTP would refuse to start
         print(f"warning: `serve --transport http` would refuse to start: {exposure}", file=sys.stderr)
@@ -351,6 +356,12 @@ def _check(args: argparse.Namespace) -> int:
         except Unavailable as exc:
             failed += 1
             print(f"  {sso.issuer}: unavailable: {exc}")
+    for sink in sinks:
+        try:
+            print(f"  audit sink {sink.description}: {sink.transport.probe()}")
+        except Exception as exc:  # OSError, ssl.SSLError, ConnectionError
+            failed += 1
+            print(f"  audit sink {sink.description}: unreachable: {describe(exc)}")
     hub = anyio.run(_connected_hub, config)
     for name, report in hub.items():
         counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)
@@ -500,7 +511,7 @@ def _connections(args: argparse.Namespace) -> int:
         print(f'error: no mode = "user" or "enterprise" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
     if args.action in ("revoke", "withdraw"):
-        with appending(config.audit_file()) as audit:
+        with appending(config.audit_file(), sinks_of(config, rotate=False)) as audit:
             actor = _Administrator(audit, _system_user(), _policy_revision(config))
             if args.action == "revoke":
                 return _revoke_connections(mounts, args.principal, actor)

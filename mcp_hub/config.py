@@ -357,8 +357,134 @@ class EndpointSettings(BaseModel):
     `[results]` says."""
 
 
+SYSLOG_FACILITIES = (
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv", "ftp", "ntp",
+    "audit", "alert", "clock", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+)  # fmt: skip
+"""RFC 5424's facilities, by their usual names, in code order (kern = 0 ... local7 = 23)."""
+
+_SINK_KEYS: dict[str, tuple[str, ...]] = {
+    "file": ("path", "max_bytes", "backups"),
+    "syslog": ("address", "tls", "ca", "cert", "key", "server_name", "facility", "app_name"),
+    "otlp": ("endpoint", "headers"),
+}
+"""The keys of an [[audit.sinks]] entry that only one destination takes."""
+
+
+class AuditSinkSettings(BaseModel):
+    """An [[audit.sinks]] entry: one more place every audit event goes, beside `[audit] file`, in a format of its
+    own (see docs/audit.md). A sink that is down or slow keeps up to `buffer` events and sends them when it is back
+    (oldest dropped beyond that, counted and logged); a call never waits for a sink."""
+
+    model_config = _MODEL_CONFIG
+
+    destination: Literal["file", "syslog", "otlp"]
+    """Where the events go: "file" (JSON lines, rotated), "syslog" (RFC 5424 over TCP, octet-counted frames, TLS
+    unless `tls = false`) or "otlp" (OpenTelemetry log records over OTLP/HTTP to a collector)."""
+    format: Literal["hub", "ocsf"] = "hub"
+    """"hub": the audit log's own JSON line; "ocsf": OCSF 1.8.0 API Activity (class_uid 6003) JSON."""
+    buffer: int = Field(default=10_000, ge=1)
+    """Events kept while the destination is down or behind; beyond it the oldest are dropped, counted and logged."""
+    path: str | None = Field(default=None, min_length=1)
+    """destination "file": the file (relative: from hub.toml's folder)."""
+    max_bytes: int = Field(default=10_000_000, ge=1024)
+    """destination "file": the size at which the file is rotated (.1, .2...)."""
+    backups: int = Field(default=5, ge=0)
+    """destination "file": how many rotated files are kept."""
+    address: str | None = None
+    """destination "syslog": the receiver, "HOST:PORT" ("[::1]:6514" for an IPv6 address)."""
+    tls: bool = True
+    """destination "syslog": TLS (RFC 5425), the receiver's certificate verified against `ca`; false: plain TCP
+    (RFC 6587), which anyone on the path can read and change: only for a receiver on the same host or network."""
+    ca: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the CA certificates (PEM) the receiver's certificate is checked against; None: the
+    system's."""
+    cert: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the hub's client certificate (PEM), for a receiver that asks for one (mutual TLS)."""
+    key: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the private key (PEM) of `cert`; None: in `cert`'s file."""
+    server_name: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the name the receiver's certificate must carry; None: the host of `address`."""
+    facility: str = "authpriv"
+    """destination "syslog": the facility of the messages, by its name: kern, user, mail, daemon, auth, syslog, lpr,
+    news, uucp, cron, authpriv, ftp, ntp, audit, alert, clock, local0 to local7 (authpriv: security/authorization
+    messages, kept apart from other logs by most receivers)."""
+    app_name: str = Field(default="mcp-hub", min_length=1, max_length=48, pattern=r"^[!-~]+$")
+    """destination "syslog": the APP-NAME of the messages (printable ASCII, no spaces)."""
+    endpoint: str | None = None
+    """destination "otlp": the collector's OTLP/HTTP base URL ("/v1/logs" is appended); None: `[telemetry]
+    endpoint`, else OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT, else http://localhost:4318."""
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    """destination "otlp": headers of every export (write secrets as ${VAR}); empty: `[telemetry] headers`."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _collector_url(cls, url: str | None) -> str | None:
+        return collector_url(url)
+
+    @field_validator("facility")
+    @classmethod
+    def _facility(cls, facility: str) -> str:
+        if facility not in SYSLOG_FACILITIES:
+            raise rule_error(f"facility must be one of {', '.join(SYSLOG_FACILITIES)}; got {facility!r}")
+        return facility
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, address: str | None) -> str | None:
+        if address is None or address.startswith("${"):
+            return address
+        try:
+            host_port(address)
+        except ValueError as exc:
+            raise rule_error(str(exc)) from None
+        return address
+
+    @model_validator(mode="after")
+    def _keys_of_destination(self) -> AuditSinkSettings:
+        for destination, keys in _SINK_KEYS.items():
+            for key in keys:
+                if destination != self.destination and key in self.model_fields_set:
+                    raise rule_error(
+                        f'{key} applies to destination = "{destination}" only, and this sink\'s destination is '
+                        f'"{self.destination}"; remove {key}',
+                        key,
+                    )
+        required = {"file": "path", "syslog": "address"}.get(self.destination)
+        if required and getattr(self, required) is None:
+            example = {"path": '"audit-ocsf.jsonl"', "address": '"siem.example.com:6514"'}[required]
+            raise rule_error(f'destination = "{self.destination}" needs {required}, like {required} = {example}')
+        if self.destination == "syslog" and not self.tls:
+            for key in ("ca", "cert", "key", "server_name"):
+                if getattr(self, key) is not None:
+                    raise rule_error(f"{key} is a TLS setting, and tls = false; remove {key}, or tls = false", key)
+        if self.key is not None and self.cert is None:
+            raise rule_error("key is the private key of cert, and cert is not set; set cert too", "key")
+        if self.destination == "otlp" and not _installed(OTLP_EXPORTER):
+            raise rule_error(
+                'destination = "otlp" needs the OTLP exporter, which is not installed; install it with '
+                "pip install -e '.[otlp]' from the checkout",
+                "destination",
+            )
+        return self
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """ "HOST:PORT" (or "[IPv6]:PORT") -> (host, port); a ValueError saying how to write it otherwise."""
+    host, colon, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:  # an IPv6 address without its brackets
+        host = ""
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f'address must be "HOST:PORT", like "siem.example.com:6514" (or "[::1]:6514"); got {address!r}'
+        )
+    return host, int(port)
+
+
 class AuditFileSettings(BaseModel):
-    """The [audit] table: the audit log file (relative paths: from hub.toml's folder)."""
+    """The [audit] table: the audit log file (relative paths: from hub.toml's folder), and more sinks."""
 
     model_config = _MODEL_CONFIG
 
@@ -370,6 +496,10 @@ class AuditFileSettings(BaseModel):
     """The size at which the audit log is rotated (audit.jsonl.1, .2...)."""
     backups: int = Field(default=5, ge=0)
     """How many rotated files are kept."""
+
+    sinks: tuple[AuditSinkSettings, ...] = Field(default=(), strict=False)
+    """More places the audit events go, each an [[audit.sinks]] table: a file, a syslog receiver or an OTLP
+    collector, in the hub's JSON or as OCSF (see docs/audit.md); none: the file alone."""
 
     @field_validator("file", mode="before")
     @classmethod
@@ -474,14 +604,7 @@ class TelemetrySettings(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _collector_url(cls, url: str | None) -> str | None:
-        if url is None or url.startswith("${"):  # checked once expanded
-            return url
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-            raise rule_error(
-                'endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"'
-            )
-        return url
+        return collector_url(url)
 
     @model_validator(mode="after")
     def _exporter_installed(self) -> TelemetrySettings:
@@ -493,6 +616,16 @@ class TelemetrySettings(BaseModel):
                     key,
                 )
         return self
+
+
+def collector_url(url: str | None) -> str | None:
+    """An `endpoint` setting: a collector's http:// or https:// base URL (a ${VAR} is checked once expanded)."""
+    if url is None or url.startswith("${"):
+        return url
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise rule_error('endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"')
+    return url
 
 
 def _installed(module: str) -> bool:

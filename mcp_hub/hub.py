@@ -54,6 +54,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors, expand, poisoned, redacted
 from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
 from mcp_hub.results import KeptResults, tokens
@@ -120,7 +121,9 @@ class Hub:
         self._served_tools: dict[str, list[dict[str, Any]]] = {}
         """Each mount's tool listing as the server sent it, before pinning held any back."""
         audit = config.audit
-        self.audit = AuditLog(config.audit_file(), max_bytes=audit.max_bytes, backups=audit.backups)
+        self.audit = AuditLog(
+            config.audit_file(), max_bytes=audit.max_bytes, backups=audit.backups, sinks=sinks_of(config)
+        )
         self.pins = PinStore(config.pins_file(), on_flag=self.audit.record_tool_changed)
         self._tool_detectors = Detectors()
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
@@ -133,7 +136,7 @@ class Hub:
         guardrails = None
         if observer is not None:
             links.append(CallRecorder())
-        trail = AuditTrail(self.audit, self.policy) if audit.file else None
+        trail = AuditTrail(self.audit, self.policy) if audit.file or audit.sinks else None
         if trail is not None:
             links.append(trail)
         self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
@@ -247,7 +250,7 @@ class Hub:
         start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
-            self.telemetry.start(self._mount_status)
+            self.telemetry.start(self._mount_status, lambda: self.audit.sinks)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 for served in self._serving():
