@@ -1,0 +1,227 @@
+"""Skills (SEP-2640, `io.modelcontextprotocol/skills`) through the hub, against direct connections to the same servers.
+
+Two skill servers (`tests/servers/skills.py`, serving `tests/data/skills/docs` as a stdio child, one skill a page,
+and `tests/data/skills/ops` in-process over streamable HTTP) mounted in one hub; the SDK's `Client` discovers the
+extension where the hub declares it, pages through `skills/list`, checks each entry against the server's own
+(the URIs in the hub's form, the rest identical), reads every file of every skill through the hub and checks its
+bytes against the server's, and the digest and size in the entry, in both protocol eras. The SDK has no typed
+skills API, so its session sends the extension's requests with raw params.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from pydantic import TypeAdapter
+
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from tests.conftest import ROOT, hub_client, running_hub, script_server, serve_app, write_config
+from tests.servers.skills import DATA, SKILLS, build_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # each hub starts a skill server as a stdio child
+
+SERVER = str(ROOT / "tests" / "servers" / "skills.py")
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+async def send(client: Client, method: str, **params: Any) -> dict[str, Any]:
+    return await client.session.send_request(types.Request[dict[str, Any], str](method=method, params=params), _RAW)
+
+
+async def listing(client: Client) -> tuple[list[dict[str, Any]], int]:
+    """Every entry of `skills/list`, page after page, and how many pages it took."""
+    entries: list[dict[str, Any]] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = await send(client, "skills/list", **({"cursor": cursor} if cursor else {}))
+        pages += 1
+        entries += page["skills"]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return entries, pages
+
+
+async def declared(client: Client, mode: str) -> dict[str, Any]:
+    """The extensions the server declared: in its `initialize` answer, or its `server/discover` one."""
+    if mode == "legacy":
+        return dict(client.server_capabilities.extensions or {})
+    discovered = await client.session.send_discover("2026-07-28")
+    return dict(discovered["capabilities"].get("extensions") or {})
+
+
+def body(contents: dict[str, Any]) -> bytes:
+    return contents["text"].encode() if "text" in contents else base64.b64decode(contents["blob"])
+
+
+def public(mount: str, uri: str) -> str:
+    return "skill://" + mount + "/" + uri.removeprefix("skill://")
+
+
+def in_hub_form(mount: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """A server's entry as the hub should show it: every URI with the mount in it, the rest as it is."""
+    files = [{**f, "uri": public(mount, f["uri"])} for f in entry["resources"]]
+    return {**entry, "uri": public(mount, entry["uri"]), "resources": files}
+
+
+@asynccontextmanager
+async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator[Hub]:
+    """A hub mounting `docs` (stdio, a skill a page) and `ops` (streamable HTTP), with `policy` as its policy file."""
+    async with serve_app(build_server(DATA / "ops", name="ops").streamable_http_app()) as ops:
+        servers = {
+            "docs": script_server(SERVER, str(DATA / "docs"), "--page", "1"),
+            "ops": {"url": f"{ops}/mcp", "transport": "streamable-http"},
+        }
+        path = write_config(tmp_path / "hub.toml", servers)
+        if policy is not None:
+            (tmp_path / "policies").mkdir()
+            (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
+            with path.open("a", encoding="utf-8") as file:
+                file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+        async with running_hub(load_config(path)) as hub:
+            yield hub
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_two_mounts_skills_are_listed_got_and_read_byte_identical_to_direct(tmp_path: Path, mode: str) -> None:
+    async with (
+        skills_hub(tmp_path) as hub,
+        hub_client(hub, mode) as client,
+        Client(build_server(DATA / "docs"), mode=mode, cache=None) as docs,
+        Client(build_server(DATA / "ops"), mode=mode, cache=None) as ops,
+    ):
+        assert (await declared(client, mode))[SKILLS] == {"directoryRead": True}
+        entries, pages = await listing(client)
+        direct = {"docs": (await listing(docs))[0], "ops": (await listing(ops))[0]}
+        expected = [in_hub_form(mount, e) for mount in ("docs", "ops") for e in direct[mount]]
+        assert entries == expected
+        assert [e["frontmatter"]["name"] for e in entries] == [
+            "refunds",
+            "pdf-processing",
+            "git-workflow",
+            "release-notes",
+        ]
+        assert pages == 3  # docs serves a skill a page (two pages), ops both of its own on one
+        assert entries[0]["uri"] == "skill://docs/acme/billing/refunds/SKILL.md"
+        assert entries[2]["frontmatter"]["allowed-tools"] == "Bash(git:*)"  # frontmatter as the author wrote it
+        for entry in entries:
+            mount = entry["uri"].split("/")[2]
+            server = docs if mount == "docs" else ops
+            for file in entry["resources"]:
+                native = "skill://" + file["uri"].split("/", 3)[3]
+                through = (await send(client, "resources/read", uri=file["uri"]))["contents"]
+                straight = (await send(server, "resources/read", uri=native))["contents"]
+                assert [body(c) for c in through] == [body(c) for c in straight]
+                assert [c["uri"] for c in through] == [file["uri"]]
+                data = body(through[0])
+                assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+            got = await send(client, "skills/get", uri=entry["uri"])
+            native = "skill://" + entry["uri"].split("/", 3)[3]
+            assert got["skill"] == in_hub_form(mount, (await send(server, "skills/get", uri=native))["skill"])
+        # A binary file and CRLF text arrive as they are on disk.
+        logo = await send(client, "resources/read", uri="skill://ops/git-workflow/assets/logo.png")
+        assert body(logo["contents"][0]) == (DATA / "ops" / "git-workflow" / "assets" / "logo.png").read_bytes()
+        email = await send(client, "resources/read", uri="skill://docs/acme/billing/refunds/examples/email.md")
+        assert body(email["contents"][0]).count(b"\r\n") == 3
+        # A folder of a skill, its children in the hub's form.
+        folder = await send(client, "resources/directory/read", uri="skill://docs/pdf-processing/templates")
+        assert folder["resources"] == [
+            {
+                "uri": "skill://docs/pdf-processing/templates/invoice.md",
+                "name": "invoice.md",
+                "mimeType": "text/markdown",
+            },
+            {
+                "uri": "skill://docs/pdf-processing/templates/regional",
+                "name": "regional",
+                "mimeType": "inode/directory",
+            },
+        ]
+        # The skill files are resources too, listed with the hub's URIs.
+        uris = {r.uri for r in (await client.list_resources()).resources}
+        assert "skill://docs/pdf-processing/SKILL.md" in uris and "skill://ops/git-workflow/assets/logo.png" in uris
+
+
+async def test_unknown_skills_folders_and_cursors_are_invalid_params(tmp_path: Path) -> None:
+    async with skills_hub(tmp_path) as hub, hub_client(hub, "2026-07-28") as client:
+        refusals = []
+        for method, params in [
+            ("skills/get", {"uri": "skill://docs/no-such-skill/SKILL.md"}),
+            ("skills/get", {"uri": "skill://nowhere/pdf-processing/SKILL.md"}),
+            ("skills/get", {"uri": "skill://docs/pdf-processing/templates/invoice.md"}),
+            ("resources/directory/read", {"uri": "skill://docs/pdf-processing/SKILL.md"}),
+            ("resources/directory/read", {"uri": "skill://docs/acme"}),
+            ("skills/list", {"cursor": "not-a-cursor"}),
+            ("skills/list", {"cursor": base64.urlsafe_b64encode(b'{"m":"nowhere","c":null}').decode().rstrip("=")}),
+        ]:
+            with pytest.raises(MCPError) as refused:
+                await send(client, method, **params)
+            refusals.append((refused.value.error.code, refused.value.error.message))
+        assert refusals == [
+            (INVALID_PARAMS, "No skill is served at skill://no-such-skill/SKILL.md"),
+            (INVALID_PARAMS, "Unknown resource: skill://nowhere/pdf-processing/SKILL.md"),
+            (INVALID_PARAMS, "No skill is served at skill://pdf-processing/templates/invoice.md"),
+            (INVALID_PARAMS, "skill://pdf-processing/SKILL.md is not a directory resource"),
+            (INVALID_PARAMS, "skill://acme is not a directory resource"),
+            (INVALID_PARAMS, "Invalid cursor: 'not-a-cursor'; start again without a cursor"),
+            (INVALID_PARAMS, refusals[-1][1]),
+        ]
+        assert refusals[-1][1].startswith("Invalid cursor")
+
+
+POLICY = """
+[principals]
+stdio = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "pdf-only"
+effect = "allow"
+resources = ["docs/skill://pdf-processing/*"]
+"""
+
+
+async def test_a_policy_shows_only_the_skills_its_profile_may_read_and_audits_each_get(tmp_path: Path) -> None:
+    async with skills_hub(tmp_path, POLICY) as hub, hub_client(hub, "2026-07-28") as client:
+        entries, _ = await listing(client)
+        assert [e["uri"] for e in entries] == ["skill://docs/pdf-processing/SKILL.md"]
+        got = await send(client, "skills/get", uri="skill://docs/pdf-processing/SKILL.md")
+        assert got["skill"]["frontmatter"]["name"] == "pdf-processing"
+        invoice = await send(client, "resources/read", uri="skill://docs/pdf-processing/templates/invoice.md")
+        assert body(invoice["contents"][0]) == (DATA / "docs/pdf-processing/templates/invoice.md").read_bytes()
+        hidden = []
+        for method, uri in [
+            ("skills/get", "skill://docs/acme/billing/refunds/SKILL.md"),
+            ("skills/get", "skill://ops/git-workflow/SKILL.md"),
+            ("resources/read", "skill://ops/git-workflow/SKILL.md"),
+        ]:
+            with pytest.raises(MCPError) as refused:
+                await send(client, method, uri=uri)
+            hidden.append((refused.value.error.code, refused.value.error.message))
+        # Hidden is unknown: answered as a resource that does not exist is, not as one forbidden.
+        assert hidden == [
+            (INVALID_PARAMS, "Unknown resource: skill://docs/acme/billing/refunds/SKILL.md"),
+            (INVALID_PARAMS, "Unknown resource: skill://ops/git-workflow/SKILL.md"),
+            (INVALID_PARAMS, "Unknown resource: skill://ops/git-workflow/SKILL.md"),
+        ]
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    gets = [(line["mount"], line["name"], line["outcome"]) for line in lines if line["method"] == "skills/get"]
+    assert gets == [
+        ("docs", "skill://pdf-processing/SKILL.md", "allowed"),
+        ("docs", "skill://acme/billing/refunds/SKILL.md", "denied"),
+        ("ops", "skill://git-workflow/SKILL.md", "denied"),
+    ]
