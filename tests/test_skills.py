@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -28,6 +29,7 @@ from pydantic import TypeAdapter
 
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, hub_client, running_hub, script_server, serve_app, write_config
 from tests.servers.skills import DATA, SKILLS, build_server
 
@@ -225,3 +227,52 @@ async def test_a_policy_shows_only_the_skills_its_profile_may_read_and_audits_ea
         ("docs", "skill://acme/billing/refunds/SKILL.md", "denied"),
         ("ops", "skill://git-workflow/SKILL.md", "denied"),
     ]
+
+
+# --- the conformance suite's skills scenarios ------------------------------------------------------------------------
+
+NPM = ROOT / "tests" / "npm" / "node_modules"
+SCENARIOS = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
+
+
+async def conformance(url: str, version: str, output: Path) -> dict[str, str]:
+    """The skills scenarios of the conformance suite (0.2.0-alpha.12) against `url` at `version`: check id -> status."""
+    statuses: dict[str, str] = {}
+    for scenario in SCENARIOS:
+        command = [str(NPM / ".bin" / "node"), str(NPM / "conformance-next" / "dist" / "index.js"), "server"]
+        command += ["--url", url, "--scenario", scenario, "--spec-version", version, "--force"]
+        with anyio.fail_after(120):
+            await anyio.run_process([*command, "-o", str(output / version)], check=False)
+    for checks in (output / version).glob("server-sep-2640-*/checks.json"):
+        statuses |= {c["id"]: c["status"] for c in json.loads(checks.read_text(encoding="utf-8"))}
+    return statuses
+
+
+async def test_the_conformance_suites_skills_scenarios_pass_through_the_hub_in_both_eras(tmp_path: Path) -> None:
+    """Every check passes directly (2026-07-28: the SDK's server declares no extension to a handshake-era client)
+    and through the hub, which declares it to both eras; the skill names the hub's URIs end in included."""
+    async with (
+        serve_app(build_server(DATA / "docs").streamable_http_app()) as docs,
+        serve_app(build_server(DATA / "ops").streamable_http_app()) as ops,
+    ):
+        direct = await conformance(f"{docs}/mcp", "2026-07-28", tmp_path / "direct")
+        servers = {
+            name: {"url": f"{url}/mcp", "transport": "streamable-http"} for name, url in (("docs", docs), ("ops", ops))
+        }
+        async with running_hub(load_config(write_config(tmp_path / "hub.toml", servers))) as hub:
+            app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+            async with serve_app(app) as base:
+                through = {
+                    v: await conformance(f"{base}/mcp", v, tmp_path / "hub") for v in ("2025-11-25", "2026-07-28")
+                }
+    for statuses in (direct, *through.values()):
+        assert "FAILURE" not in statuses.values(), statuses
+        for check in (
+            "sep-2640-final-segment-equals-name",
+            "sep-2640-skills-list-pagination",
+            "sep-2640-resources-complete",
+        ):
+            assert statuses[check] == "SUCCESS", (check, statuses)
+        assert statuses["sep-2640-directory-read-subdir-mimetype"] == "SUCCESS"
+    assert through["2026-07-28"]["sep-2640-skills-list-cache-attributes"] == "SUCCESS"
+    assert through["2025-11-25"]["sep-2640-skills-list-cache-attributes"] == "SKIPPED"  # defined from 2026-07-28 on

@@ -81,14 +81,14 @@ class Skills(Extension):
     def resources(self) -> Sequence[ResourceBinding]:
         bindings: list[ResourceBinding] = []
         for path in sorted({p for skill in self.skills for p in self.files(skill)}):
-            uri, name = self.uri(path), path.name
+            uri, name, description = self.uri(path), path.name, None
             mime = _TEXT.get(path.suffix)
-            if path.name == "SKILL.md":
+            if path.name == "SKILL.md":  # named and described as its frontmatter says
                 head = frontmatter(path.read_text(encoding="utf-8"))
-                name = head["name"]
+                name, description = head["name"], head["description"]
             if mime is not None:
                 text = path.read_bytes().decode("utf-8")
-                resource: Any = TextResource(uri=uri, name=name, mime_type=mime, text=text)
+                resource: Any = TextResource(uri=uri, name=name, description=description, mime_type=mime, text=text)
             else:
                 mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
                 resource = BinaryResource(uri=uri, name=name, mime_type=mime, data=path.read_bytes())
