@@ -10,19 +10,22 @@ card names, with the header it names, and lists the tools there.
 from __future__ import annotations
 
 import textwrap
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_hub.cli import main
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
-from tests.conftest import KEYS, running_hub, serve_app, write_config
+from tests.conftest import KEYS, hub_client, running_hub, serve_app, write_config
 from tests.servers.skills import DATA, build_server
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +159,42 @@ def test_card_settings_are_checked_naming_file_key_and_fix() -> None:
         assert (caught.value.file, caught.value.key) == ("my-hub.toml", key), table
         assert reason in caught.value.reason, (table, caught.value.reason)
     assert Hub(parse_config("[endpoints.docs]\n", file="my-hub.toml"))._cards() is not None
+
+
+def add(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """`mcp-hub add ARGS` in this process: (exit code, stderr). Run in a thread: the CLI is synchronous."""
+    with pytest.raises(SystemExit) as exit:
+        main(["add", *args])
+    return int(exit.value.code or 0), capsys.readouterr().err
+
+
+@pytest.mark.slow  # ~0.6 s: two hubs, a server and the CLI over HTTP
+async def test_add_turns_a_hubs_card_into_a_table_that_connects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mcp-hub add URL` reads the card at URL/server-card: a second hub mounts the first by its card alone."""
+    async with serve_app(build_server(DATA / "docs").streamable_http_app()) as upstream:
+        path = write_config(tmp_path / "hub.toml", {"skills": {"url": f"{upstream}/mcp"}}, name="team hub")
+        with path.open("a", encoding="utf-8") as file:
+            file.write(textwrap.dedent(HUB))
+        config = load_config(path, environ={"ALICE_KEY": KEYS["alice"]})
+        async with running_hub(config) as hub, serve_app(hub.http_app("127.0.0.1")) as base:
+            front = tmp_path / "front" / "hub.toml"
+            front.parent.mkdir()
+            code, err = await anyio.to_thread.run_sync(add, capsys, f"{base}/mcp/docs", "--config", str(front))
+            assert code == 0, err
+            table = tomllib.loads(front.read_text(encoding="utf-8"))["servers"]["team-hub-docs"]
+            assert table == {
+                "url": f"{base}/mcp/docs",
+                "transport": "streamable-http",
+                "headers": {"X-API-Key": "${TEAM_HUB_DOCS_X_API_KEY}"},
+            }
+            assert "added [servers.team-hub-docs]" in err and "TEAM_HUB_DOCS_X_API_KEY" in err
+            second = load_config(front, environ={"TEAM_HUB_DOCS_X_API_KEY": KEYS["alice"]})
+            async with running_hub(second) as outer, hub_client(outer, "2026-07-28") as client:
+                tools = [t.name for t in (await client.list_tools()).tools]
+            assert "team-hub-docs_skills_skill_count" in tools  # the first hub's tools, through the second
+            # Where there is no card: the URL, what came back, and what to do instead.
+            code, err = await anyio.to_thread.run_sync(add, capsys, f"{upstream}/mcp", "--config", str(front))
+    assert code == 2
+    assert f"{upstream}/mcp/server-card" in err and "HTTP 404" in err and "add the server by hand" in err
