@@ -28,12 +28,15 @@ from mcp_types import INVALID_PARAMS
 from pydantic import TypeAdapter
 
 from mcp_hub.config import load_config
+from mcp_hub.errors import InvalidCursor
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
+from mcp_hub.server.skills import decode_cursor, encode_cursor, skills_settings
 from tests.conftest import ROOT, hub_client, running_hub, script_server, serve_app, write_config
 from tests.servers.skills import DATA, SKILLS, build_server
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # each hub starts a skill server as a stdio child
+pytestmark = pytest.mark.anyio
+slow = pytest.mark.slow  # each hub starts a skill server as a stdio child; the conformance suite runs on node
 
 SERVER = str(ROOT / "tests" / "servers" / "skills.py")
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -97,6 +100,7 @@ async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator
             yield hub
 
 
+@slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_two_mounts_skills_are_listed_got_and_read_byte_identical_to_direct(tmp_path: Path, mode: str) -> None:
     async with (
@@ -157,6 +161,7 @@ async def test_two_mounts_skills_are_listed_got_and_read_byte_identical_to_direc
         assert "skill://docs/pdf-processing/SKILL.md" in uris and "skill://ops/git-workflow/assets/logo.png" in uris
 
 
+@slow
 async def test_unknown_skills_folders_and_cursors_are_invalid_params(tmp_path: Path) -> None:
     async with skills_hub(tmp_path) as hub, hub_client(hub, "2026-07-28") as client:
         refusals = []
@@ -197,6 +202,7 @@ resources = ["docs/skill://pdf-processing/*"]
 """
 
 
+@slow
 async def test_a_policy_shows_only_the_skills_its_profile_may_read_and_audits_each_get(tmp_path: Path) -> None:
     async with skills_hub(tmp_path, POLICY) as hub, hub_client(hub, "2026-07-28") as client:
         entries, _ = await listing(client)
@@ -248,6 +254,7 @@ async def conformance(url: str, version: str, output: Path) -> dict[str, str]:
     return statuses
 
 
+@slow
 async def test_the_conformance_suites_skills_scenarios_pass_through_the_hub_in_both_eras(tmp_path: Path) -> None:
     """Every check passes directly (2026-07-28: the SDK's server declares no extension to a handshake-era client)
     and through the hub, which declares it to both eras; the skill names the hub's URIs end in included."""
@@ -276,3 +283,28 @@ async def test_the_conformance_suites_skills_scenarios_pass_through_the_hub_in_b
         assert statuses["sep-2640-directory-read-subdir-mimetype"] == "SUCCESS"
     assert through["2026-07-28"]["sep-2640-skills-list-cache-attributes"] == "SUCCESS"
     assert through["2025-11-25"]["sep-2640-skills-list-cache-attributes"] == "SKIPPED"  # defined from 2026-07-28 on
+
+
+# --- pure parts ------------------------------------------------------------------------------------------------------
+
+
+def test_the_hubs_settings_read_folders_when_any_mount_does() -> None:
+    assert skills_settings([None, None]) is None
+    assert skills_settings([{}, None]) == {"directoryRead": False}
+    assert skills_settings([{}, {"directoryRead": True}, {"directoryRead": "yes"}]) == {"directoryRead": True}
+
+
+def test_a_listing_cursor_names_the_mount_and_its_servers_cursor_and_nothing_else_is_one() -> None:
+    for mount, inner in [("docs", None), ("docs", "2"), ("ops", "opaque=+/")]:
+        assert decode_cursor(encode_cursor(mount, inner)) == (mount, inner)
+    forged = [
+        "",
+        "not base64!",
+        base64.urlsafe_b64encode(b"[1]").decode(),
+        base64.urlsafe_b64encode(b'{"m": 1, "c": null}').decode(),
+        encode_cursor("docs", None) + "A",
+        base64.urlsafe_b64encode(b'{"m": "docs", "c": null}').decode(),  # spaced: not what the hub gives
+    ]
+    for cursor in forged:
+        with pytest.raises(InvalidCursor):
+            decode_cursor(cursor)
