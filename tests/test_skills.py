@@ -32,7 +32,9 @@ from mcp_hub.errors import InvalidCursor
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from mcp_hub.server.skills import decode_cursor, encode_cursor, skills_settings
-from tests.conftest import ROOT, hub_client, running_hub, script_server, serve_app, write_config
+from mcp_hub.skills_server import FolderSkills
+from mcp_hub.skills_server import build_server as skills_server
+from tests.conftest import ROOT, hub_client, module_server, running_hub, script_server, serve_app, write_config
 from tests.servers.skills import DATA, SKILLS, build_server
 
 pytestmark = pytest.mark.anyio
@@ -308,3 +310,95 @@ def test_a_listing_cursor_names_the_mount_and_its_servers_cursor_and_nothing_els
     for cursor in forged:
         with pytest.raises(InvalidCursor):
             decode_cursor(cursor)
+
+
+# --- mcp-hub-skills: a folder of skills served by the hub's own server -----------------------------------------------
+
+
+def skill(folder: Path, text: str, **files: bytes) -> None:
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+
+
+def team_folder(root: Path) -> Path:
+    """A folder with two good skills (one nested, one with a binary and a hidden file) and five it must leave out."""
+    skill(
+        root / "deploy",
+        "---\nname: deploy\ndescription: Ship a release\n---\n# Deploy\n",
+        **{"run.sh": b"#!/bin/sh\r\n"},
+    )
+    skill(root / "team/review", "---\nname: review\ndescription: Review a change\nlicense: MIT\n---\nBody\n")
+    (root / "deploy" / "logo.bin").write_bytes(bytes(range(256)))
+    (root / "deploy" / ".secret").write_text("never served", encoding="utf-8")
+    skill(root / "plain", "# No frontmatter\n")
+    skill(root / "renamed", "---\nname: other\ndescription: x\n---\n")
+    skill(root / "Bad_Name", "---\nname: Bad_Name\ndescription: x\n---\n")
+    skill(root / "undescribed", "---\nname: undescribed\n---\n")
+    (root / "outside.md").write_text("outside", encoding="utf-8")
+    skill(root / "linked", "---\nname: linked\ndescription: A link out\n---\n")
+    (root / "linked" / "escape.md").symlink_to(root.parent / "outside.md")
+    (root / "outside.md").rename(root.parent / "outside.md")  # the link now leads out of the folder
+    return root
+
+
+@slow  # ~0.5 s
+async def test_the_hubs_skills_server_serves_a_folder_and_says_what_it_leaves_out(tmp_path: Path) -> None:
+    warned: list[str] = []
+    root = team_folder(tmp_path / "skills")
+    skills = FolderSkills(root, warned.append)
+    assert [s.uri for s in skills.skills] == [
+        "skill://deploy/SKILL.md",
+        "skill://linked/SKILL.md",
+        "skill://team/review/SKILL.md",
+    ]
+    assert [w.split(":")[0] for w in warned] == [
+        "Bad_Name/SKILL.md",
+        "plain/SKILL.md",
+        "renamed/SKILL.md",
+        "undescribed/SKILL.md",
+    ]
+    assert "rename the folder" in warned[0]
+    assert "write name: renamed" in warned[2] and "write description" in warned[3]
+    async with Client(skills_server(root), mode="2026-07-28", cache=None) as client:
+        entries, _ = await listing(client)
+        deploy = entries[0]
+        assert deploy["frontmatter"] == {"name": "deploy", "description": "Ship a release"}
+        assert [f["uri"] for f in deploy["resources"]] == [
+            "skill://deploy/SKILL.md",
+            "skill://deploy/logo.bin",
+            "skill://deploy/run.sh",
+        ]
+        assert [f["uri"] for f in entries[1]["resources"]] == ["skill://linked/SKILL.md"]  # its link leads out
+        for entry in entries:
+            for file in entry["resources"]:
+                data = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
+                assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+                assert data == (root / file["uri"].removeprefix("skill://")).read_bytes()
+        assert (await send(client, "skills/get", uri="skill://team/review/SKILL.md"))["skill"] == entries[2]
+        folder = await send(client, "resources/directory/read", uri="skill://deploy")
+        assert [(r["name"], r["mimeType"]) for r in folder["resources"]] == [
+            ("SKILL.md", "text/markdown"),
+            ("logo.bin", "application/octet-stream"),
+            ("run.sh", "text/x-shellscript"),
+        ]
+        for method, uri in [("skills/get", "skill://plain/SKILL.md"), ("resources/directory/read", "skill://team")]:
+            with pytest.raises(MCPError) as refused:
+                await send(client, method, uri=uri)
+            assert refused.value.error.code == INVALID_PARAMS
+
+
+@slow
+async def test_the_hubs_skills_server_passes_the_conformance_scenarios_through_the_hub(tmp_path: Path) -> None:
+    """`mcp-hub-skills` over stdio, mounted as its docs say, through the hub at both eras."""
+    servers = {"team": module_server("mcp_hub.skills_server", str(DATA / "docs"))}
+    async with running_hub(load_config(write_config(tmp_path / "hub.toml", servers))) as hub:
+        app = build_app(hub.endpoint.server, host="127.0.0.1", path="/mcp", health=hub.health)
+        async with serve_app(app) as base:
+            through = {v: await conformance(f"{base}/mcp", v, tmp_path / "hub") for v in ("2025-11-25", "2026-07-28")}
+    for statuses in through.values():
+        assert "FAILURE" not in statuses.values(), statuses
+        assert "WARNING" not in statuses.values(), statuses
+        assert statuses["sep-2640-final-segment-equals-name"] == "SUCCESS"
+        assert statuses["sep-2640-directory-read-subdir-mimetype"] == "SUCCESS"
