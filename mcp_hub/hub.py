@@ -31,7 +31,7 @@ import uvicorn
 from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
-from mcp_hub import __version__, sdk
+from mcp_hub import sdk
 from mcp_hub.cache import CacheStore, MemoryStore, ResultCache
 from mcp_hub.cache.shared import RedisStore
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -651,7 +651,6 @@ class Hub:
             return None
         return Cards(
             name=self.config.hub.name,
-            version=__version__,
             description=self.config.hub.description,
             path=self.config.http.path,
             endpoints={name: settings.description for name, settings in self.config.endpoints.items()},

@@ -34,6 +34,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mcp_hub import __version__
+
 CARD_MEDIA_TYPE = "application/mcp-server-card+json"
 CARD_SCHEMA = "https://static.modelcontextprotocol.io/schemas/v2/server-card.schema.json"
 CARD_SUFFIX = "/server-card"
@@ -52,16 +54,16 @@ _NAME_CHARS = re.compile(r"[^a-zA-Z0-9._-]+")
 
 @dataclass(frozen=True)
 class Cards:
-    """What the hub's cards say: its name, version and description, its endpoints' descriptions (None: a sentence
+    """What the hub's cards say: its name, description and version, its endpoints' descriptions (None: a sentence
     of the hub's), and how a client gets in (`api_keys`, `oauth`)."""
 
     name: str
-    version: str
     description: str
     path: str
     endpoints: Mapping[str, str | None] = field(default_factory=dict)
     api_keys: bool = False
     oauth: bool = False
+    version: str = __version__
 
     def paths(self) -> dict[str, str | None]:
         """Card path -> the curated endpoint it describes (None: the hub's own)."""

@@ -1,5 +1,6 @@
-"""Print the text of a PDF's pages (an example a skill ships; never run by the tests)."""
+"""Print the first bytes of a PDF (an example a skill ships; never run by the tests)."""
 
 import sys
 
-print(open(sys.argv[1], "rb").read()[:100])
+with open(sys.argv[1], "rb") as pdf:
+    print(pdf.read()[:100])
