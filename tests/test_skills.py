@@ -402,3 +402,31 @@ async def test_the_hubs_skills_server_passes_the_conformance_scenarios_through_t
         assert "WARNING" not in statuses.values(), statuses
         assert statuses["sep-2640-final-segment-equals-name"] == "SUCCESS"
         assert statuses["sep-2640-directory-read-subdir-mimetype"] == "SUCCESS"
+
+
+@slow  # ~2 s: two servers over HTTP and a hub
+async def test_a_curated_endpoint_lists_the_skills_it_selects_and_a_failing_mount_is_left_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with (
+        serve_app(build_server(DATA / "docs").streamable_http_app()) as docs,
+        serve_app(build_server(DATA / "ops", broken=True).streamable_http_app()) as broken,
+    ):
+        servers = {"docs": {"url": f"{docs}/mcp"}, "broken": {"url": f"{broken}/mcp"}}
+        path = write_config(tmp_path / "hub.toml", servers)
+        with path.open("a", encoding="utf-8") as file:
+            file.write('\n[endpoints.pdf]\nresources = ["docs/skill://pdf-processing/*"]\n')
+        async with running_hub(load_config(path)) as hub:
+            async with hub_client(hub, "2026-07-28") as client:
+                everything, _ = await listing(client)
+            async with Client(hub.endpoints["pdf"].server, mode="2026-07-28", cache=None) as client:
+                selected, _ = await listing(client)
+                with pytest.raises(MCPError) as unselected:
+                    await send(client, "skills/get", uri="skill://docs/acme/billing/refunds/SKILL.md")
+    assert [e["uri"] for e in everything] == [
+        "skill://docs/acme/billing/refunds/SKILL.md",
+        "skill://docs/pdf-processing/SKILL.md",
+    ]
+    assert [e["uri"] for e in selected] == ["skill://docs/pdf-processing/SKILL.md"]
+    assert unselected.value.error.code == INVALID_PARAMS
+    assert any("broken answered no listing" in r.getMessage() for r in caplog.records)

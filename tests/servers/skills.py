@@ -6,7 +6,7 @@ under the root holding a `SKILL.md` is a skill, at `skill://<its path>`; every f
 `{"directoryRead": true}` and serves `skills/list` (`--page N` entries a page, in path order), `skills/get`
 (-32602 for a URI that is not a skill's `SKILL.md`) and `resources/directory/read` (a folder's direct children,
 folders as `inode/directory`). Entries carry the frontmatter as YAML reads it, and every file's `sha256:` digest
-and size. A tool `skill_count` answers how many skills it serves.
+and size. A tool `skill_count` answers how many skills it serves. With `broken` (in-process), `skills/list` fails.
 
 `python tests/servers/skills.py ROOT [--page N]` serves stdio; `build_server(root)` in-process.
 """
@@ -26,7 +26,7 @@ from mcp.server.extension import Extension, MethodBinding, ResourceBinding
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.resources import BinaryResource, TextResource
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, RequestParams
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 
 SKILLS = "io.modelcontextprotocol/skills"
 SCHEME = "skill://"
@@ -54,9 +54,10 @@ def frontmatter(text: str) -> dict[str, Any]:
 class Skills(Extension):
     identifier = SKILLS
 
-    def __init__(self, root: Path, page: int) -> None:
+    def __init__(self, root: Path, page: int, broken: bool = False) -> None:
         self.root = root
         self.page = page
+        self.broken = broken
         self.skills = sorted(p.parent for p in root.rglob("SKILL.md"))
 
     def uri(self, path: Path) -> str:
@@ -103,6 +104,8 @@ class Skills(Extension):
         )
 
     async def list_skills(self, ctx: ServerRequestContext[Any, Any], params: ListParams) -> dict[str, Any]:
+        if self.broken:
+            raise MCPError(INTERNAL_ERROR, "the skills index is unreadable")
         start = int(params.cursor) if params.cursor else 0
         page = self.skills[start : start + self.page]
         result: dict[str, Any] = {"skills": [self.entry(s) for s in page], "ttlMs": 60_000, "cacheScope": "public"}
@@ -132,8 +135,10 @@ class Skills(Extension):
         return {"resources": children}
 
 
-def build_server(root: Path = DATA / "docs", *, page: int = 100, name: str = "skills") -> MCPServer:
-    skills = Skills(root, page)
+def build_server(
+    root: Path = DATA / "docs", *, page: int = 100, name: str = "skills", broken: bool = False
+) -> MCPServer:
+    skills = Skills(root, page, broken)
     mcp = MCPServer(name, extensions=[skills])
 
     @mcp.tool(description="How many skills this server serves.")
