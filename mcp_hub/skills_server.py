@@ -17,8 +17,8 @@ entry with its frontmatter as YAML reads it and each file's `sha256:` digest and
 The folder is read once, at start: a change is served from the next start (the hub restarts a server whose
 table changes). What is not a skill it can serve is left out, with a line on stderr naming the file, why, and the
 fix: a `SKILL.md` without frontmatter, or whose `name` is missing, not the folder's, or not a valid skill name; a
-skill over the extension's limits (512 files, 16 MiB); files and folders whose name starts with `.`; links that
-lead out of FOLDER.
+skill over the extension's limits (512 files, 16 MiB); files and folders whose name starts with `.`, and
+`__pycache__` folders; links that lead out of FOLDER.
 """
 
 from __future__ import annotations
@@ -119,9 +119,12 @@ class FolderSkills(Extension):
         return SCHEME + path.relative_to(self.root).as_posix()
 
     def _inside(self, path: Path) -> bool:
-        return not any(part.startswith(".") for part in path.relative_to(self.root).parts) and (
-            path.resolve().is_relative_to(self.root)
-        )
+        """Whether `path` is served: no part of it hidden (`.name`) or Python's byte code (`__pycache__`), and
+        inside the folder once its links are followed."""
+        parts = path.relative_to(self.root).parts
+        if any(part.startswith(".") or part == "__pycache__" for part in parts):
+            return False
+        return path.resolve().is_relative_to(self.root)
 
     def _read(self) -> list[_Skill]:
         skills: list[_Skill] = []

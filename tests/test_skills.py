@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -323,7 +324,8 @@ def skill(folder: Path, text: str, **files: bytes) -> None:
 
 
 def team_folder(root: Path) -> Path:
-    """A folder with two good skills (one nested, one with a binary and a hidden file) and five it must leave out."""
+    """A folder with three good skills (one nested, one with a binary file, a hidden one and byte code, one with a link
+    out of the folder) and four it must leave out."""
     skill(
         root / "deploy",
         "---\nname: deploy\ndescription: Ship a release\n---\n# Deploy\n",
@@ -332,6 +334,8 @@ def team_folder(root: Path) -> Path:
     skill(root / "team/review", "---\nname: review\ndescription: Review a change\nlicense: MIT\n---\nBody\n")
     (root / "deploy" / "logo.bin").write_bytes(bytes(range(256)))
     (root / "deploy" / ".secret").write_text("never served", encoding="utf-8")
+    (root / "deploy" / "__pycache__").mkdir()
+    (root / "deploy" / "__pycache__" / "run.cpython-311.pyc").write_bytes(b"\x00")
     skill(root / "plain", "# No frontmatter\n")
     skill(root / "renamed", "---\nname: other\ndescription: x\n---\n")
     skill(root / "Bad_Name", "---\nname: Bad_Name\ndescription: x\n---\n")
@@ -430,3 +434,27 @@ async def test_a_curated_endpoint_lists_the_skills_it_selects_and_a_failing_moun
     assert [e["uri"] for e in selected] == ["skill://docs/pdf-processing/SKILL.md"]
     assert unselected.value.error.code == INVALID_PARAMS
     assert any("broken answered no listing" in r.getMessage() for r in caplog.records)
+
+
+@slow  # ~0.5 s: a hub with the shipped policies and a server over HTTP
+async def test_the_shipped_guardrails_leave_entries_and_files_as_the_server_sent_them(tmp_path: Path) -> None:
+    """A new hub.toml's policies redact secrets from results: 64 hex digits of a digest are not one."""
+    shutil.copytree(ROOT / "mcp_hub" / "defaults" / "policies", tmp_path / "policies")
+    async with (
+        serve_app(build_server(DATA / "docs").streamable_http_app()) as docs,
+        Client(build_server(DATA / "docs"), mode="2026-07-28", cache=None) as direct,
+    ):
+        path = write_config(tmp_path / "hub.toml", {"docs": {"url": f"{docs}/mcp"}})
+        with path.open("a", encoding="utf-8") as file:
+            file.write('\n[policy]\ndir = "policies"\n')
+        async with running_hub(load_config(path)) as hub, hub_client(hub, "2026-07-28") as client:
+            # The guard on results applies to what the local user reads of this mount's skills.
+            assert hub.policy().guarding("stdio", "resource", "docs", "skill://pdf-processing/SKILL.md", "results")
+            entries, _ = await listing(client)
+            assert entries == [in_hub_form("docs", e) for e in (await listing(direct))[0]]
+            for entry in entries:
+                got = await send(client, "skills/get", uri=entry["uri"])
+                assert got["skill"] == entry
+                for file in entry["resources"]:
+                    data = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
+                    assert "sha256:" + hashlib.sha256(data).hexdigest() == file["digest"]

@@ -31,7 +31,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, RequestParams
 SKILLS = "io.modelcontextprotocol/skills"
 SCHEME = "skill://"
 DATA = Path(__file__).resolve().parent.parent / "data" / "skills"
-_TEXT = {".md": "text/markdown", ".py": "text/x-python", ".txt": "text/plain"}
+_TEXT = {".md": "text/markdown", ".sh": "text/x-shellscript", ".txt": "text/plain"}
 
 
 class UriParams(RequestParams):
