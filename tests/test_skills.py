@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import TypeAdapter
@@ -36,6 +37,7 @@ from mcp_hub.server.skills import decode_cursor, encode_cursor, skills_settings
 from mcp_hub.skills_server import FolderSkills
 from mcp_hub.skills_server import build_server as skills_server
 from tests.conftest import ROOT, hub_client, module_server, running_hub, script_server, serve_app, write_config
+from tests.harness.venvs import interpreter, python_with
 from tests.servers.skills import DATA, SKILLS, build_server
 
 pytestmark = pytest.mark.anyio
@@ -458,3 +460,69 @@ async def test_the_shipped_guardrails_leave_entries_and_files_as_the_server_sent
                 for file in entry["resources"]:
                     data = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
                     assert "sha256:" + hashlib.sha256(data).hexdigest() == file["digest"]
+
+
+# --- a third-party implementation: PyPI's agentskills-mcp-server ---------------------------------------------------
+
+AGENTSKILLS = ROOT / "tests" / ".venv-agentskills"
+AGENTSKILLS_REQUIREMENTS = ROOT / "tests" / "servers" / "agentskills-requirements.txt"
+
+
+@pytest.fixture(scope="module")
+def agentskills_python() -> Path:
+    """The Python of agentskills-mcp-server (pinned in tests/servers/agentskills-requirements.txt; it needs 3.12)."""
+    base = interpreter("3.12") or interpreter("3.13")
+    if base is None:
+        pytest.skip("agentskills-mcp-server needs a Python 3.12 or later, and none is installed (python3.12)")
+    return python_with(AGENTSKILLS, AGENTSKILLS_REQUIREMENTS, base)
+
+
+@slow
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_third_party_skills_server_through_the_hub_is_as_direct(
+    tmp_path: Path, mode: str, agentskills_python: Path
+) -> None:
+    """agentskills-mcp-server 0.7.0 over stdio, serving two of the tests' skills, beside the tests' own server:
+    its listing, entries and files through the hub are its own, the URIs in the hub's form."""
+    config = tmp_path / "agentskills.json"
+    skills = [("pdf-processing", DATA / "docs"), ("git-workflow", DATA / "ops")]
+    config.write_text(
+        json.dumps(
+            {
+                "name": "agentskills",
+                "skills": [{"id": i, "provider": "fs", "options": {"root": str(root)}} for i, root in skills],
+            }
+        ),
+        encoding="utf-8",
+    )
+    command = {"command": str(agentskills_python), "args": ["-m", "agentskills_mcp_server", "--config", str(config)]}
+    async with serve_app(build_server(DATA / "docs").streamable_http_app()) as docs:
+        servers = {"agent": command, "docs": {"url": f"{docs}/mcp"}}
+        direct_server = StdioServerParameters(command=command["command"], args=command["args"])
+        async with (
+            running_hub(load_config(write_config(tmp_path / "hub.toml", servers))) as hub,
+            hub_client(hub, mode) as client,
+            Client(stdio_client(direct_server), mode="2026-07-28", cache=None) as direct,
+        ):
+            assert SKILLS in await declared(client, mode)
+            entries, _ = await listing(client)
+            own, _ = await listing(direct)
+            assert [e["frontmatter"]["name"] for e in own] == ["git-workflow", "pdf-processing"]
+            assert entries[: len(own)] == [in_hub_form("agent", e) for e in own]
+            assert [e["uri"] for e in entries[len(own) :]] == [
+                "skill://docs/acme/billing/refunds/SKILL.md",
+                "skill://docs/pdf-processing/SKILL.md",
+            ]
+            for entry, native in zip(entries, own, strict=False):
+                got = await send(client, "skills/get", uri=entry["uri"])
+                assert got["skill"] == in_hub_form(
+                    "agent", (await send(direct, "skills/get", uri=native["uri"]))["skill"]
+                )
+                for file, native_file in zip(entry["resources"], native["resources"], strict=True):
+                    through = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
+                    straight = body((await send(direct, "resources/read", uri=native_file["uri"]))["contents"][0])
+                    assert through == straight
+                    assert (len(through), "sha256:" + hashlib.sha256(through).hexdigest()) == (
+                        file["size"],
+                        file["digest"],
+                    )
