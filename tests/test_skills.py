@@ -297,6 +297,7 @@ def test_the_hubs_settings_read_folders_when_any_mount_does() -> None:
     assert skills_settings([None, None]) is None
     assert skills_settings([{}, None]) == {"directoryRead": False}
     assert skills_settings([{}, {"directoryRead": True}, {"directoryRead": "yes"}]) == {"directoryRead": True}
+    assert skills_settings([True, None]) is None  # not settings: as if not declared
 
 
 def test_a_listing_cursor_names_the_mount_and_its_servers_cursor_and_nothing_else_is_one() -> None:

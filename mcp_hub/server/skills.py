@@ -50,10 +50,10 @@ _PAGES_PER_REQUEST = 32
 whose pages are all hidden from the caller must not keep one request going forever)."""
 
 
-def skills_settings(declared: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+def skills_settings(declared: Sequence[Any]) -> dict[str, Any] | None:
     """The extension's settings the hub declares, from those its mounts declared (None: no mount serves
     skills): `directoryRead` when any does, since the hub sends each folder read to its own mount."""
-    settings = [d for d in declared if d is not None]
+    settings = [d for d in declared if isinstance(d, Mapping)]
     if not settings:
         return None
     return {"directoryRead": any(s.get("directoryRead") is True for s in settings)}
