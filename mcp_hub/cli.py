@@ -40,6 +40,7 @@ from mcp_hub.allocator import keep_freed_memory
 from mcp_hub.auth.metadata import metadata_url
 from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.catalog.catalog import KINDS, Kind
+from mcp_hub.catalog.naming import split_uri
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.chain.guardrails import configured_secrets
@@ -753,7 +754,14 @@ def _token_principal(config: HubConfig, text: str) -> str:
 
 
 def _split_target(kind: str, text: str) -> tuple[str, str]:
-    """`mount/name`, or a public name (`mount_name`, `mount+uri`)."""
+    """`mount/name`, or a public name (`mount_name`, `mount+uri`, and the forms that keep their scheme:
+    `ui://mount+page`, `skill://mount/path`)."""
+    if kind == "resource" and text.startswith(("ui://", "skill://")):
+        scheme, _, rest = text.partition("://")
+        candidate = rest.partition("+" if scheme == "ui" else "/")[0]
+        split = split_uri(text, {candidate})
+        if split is not None:
+            return split
     separator = "+" if kind == "resource" else "_"
     slash, plus = text.find("/"), text.find(separator)
     if plus > 0 and (slash < 0 or plus < slash):
