@@ -7,6 +7,7 @@
                    [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub add NAME[@VERSION] [--config PATH] [--registry URL] [--name MOUNT] [--use npm|pypi|oci|remote] [--force]
+    mcp-hub add URL [--config PATH] [--name MOUNT] [--force]    (a remote server, from its server card)
     mcp-hub registry search TEXT [--config PATH] [--registry URL] [--limit N]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub connections [--config PATH] [list | revoke | withdraw | key] [--principal P] [--client C] [--server S]
@@ -38,6 +39,7 @@ from mcp_hub.allocator import keep_freed_memory
 from mcp_hub.auth.metadata import metadata_url
 from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.catalog.catalog import KINDS, Kind
+from mcp_hub.catalog.naming import split_uri
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.chain.guardrails import configured_secrets
@@ -205,8 +207,18 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--force", action="store_true", help="replace servers of the same name in --output")
 
     registry_help = "the registry's base URL (default: [hub] registry of --config, else the official MCP Registry)"
-    add = command("add", "Add a server from an MCP server registry to hub.toml, its version pinned.", _add)
-    add.add_argument("server", metavar="NAME[@VERSION]", help="its registry name, like io.github.user/weather")
+    add = command(
+        "add",
+        "Add a server from an MCP server registry to hub.toml, its version pinned; or a remote server by its URL, "
+        "from its server card.",
+        _add,
+    )
+    add.add_argument(
+        "server",
+        metavar="NAME[@VERSION] | URL",
+        help="its registry name, like io.github.user/weather; or its MCP endpoint's URL (or its card's), like "
+        "https://host/mcp, to add it as its server card (SEP-2127) describes it",
+    )
     add.add_argument("--config", help="the hub.toml to add it to (created if missing; default: as `serve` finds it)")
     add.add_argument("--registry", metavar="URL", help=registry_help)
     add.add_argument("--name", metavar="MOUNT", help="the mount name (default: the last part of its registry name)")
@@ -759,7 +771,14 @@ def _token_principal(config: HubConfig, text: str) -> str:
 
 
 def _split_target(kind: str, text: str) -> tuple[str, str]:
-    """`mount/name`, or a public name (`mount_name`, `mount+uri`)."""
+    """`mount/name`, or a public name (`mount_name`, `mount+uri`, and the forms that keep their scheme:
+    `ui://mount+page`, `skill://mount/path`)."""
+    if kind == "resource" and text.startswith(("ui://", "skill://")):
+        scheme, _, rest = text.partition("://")
+        candidate = rest.partition("+" if scheme == "ui" else "/")[0]
+        split = split_uri(text, {candidate})
+        if split is not None:
+            return split
     separator = "+" if kind == "resource" else "_"
     slash, plus = text.find("/"), text.find(separator)
     if plus > 0 and (slash < 0 or plus < slash):
@@ -810,13 +829,20 @@ def _registry_url(args: argparse.Namespace) -> str:
 def _add(args: argparse.Namespace) -> int:
     from mcp_hub.importer import create_config, merge_into  # tomlkit: only this command
     from mcp_hub.registry import Registry, split_reference, status
+    from mcp_hub.server_card import is_url, read_card
     from mcp_hub.server_json import server_table
 
-    name, version = split_reference(args.server)
-    url = _registry_url(args)
-    with Registry(url) as registry:
-        listing = registry.server(name, version)
-    state, message = (shown(text) for text in status(listing))
+    if is_url(args.server):  # a remote server's card (server_card.py): a server.json of remotes only
+        url, card = read_card(args.server)
+        name = card.get("name") if isinstance(card.get("name"), str) else args.server
+        listing: dict[str, Any] = {"server": card}
+        version, state, message = "", "active", ""
+    else:
+        name, version = split_reference(args.server)
+        url = _registry_url(args)
+        with Registry(url) as registry:
+            listing = registry.server(name, version)
+        state, message = (shown(text) for text in status(listing))
     if state == "deleted":
         raise ConfigError(url, "", f"{args.server} is deleted from the registry ({message or 'no reason given'})")
     said = f"{state}: {message}" if message else state

@@ -81,6 +81,10 @@ class HubSettings(BaseModel):
 
     name: str = Field(default="mcp-hub", min_length=1)
     """The name the hub gives clients (its `serverInfo`)."""
+    description: str = Field(
+        default="One MCP endpoint in front of the MCP servers this hub mounts", min_length=1, max_length=100
+    )
+    """What the hub's server card says it does (`[http] server_cards`; at most 100 characters)."""
     page_size: int = Field(default=0, ge=0)
     """Items per page of the lists handed to clients (tools/list etc.); 0: each list on one page."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -179,6 +183,11 @@ class HttpSettings(BaseModel):
     without signing in, and a server's stderr may say more than its state (paths, hosts, what it was given);
     the admin console and `mcp-hub check --connect` show them to an administrator."""
 
+    server_cards: bool = True
+    """Publish the hub's server card (the SEP-2127 draft, experimental) at `PATH/server-card`, each curated
+    endpoint's at `PATH/NAME/server-card`, and an MCP Catalog of them at `/.well-known/mcp/catalog.json`: what
+    a client needs to connect (the endpoint's URL, protocol versions, the API-key header when one is needed),
+    readable without credentials, as `GET /` already is. False: none of them are served."""
     allow_unauthenticated: bool = False
     """Serve HTTP on an address other than loopback without client authentication (no `[auth] api_keys`, no
     `[auth.oauth]`): only behind something that authenticates every request itself. False: such a hub refuses
@@ -349,6 +358,8 @@ class EndpointSettings(BaseModel):
     """Tool search on this endpoint, whatever `[search] enabled` and the callers' profiles say; None: as they say."""
     instructions: str | None = None
     """What its `initialize` answer tells the client about it (MCP `instructions`)."""
+    description: str | None = Field(default=None, min_length=1, max_length=100)
+    """What its server card says it does (at most 100 characters); None: a sentence naming the endpoint and the hub."""
     max_result_tokens: int | None = Field(default=None, ge=0)
     """The result budget of its calls, in tokens (see `[results]`); the smaller of this and the caller's
     profile's applies, a policy rule's wins over both; 0: no budget here; None: as `[results]` says."""
@@ -1532,6 +1543,12 @@ class HubConfig(BaseModel):
     def _check_endpoints(self) -> HubConfig:
         """Endpoint names go in URLs (`/mcp/NAME`); the mounts an endpoint names are servers of this file."""
         for name, endpoint in self.endpoints.items():
+            if name == "server-card":
+                raise rule_error(
+                    "server-card is where the hub's server card is served (PATH/server-card); name the endpoint "
+                    "otherwise",
+                    *("endpoints", name),
+                )
             if not MOUNT_NAME_PATTERN.match(name):
                 raise rule_error(
                     f"an endpoint name is lowercase letters, digits and '-', starting with a letter; "

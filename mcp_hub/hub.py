@@ -62,6 +62,7 @@ from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.http import build_app
+from mcp_hub.server.http.cards import Cards
 from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
@@ -686,6 +687,20 @@ class Hub:
             parkings={name: served.parking for name, served in self.endpoints.items()},
             routes=sign_in_routes(self.cluster.replica if self.cluster is not None else None),
             step_up=self.scopes_wanted,
+            cards=self._cards(),
+        )
+
+    def _cards(self) -> Cards | None:
+        """What the hub's server cards say (`[http] server_cards`; server/http/cards.py), or None: no cards."""
+        if not self.config.http.server_cards:
+            return None
+        return Cards(
+            name=self.config.hub.name,
+            description=self.config.hub.description,
+            path=self.config.http.path,
+            endpoints={name: settings.description for name, settings in self.config.endpoints.items()},
+            api_keys=bool(self.config.auth.api_keys),
+            oauth=self.config.auth.oauth is not None,
         )
 
     async def _serve_http(self, host: str, listening: socket.socket, serving: anyio.Event) -> None:

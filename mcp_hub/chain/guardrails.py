@@ -97,6 +97,9 @@ SCAN_THREADS = 2
 
 _SECRET_NAMES = ("password", "passwd", "secret", "token", "authorization", "cookie", "key", "credential")
 
+URI_CALLS = ("resources/read", "skills/get", "resources/directory/read")
+"""Calls that name a resource (or a skill's, or a folder of skill files) by its URI: the URI is what they send."""
+
 
 def configured_secrets(config: HubConfig) -> list[str]:
     """The hub's own secret values, for the "secrets" detector: the API keys of `[auth]`, and the values of
@@ -159,7 +162,7 @@ class Guardrails:
         revision = policy.revision
         sending = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
         if sending:
-            if ctx.method == "resources/read":
+            if ctx.method in URI_CALLS:
                 self._guard_uri(ctx, sending, revision)
             else:
                 ctx, blocked = await self._guard_sent(ctx, sending, revision)

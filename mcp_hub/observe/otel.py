@@ -62,6 +62,8 @@ TARGET_ATTRIBUTE = {
     "tools/call": "gen_ai.tool.name",
     "prompts/get": "gen_ai.prompt.name",
     "resources/read": "mcp.resource.uri",
+    "skills/get": "mcp.resource.uri",
+    "resources/directory/read": "mcp.resource.uri",
 }
 """Method -> the attribute that names what it is about (the value is `params.name`, or `params.uri`)."""
 
@@ -325,13 +327,13 @@ def target_of(method: str, params: Mapping[str, Any] | None) -> tuple[str, str] 
     attribute = TARGET_ATTRIBUTE.get(method)
     if attribute is None or not params:
         return None
-    value = params.get("uri" if method == "resources/read" else "name")
+    value = params.get("uri" if attribute == "mcp.resource.uri" else "name")
     return (attribute, value) if isinstance(value, str) else None
 
 
 def span_name(method: str, target: tuple[str, str] | None) -> str:
     """`{method} {tool or prompt}`; the method alone for the rest (URIs are too many to name spans by)."""
-    if target is None or method == "resources/read":
+    if target is None or target[0] == "mcp.resource.uri":
         return method
     return f"{method} {target[1]}"
 
