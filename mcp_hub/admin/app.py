@@ -30,11 +30,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
+from mcp_hub.admin.dashboard import DashboardPages
+from mcp_hub.admin.guard import Guard
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -50,13 +52,13 @@ from mcp_hub.upstream import Upstream
 
 if TYPE_CHECKING:
     from mcp_hub.chain.budgets import BudgetCounter
+    from mcp_hub.observe.dashboard import Dashboard
 
 logger = logging.getLogger("mcp_hub.admin")
 
 REFRESH = 0.5
 """Seconds between two looks at what a live stream follows (the status, the audit file)."""
 
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _POLICY_KIND = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resource_templates": "resource"}
 _VISIBLE_KIND = {
     "tools": "tool",
@@ -95,6 +97,7 @@ class ConsoleHub(Protocol):
     upstreams: Mapping[str, Upstream]
     cluster: Cluster | None
     budgets: BudgetCounter | None
+    dashboard: Dashboard | None
 
     def policy(self) -> PolicySet: ...
     def health(self) -> dict[str, Any]: ...
@@ -112,7 +115,7 @@ class Console:
 
     def __init__(self, hub: ConsoleHub, host: str) -> None:
         self._pages = _Pages(hub)
-        self._app = _Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
+        self._app = Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._app(scope, receive, send)
@@ -131,6 +134,7 @@ class _Pages:
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
+        self.dashboard = DashboardPages(self)
 
     def app(self) -> Starlette:
         page, action = self._page, self._action
@@ -140,6 +144,7 @@ class _Pages:
                 Route("/login", self._login_form, methods=["GET"]),
                 Route("/login", self._login, methods=["POST"]),
                 Route("/logout", action(self._logout), methods=["POST"]),
+                *self.dashboard.routes(),
                 Route("/status", page(self._status)),
                 Route("/status/events", self._stream(self._status_events)),
                 Route("/catalog", page(self._catalog)),
@@ -552,58 +557,3 @@ def _cookie(response: Response, request: Request, name: str, value: str, max_age
         samesite="strict",
         secure=request.url.scheme == "https",
     )
-
-
-_HEADERS = [
-    (
-        b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    ),
-    (b"x-frame-options", b"DENY"),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
-]
-
-
-class _Guard:
-    """Refuses a foreign `Host` (bound to loopback) or `Origin`, and a cross-site request; adds the security headers."""
-
-    def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
-        self._app = app
-        self._loopback = loopback
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
-        problem = self._problem(scope, headers)
-        if problem is not None:
-            logger.warning("admin console: refused a request: %s", problem)
-            await PlainTextResponse(f"refused: {problem}", status_code=403)(scope, receive, send)
-            return
-
-        async def secured(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {key.lower() for key, _ in message.get("headers", [])}
-                message = {
-                    **message,
-                    "headers": [*message.get("headers", []), *((k, v) for k, v in _HEADERS if k not in present)],
-                }
-            await send(message)
-
-        await self._app(scope, receive, secured)
-
-    def _problem(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
-        host = headers.get("host", "")
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if self._loopback and name not in _LOOPBACK_HOSTS:
-            return f"the Host {host!r} is not this hub's (it serves loopback only)"
-        origin = headers.get("origin")
-        if origin is not None and origin != f"{scope.get('scheme', 'http')}://{host}":
-            return f"the Origin {origin!r} is not the console's own"
-        if headers.get("sec-fetch-site") == "cross-site":
-            return "a cross-site request"
-        return None

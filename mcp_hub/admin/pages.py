@@ -14,6 +14,7 @@ from mcp_hub.admin.audit_view import Filters
 from mcp_hub.credentials.connections import Connection, Consent
 
 PAGES = (
+    ("dashboard", "Dashboard"),
     ("status", "Status"),
     ("catalog", "Catalog"),
     ("pins", "Pins"),

@@ -1,0 +1,239 @@
+"""The console's dashboard data: the hub's own OpenTelemetry metrics, read in-process into rings (series.py).
+
+`Dashboard` adds a metric reader of its own to the hub's telemetry (`Telemetry.add_reader`: delta
+temporality, latency buckets of `series.BOUNDARIES`), and every `TICK` seconds, on the event loop, collects
+what the instruments gathered since the last look and adds it to the current `SLOT`'s cells:
+
+- `mcp.server.operation.duration` of calls (tools/call, prompts/get, resources/read): calls, errors
+  (outcome error or tool_error), latency, for the hub, the mount, the tool, the principal and the principal's
+  tool; the request's `mcp_hub.decision` (denied, confirmed, declined, rate_limited, over_budget, cached...)
+  and `mcp_hub.guard` (blocked, redacted, flagged) as decisions of the same series;
+- `mcp_hub.upstream.state` (the state each mount was seen in) and `mcp_hub.upstream.restarts` (restarts
+  since the last look), per mount.
+
+Nothing is added to the call path beyond what the metrics already cost: the instruments record, and the
+collection happens here, on its own schedule. With `[cluster]`, each replica writes its current slot (and the
+one it just finished) to Redis, a hash per slot keyed by replica, kept an hour; `view()` then sums every
+replica's cells, and says how many replicas wrote in the last `SLOT` seconds. Without Redis (or while it is
+down) the view is this replica's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, errors
+from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Cell, Key, Rings
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader, MetricsData
+
+    from mcp_hub.cluster import Cluster
+    from mcp_hub.observe.otel import Telemetry
+
+logger = logging.getLogger("mcp_hub.dashboard")
+
+TICK = 2.0
+"""Seconds between two collections: how soon a call shows on the console's charts."""
+
+CALLS = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The requests the dashboard counts as calls (lists, pings and the handshake are not)."""
+
+_KEY = KEY_PREFIX + "dashboard:"
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What the console draws from: the rings (this replica's, or every replica's summed), the last slot, and how
+    many replicas are in it."""
+
+    rings: Rings
+    last: int
+    replicas: int
+    shared: bool
+    """Summed over the replicas that share Redis."""
+
+
+def _reader() -> MetricReader:
+    """A reader that hands over what each collection measured since the one before (delta temporality)."""
+    from opentelemetry.sdk.metrics import Counter, Histogram, ObservableCounter, ObservableGauge, UpDownCounter
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricReader
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation
+
+    class DashboardReader(MetricReader):
+        def __init__(self) -> None:
+            delta = AggregationTemporality.DELTA
+            super().__init__(
+                preferred_temporality={
+                    Counter: delta,
+                    Histogram: delta,
+                    ObservableCounter: delta,
+                    UpDownCounter: AggregationTemporality.CUMULATIVE,
+                    ObservableGauge: AggregationTemporality.CUMULATIVE,
+                },
+                preferred_aggregation={Histogram: ExplicitBucketHistogramAggregation(boundaries=BOUNDARIES)},
+            )
+            self.received: MetricsData | None = None
+
+        def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> None:
+            self.received = metrics_data
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            pass
+
+    return DashboardReader()
+
+
+class Dashboard:
+    """The rings of this hub, fed from its metrics; shared with the other replicas through `cluster`."""
+
+    def __init__(
+        self, telemetry: Telemetry, cluster: Cluster | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.rings = Rings()
+        self.cluster = cluster
+        self.changed = anyio.Event()
+        """Set (and replaced) at each collection: the console's live pages redraw."""
+        self._clock = clock
+        self._reader = _reader()
+        telemetry.add_reader(self._reader)
+        self._published = -1
+        self._settled: dict[int, dict[Key, Cell]] = {}
+        """Every replica's cells of slots no replica writes to any more, as read from Redis."""
+
+    def now(self) -> int:
+        return int(self._clock() // SLOT)
+
+    # -- collecting ----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Collect every `TICK` seconds (and publish, with a cluster) until cancelled."""
+        while True:
+            await anyio.sleep(TICK)
+            self.collect()
+            if self.cluster is not None and self.cluster.up:
+                await self._publish()
+
+    def collect(self) -> None:
+        """Add what the instruments measured since the last collection to the current slot."""
+        try:
+            self._reader.collect(timeout_millis=1000)
+        except Exception:  # a reader not (or no longer) registered with a provider: nothing to read
+            logger.debug("dashboard: nothing collected", exc_info=True)
+            return
+        data, self._reader.received = self._reader.received, None  # type: ignore[attr-defined]
+        if data is not None:
+            self.feed(data, self.now())
+        changed, self.changed = self.changed, anyio.Event()
+        changed.set()
+
+    def feed(self, data: MetricsData, slot: int) -> None:
+        for resource_metrics in data.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    if metric.name == "mcp.server.operation.duration":
+                        for point in metric.data.data_points:
+                            self._calls(slot, point.attributes or {}, point)
+                    elif metric.name == "mcp_hub.upstream.state":
+                        for point in metric.data.data_points:
+                            attributes = point.attributes or {}
+                            mount, state = attributes.get("mcp_hub.mount"), attributes.get("mcp_hub.state")
+                            if isinstance(mount, str) and isinstance(state, str):
+                                self.rings.cell(slot, ("mount", mount)).states.add(state)
+                    elif metric.name == "mcp_hub.upstream.restarts":
+                        for point in metric.data.data_points:
+                            mount = (point.attributes or {}).get("mcp_hub.mount")
+                            if isinstance(mount, str) and point.value > 0:
+                                self.rings.cell(slot, ("mount", mount)).restarts += int(point.value)
+
+    def _calls(self, slot: int, attributes: Mapping[str, Any], point: Any) -> None:
+        if attributes.get("mcp.method.name") not in CALLS or not point.count:
+            return
+        mount = attributes.get("mcp_hub.mount")
+        tool = attributes.get("gen_ai.tool.name")
+        principal = attributes.get("mcp_hub.principal")
+        keys: list[Key] = [("hub",)]
+        if isinstance(mount, str):
+            keys.append(("mount", mount))
+        if isinstance(tool, str):
+            keys.append(("tool", tool))
+        if isinstance(principal, str):
+            keys.append(("principal", principal))
+            if isinstance(tool, str):
+                keys.append(("principal_tool", principal, tool))
+        errors = attributes.get("mcp_hub.outcome") in ERROR_OUTCOMES
+        decided = [
+            value for name in ("mcp_hub.decision", "mcp_hub.guard") if isinstance(value := attributes.get(name), str)
+        ]
+        for key in keys:
+            cell = self.rings.cell(slot, key)
+            cell.record(point.count, point.sum, point.bucket_counts, errors)
+            for kind in decided:
+                cell.decisions[kind] = cell.decisions.get(kind, 0) + point.count
+
+    # -- sharing -------------------------------------------------------------------------------------
+
+    async def _publish(self) -> None:
+        assert self.cluster is not None
+        now = self.now()
+        slots = [now] if self._published in (now, -1) else [self._published, now]
+        try:
+            with anyio.fail_after(TIMEOUT):
+                async with self.cluster.client.pipeline(transaction=False) as pipe:
+                    for slot in slots:
+                        pipe.hset(f"{_KEY}{slot}", self.cluster.replica, orjson.dumps(self.rings.slot_json(slot)))
+                        pipe.expire(f"{_KEY}{slot}", SLOT * (SLOTS + 6))
+                    await pipe.execute()
+        except errors() as exc:
+            self.cluster.failed(exc)
+            return
+        self._published = now
+
+    async def view(self) -> View:
+        """The rings to draw: every replica's summed (with a cluster whose Redis answers), else this one's."""
+        now = self.now()
+        cluster = self.cluster
+        if cluster is None or not cluster.up:
+            return View(self.rings, now, 1, False)
+        settled_until = now - 2  # no replica writes to these slots any more
+        wanted = [s for s in range(now - SLOTS + 1, now + 1) if s > settled_until or s not in self._settled]
+        try:
+            with anyio.fail_after(2 * TIMEOUT):
+                async with cluster.client.pipeline(transaction=False) as pipe:
+                    for slot in wanted:
+                        pipe.hgetall(f"{_KEY}{slot}")
+                    answers = await pipe.execute()
+        except errors() as exc:
+            cluster.failed(exc)
+            return View(self.rings, now, 1, False)
+        for old in [s for s in self._settled if s <= now - SLOTS]:
+            del self._settled[old]
+        merged = Rings()
+        recent: set[str] = set()
+        for slot, answer in zip(wanted, answers, strict=True):
+            for replica, payload in (answer or {}).items():
+                try:
+                    merged.merge_json(slot, orjson.loads(payload))
+                except orjson.JSONDecodeError:
+                    continue
+                if slot >= now - 1:
+                    recent.add(replica.decode() if isinstance(replica, bytes) else str(replica))
+            if slot <= settled_until:
+                self._settled[slot] = dict(merged.slot(slot))
+        rings = Rings()
+        for slot, cells in self._settled.items():
+            for key, cell in cells.items():
+                rings.cell(slot, key).add(cell)
+        for slot in wanted:
+            if slot > settled_until:
+                for key, cell in merged.slot(slot).items():
+                    rings.cell(slot, key).add(cell)
+        recent.add(cluster.replica)
+        return View(rings, now, len(recent), True)

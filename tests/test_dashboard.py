@@ -1,0 +1,168 @@
+"""The console's dashboard: the hub's own metrics read in-process into rings (observe/dashboard.py, series.py)
+and drawn as the overview and the pages per mount, tool and principal (admin/dashboard.py, charts.py).
+
+Calls are made by the SDK's client over the hub's HTTP endpoint as alice and bob (their API keys), to the fixture
+server over stdio; the console is read over HTTP, logged in. The browser walk is test_dashboard_browser.py, the
+replicas' sum test_cluster_dashboard.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_hub.admin import console
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.observe.series import BOUNDARIES, SLOTS, Cell, Rings, bucket_of
+from mcp_hub.server.http import build_app
+from tests.conftest import serve_app
+from tests.harness.console import ADMIN_KEY, ALICE_KEY, BOB_KEY, console_config, logged_in
+
+pytestmark = pytest.mark.anyio
+
+KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY}
+
+
+@asynccontextmanager
+async def dashboard_hub(tmp_path: Path, tail: str = "") -> AsyncIterator[tuple[Hub, str]]:
+    config = load_config(console_config(tmp_path, tail=tail), environ={"ADMIN_KEY": ADMIN_KEY})
+    hub = Hub(config)
+    async with hub.running():
+        await hub.wait_settled(20.0)
+        app = build_app(
+            hub.endpoint.server,
+            host="127.0.0.1",
+            path="/mcp",
+            health=hub.health,
+            api_keys=config.auth.api_keys,
+            admin=console(hub, "127.0.0.1"),
+        )
+        async with serve_app(app) as base:
+            yield hub, base
+
+
+@asynccontextmanager
+async def client_as(base: str, principal: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"X-API-Key": KEYS[principal]}, timeout=30) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), cache=None) as client,
+    ):
+        yield client
+
+
+async def traffic(base: str) -> None:
+    """alice: three echoes, one tool error, one slow call; bob: one echo, one call the policy denies him."""
+    async with client_as(base, "alice") as alice:
+        for text in ("a", "b", "c"):
+            await alice.call_tool("srv_echo", {"text": text})
+        await alice.call_tool("srv_fail", {"message": "no"})
+        await alice.call_tool("srv_slow", {"seconds": 0.3, "steps": 1})
+    async with client_as(base, "bob") as bob:
+        await bob.call_tool("srv_echo", {"text": "b"})
+        with pytest.raises(Exception, match="srv_fail"):
+            await bob.call_tool("srv_fail", {"message": "no"})
+
+
+async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_tool_and_principal(
+    tmp_path: Path,
+) -> None:
+    async with dashboard_hub(tmp_path) as (hub, base):
+        await traffic(base)
+        assert hub.dashboard is not None
+        hub.dashboard.collect()  # what the next tick would do
+        async with httpx2.AsyncClient(timeout=10) as web:
+            await logged_in(web, base)
+            data = (await web.get(f"{base}/admin/dashboard/data.json")).json()
+            overview = await web.get(f"{base}/admin/dashboard")
+            tool = await web.get(f"{base}/admin/dashboard/tool/srv_echo")
+            principal = await web.get(f"{base}/admin/dashboard/principal/bob")
+            mount = await web.get(f"{base}/admin/dashboard/mount/srv")
+            missing = await web.get(f"{base}/admin/dashboard/tool/nothing_here")
+        async with httpx2.AsyncClient(timeout=10) as stranger:
+            anonymous = await stranger.get(f"{base}/admin/dashboard/data.json")
+
+    assert data["replicas"] == 1 and data["shared"] is False
+    hub_total = data["hub"]
+    assert hub_total["calls"] == 7 and hub_total["errors"] == 1  # bob's denial is a decision, not an error
+    assert hub_total["decisions"] == {"denied": 1}
+    assert 250 <= hub_total["p95_ms"] <= 500  # the slow call, read off the buckets
+    assert data["tools"]["srv_echo"]["calls"] == 4 and data["tools"]["srv_fail"]["errors"] == 1
+    assert data["principals"]["alice"]["calls"] == 5 and data["principals"]["bob"]["decisions"] == {"denied": 1}
+    assert data["mounts"]["srv"]["calls"] == 7 and "up" in data["mounts"]["srv"]["states"]
+    assert sum(data["hub_calls_per_slot"]) == 7
+
+    assert overview.status_code == 200
+    csp = overview.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp  # the charts are SVG the server drew
+    page = overview.text
+    assert page.count("<svg") >= 4 and 'id="hub-calls"' in page and "<polyline" in page
+    assert " style=" not in page and "<script>" not in page
+    assert re.search(r'<tr data-tool="srv_echo">.*?<td class=calls>4</td>', page)
+    assert re.search(r'<tr data-decision="denied"><td>denied</td><td class=count>1</td>', page)
+    assert 'data-live="/admin/dashboard/events"' in page
+    assert ALICE_KEY not in page and BOB_KEY not in page
+
+    assert tool.status_code == 200 and re.search(r'<tr data-principal="alice">.*?<td class=calls>3</td>', tool.text)
+    assert re.search(r'<tr data-tool="srv_fail">.*?<td class=calls>1</td>.*?denied 1', principal.text)
+    assert "No budget of calls or cost applies" in principal.text
+    assert 'id="mount-state">up<' in mount.text and 'data-tool="srv_slow"' in mount.text
+    assert missing.status_code == 200 and "No calls in the last hour." in missing.text
+    assert anonymous.status_code == 401
+
+
+async def test_the_live_part_follows_as_a_stream(tmp_path: Path) -> None:
+    async with dashboard_hub(tmp_path) as (hub, base), httpx2.AsyncClient(timeout=10) as web:
+        await logged_in(web, base)
+        async with web.stream("GET", f"{base}/admin/dashboard/principal/alice/events") as stream:
+            lines = stream.aiter_lines()
+            first = await anext(line async for line in lines if line.startswith("data:"))
+            assert "No calls in the last hour." in first
+            await traffic(base)
+            assert hub.dashboard is not None
+            hub.dashboard.collect()
+            seen = await anext(line async for line in lines if line.startswith("data:") and "srv_echo" in line)
+    assert 'data-tool="srv_echo"' in seen
+
+
+async def test_with_the_dashboard_off_the_hub_measures_nothing(tmp_path: Path) -> None:
+    async with dashboard_hub(tmp_path, tail="dashboard = false\n") as (hub, base):
+        assert hub.dashboard is None and not hub.telemetry.enabled
+        async with httpx2.AsyncClient(timeout=10) as web:
+            await logged_in(web, base)
+            page = await web.get(f"{base}/admin/dashboard")
+            data = await web.get(f"{base}/admin/dashboard/data.json")
+    assert "The dashboard is off" in page.text and data.status_code == 404
+
+
+def test_percentiles_come_from_the_summed_buckets() -> None:
+    cell = Cell()
+    for seconds in [0.004] * 90 + [0.2] * 10:
+        counts = [0] * (len(BOUNDARIES) + 1)
+        counts[bucket_of(seconds)] = 1
+        cell.record(1, seconds, counts, errors=False)
+    p50, p95 = cell.quantile(0.5), cell.quantile(0.95)
+    assert p50 is not None and 0.003 <= p50 <= 0.005
+    assert p95 is not None and 0.15 <= p95 <= 0.2
+    other = Cell.from_json(cell.to_json())
+    other.add(cell)
+    assert other.calls == 200 and other.quantile(0.95) == p95
+    assert Cell().quantile(0.5) is None
+
+
+def test_a_ring_keeps_one_hour_and_sums_replicas() -> None:
+    rings = Rings()
+    for slot in range(1000, 1000 + SLOTS + 40):
+        rings.cell(slot, ("hub",)).calls += 1
+    assert len(list(rings)) == SLOTS and min(rings) == 1040
+    other = Rings()
+    other.merge_json(1399, rings.slot_json(1399))
+    other.merge_json(1399, rings.slot_json(1399))
+    other.merge_json(1399, [["not", "a", "cell"], 3, None])  # a replica's garbage is skipped
+    assert other.total(("hub",), 1399, 1).calls == 2
