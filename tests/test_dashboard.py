@@ -106,14 +106,14 @@ async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_too
     assert " style=" not in page and "<script>" not in page
     assert re.search(r'<tr data-tool="srv_echo">.*?<td class=calls>4</td>', page)
     assert re.search(r'<tr data-decision="denied"><td>denied</td><td class=count>1</td>', page)
-    assert 'data-live="/admin/dashboard/events"' in page
+    assert 'data-live="/admin/dashboard/events?minutes=60"' in page
     assert ALICE_KEY not in page and BOB_KEY not in page
 
     assert tool.status_code == 200 and re.search(r'<tr data-principal="alice">.*?<td class=calls>3</td>', tool.text)
     assert re.search(r'<tr data-tool="srv_fail">.*?<td class=calls>1</td>.*?denied 1', principal.text)
     assert "No budget of calls or cost applies" in principal.text
     assert 'id="mount-state">up<' in mount.text and 'data-tool="srv_slow"' in mount.text
-    assert missing.status_code == 200 and "No calls in the last hour." in missing.text
+    assert missing.status_code == 200 and "No calls in this window." in missing.text
     assert anonymous.status_code == 401
 
 
@@ -123,7 +123,7 @@ async def test_the_live_part_follows_as_a_stream(tmp_path: Path) -> None:
         async with web.stream("GET", f"{base}/admin/dashboard/principal/alice/events") as stream:
             lines = stream.aiter_lines()
             first = await anext(line async for line in lines if line.startswith("data:"))
-            assert "No calls in the last hour." in first
+            assert "No calls in this window." in first
             await traffic(base)
             assert hub.dashboard is not None
             hub.dashboard.collect()

@@ -56,7 +56,8 @@ svg.chart .line-3 { stroke: #b54708; fill: #b54708; } svg.chart polyline.line-3 
 svg.chart .line-4 { stroke: #7a5af8; fill: #7a5af8; } svg.chart polyline.line-4 { fill: none; }
 svg.chart .line-5 { stroke: #0e9384; fill: #0e9384; } svg.chart polyline.line-5 { fill: none; }
 svg.chart text.legend { stroke: none; }
-svg.timeline { border: 0; background: transparent; display: block; }
+svg.timeline { border: 0; background: transparent; display: block; width: 100%; height: auto; }
+.windows a { margin-right: .2rem; } .windows a.here { font-weight: 600; color: var(--fg); text-decoration: none; }
 svg.timeline .state-up { fill: #a6e3b8; } svg.timeline .state-warn { fill: #fedf89; }
 svg.timeline .state-bad { fill: #f97066; } svg.timeline .state-muted { fill: #d0d5dd; }
 svg.timeline .restart { fill: #b42318; }

@@ -11,11 +11,22 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 
-WIDTH, HEIGHT = 560, 130
+WIDTH, HEIGHT = 400, 130
 _LEFT, _RIGHT, _TOP, _BOTTOM = 46, 8, 18, 20
 """Margins: the value axis on the left, the time axis below."""
 
-STATE_CLASS = {"up": "up", "starting": "warn", "down": "bad", "disabled": "muted", "stopped": "muted"}
+STATE_CLASS = {
+    "up": "up",
+    "starting": "warn",
+    "restarting": "warn",
+    "down": "bad",
+    "disabled": "muted",
+    "stopped": "muted",
+}
+
+
+_WORST_FIRST = ("down", "restarting", "starting", "disabled", "stopped", "up")
+"""Which state a slot that saw several is drawn in."""
 
 
 def _e(value: object) -> str:
@@ -73,7 +84,8 @@ def line_chart(
         for index in (0, count // 2, count - 1):
             x = _LEFT + plot_w * index / (count - 1)
             when = datetime.fromtimestamp(first_slot_time + index * slot, UTC).strftime("%H:%M")
-            parts.append(f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 5}" text-anchor="middle">{when}</text>')
+            anchor = "start" if index == 0 else "end" if index == count - 1 else "middle"
+            parts.append(f'<text class="axis" x="{x:.1f}" y="{HEIGHT - 5}" text-anchor="{anchor}">{when}</text>')
     for number, (name, values) in enumerate(series.items()):
         segments: list[list[str]] = [[]]
         for index, value in enumerate(values):
@@ -103,7 +115,7 @@ def timeline(
     chart_id: str, name: str, slots: Sequence[tuple[set[str], int]], first_slot_time: float, slot: float
 ) -> str:
     """A mount's states over time, one band per slot (the worst state seen in it), a tick where it restarted."""
-    width, height, left = WIDTH, 26, 120
+    width, height, left = 3 * WIDTH + 20, 26, 120
     plot_w = width - left - _RIGHT
     count = max(len(slots), 1)
     step = plot_w / count
@@ -115,7 +127,7 @@ def timeline(
     for index, (states, restarts) in enumerate(slots):
         x = left + index * step
         if states:
-            worst = "down" if "down" in states else "starting" if "starting" in states else sorted(states)[0]
+            worst = next((s for s in _WORST_FIRST if s in states), sorted(states)[0])
             when = datetime.fromtimestamp(first_slot_time + index * slot, UTC).strftime("%H:%M:%S")
             parts.append(
                 f'<rect class="state-{STATE_CLASS.get(worst, "muted")}" data-state="{_e(worst)}" x="{x:.1f}" y="4" '

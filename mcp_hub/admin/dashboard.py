@@ -26,6 +26,8 @@ from mcp_hub.admin.sessions import Session
 from mcp_hub.observe.dashboard import TICK, View
 from mcp_hub.observe.series import SLOT, SLOTS, Cell, Key
 
+HOUR = SLOTS
+
 if TYPE_CHECKING:
     from mcp_hub.admin.app import _Pages
 
@@ -83,11 +85,12 @@ class DashboardPages:
             view = await dashboard.view()
             name = request.path_params.get("name")
             heading = f"{title}: {name}" if name else title
-            here = f"/{kind}/{quote(name, safe='')}" if kind and name else ""
-            events = f"{_base(request)}/dashboard{here}/events"
+            here = f"{_base(request)}/dashboard" + (f"/{kind}/{quote(name, safe='')}" if kind and name else "")
+            span = _span(request)
+            events = f"{here}/events?minutes={span * SLOT // 60}"
             body = (
-                f"<h1>{e(heading)}</h1><p class=muted>The last hour in {SLOT}-second steps, from the hub's own "
-                "metrics; "
+                f"<h1>{e(heading)}</h1><p class=muted>{_windows(here, span)}: in {SLOT}-second steps, from the hub's "
+                "own metrics; "
                 f"live, redrawn every {TICK:g} s. <span id=replicas>{_replicas(view)}</span></p>"
                 f'<div id="dashboard-live" data-live="{e(events)}">{await live(request, view)}</div>'
             )
@@ -126,7 +129,7 @@ class DashboardPages:
         rings, last = view.rings, view.last
 
         def summed(key: Key) -> dict[str, Any]:
-            total = rings.total(key, last, SLOTS)
+            total = rings.total(key, last, HOUR)
             return {
                 "calls": total.calls,
                 "errors": total.errors,
@@ -142,7 +145,7 @@ class DashboardPages:
             "slot_seconds": SLOT,
             "last_slot": last,
             "hub": summed(("hub",)),
-            "hub_calls_per_slot": [cell.calls for cell in rings.points(("hub",), last, SLOTS)],
+            "hub_calls_per_slot": [cell.calls for cell in rings.points(("hub",), last, HOUR)],
             **{
                 f"{kind}s": {key[1]: summed(key) for key in sorted(rings.keys(kind))}
                 for kind in ("mount", "tool", "principal")
@@ -153,60 +156,66 @@ class DashboardPages:
     # -- the pages' live parts -----------------------------------------------------------------------
 
     async def _overview(self, request: Request, view: View) -> str:
-        base, rings, last = _base(request), view.rings, view.last
+        base, rings, last, span = _base(request), view.rings, view.last, _span(request)
         health = self._pages.hub.health()["servers"]
         mounts = sorted(set(health) | {key[1] for key in rings.keys("mount")})
         parts = [
             _headline(rings.total(("hub",), last, WINDOW)),
-            _charts("hub", rings.points(("hub",), last, SLOTS), last),
+            _charts("hub", rings.points(("hub",), last, span), last),
         ]
-        busiest = [(m, rings.points(("mount", m), last, SLOTS)) for m in mounts]
+        busiest = [(m, rings.points(("mount", m), last, span)) for m in mounts]
         calls = {m: [c.calls / SLOT for c in points] for m, points in busiest if any(c.calls for c in points)}
         if calls:
             top = dict(sorted(calls.items(), key=lambda item: -sum(item[1]))[:6])
             p95 = {m: [c.quantile(0.95) for c in points] for m, points in busiest if m in top}
             parts.append(
                 '<div class="charts">'
-                + charts.line_chart("mount-calls", "Calls/s by mount", top, _start(last), SLOT)
-                + charts.line_chart("mount-p95", "p95 latency by mount", p95, _start(last), SLOT, "s")
+                + charts.line_chart("mount-calls", "Calls/s by mount", top, _start(last, span), SLOT)
+                + charts.line_chart("mount-p95", "p95 latency by mount", p95, _start(last, span), SLOT, "s")
                 + "</div>"
             )
-        parts.append('<h2 class="section">Mounts</h2>' + _timelines(base, mounts, rings, last))
+        parts.append('<h2 class="section">Mounts</h2>' + _timelines(base, mounts, rings, last, span))
         parts.append('<div class="columns">')
         parts.append(
-            '<div><h2 class="section">Busiest tools (last hour)</h2>' + _table(base, "tool", rings, last, 10) + "</div>"
+            f'<div><h2 class="section">Busiest tools ({_label(span)})</h2>'
+            + _table(base, "tool", rings, last, span, 10)
+            + "</div>"
         )
         parts.append(
-            '<div><h2 class="section">Decisions (last hour)</h2>' + _decisions(rings, last, "mount", base) + "</div>"
+            f'<div><h2 class="section">Decisions ({_label(span)})</h2>'
+            + _decisions(rings, last, span, "mount", base)
+            + "</div>"
         )
         parts.append("</div>")
-        parts.append('<h2 class="section">Principals (last hour)</h2>' + _table(base, "principal", rings, last, 20))
+        parts.append(
+            f'<h2 class="section">Principals ({_label(span)})</h2>' + _table(base, "principal", rings, last, span, 20)
+        )
         return "".join(parts)
 
     def _of(self, kind: str) -> Callable[[Request, View], Awaitable[str]]:
         async def live(request: Request, view: View) -> str:
             name = request.path_params["name"]
-            base, rings, last = _base(request), view.rings, view.last
+            base, rings, last, span = _base(request), view.rings, view.last, _span(request)
             key = (kind, name)
-            parts = [_headline(rings.total(key, last, WINDOW)), _charts(kind, rings.points(key, last, SLOTS), last)]
+            parts = [_headline(rings.total(key, last, WINDOW)), _charts(kind, rings.points(key, last, span), last)]
             if kind == "mount":
-                parts.append(await self._mount(base, name, rings, last))
+                parts.append(await self._mount(base, name, rings, last, span))
             elif kind == "tool":
-                parts.append(_cross(base, rings, last, lambda k: k[2] == name, 1, "principal", "Who calls it"))
-                total = rings.total(key, last, SLOTS)
-                parts.append('<h2 class="section">Decisions (last hour)</h2>' + _decision_list(total))
+                parts.append(_cross(base, rings, last, span, lambda k: k[2] == name, 1, "principal", "Who calls it"))
+                total = rings.total(key, last, span)
+                parts.append(f'<h2 class="section">Decisions ({_label(span)})</h2>' + _decision_list(total))
             else:
-                parts.append(_cross(base, rings, last, lambda k: k[1] == name, 2, "tool", "What they call"))
-                total = rings.total(key, last, SLOTS)
-                parts.append('<h2 class="section">Decisions (last hour)</h2>' + _decision_list(total))
+                parts.append(_cross(base, rings, last, span, lambda k: k[1] == name, 2, "tool", "What they call"))
+                total = rings.total(key, last, span)
+                parts.append(f'<h2 class="section">Decisions ({_label(span)})</h2>' + _decision_list(total))
                 parts.append(await self._budgets(name))
             return "".join(parts)
 
         return live
 
-    async def _mount(self, base: str, name: str, rings: Any, last: int) -> str:
+    async def _mount(self, base: str, name: str, rings: Any, last: int, span: int) -> str:
         report = self._pages.hub.health()["servers"].get(name)
-        parts = ['<h2 class="section">State</h2>' + _timelines(base, [name], rings, last)]
+        parts = ['<h2 class="section">State</h2>' + _timelines(base, [name], rings, last, span)]
         if report is not None:
             parts.append(
                 f'<p>Now <b class="state-{e(report["state"])}" id="mount-state">{e(report["state"])}</b>, '
@@ -220,9 +229,12 @@ class DashboardPages:
             )
         catalog = self._pages.hub.catalog
         tools = {k for k in rings.keys("tool") if catalog.mount_of(k[1]) == name}
-        parts.append('<h2 class="section">Its tools (last hour)</h2>' + _table(base, "tool", rings, last, 50, tools))
         parts.append(
-            '<h2 class="section">Decisions (last hour)</h2>' + _decision_list(rings.total(("mount", name), last, SLOTS))
+            f'<h2 class="section">Its tools ({_label(span)})</h2>' + _table(base, "tool", rings, last, span, 50, tools)
+        )
+        parts.append(
+            f'<h2 class="section">Decisions ({_label(span)})</h2>'
+            + _decision_list(rings.total(("mount", name), last, span))
         )
         return "".join(parts)
 
@@ -249,8 +261,31 @@ def _base(request: Request) -> str:
     return str(request.scope.get("root_path", "")).rstrip("/")
 
 
-def _start(last: int) -> float:
-    return (last - SLOTS + 1) * SLOT
+WINDOWS = {5: "last 5 min", 15: "last 15 min", 60: "last hour"}
+"""The windows a page shows (`?minutes=`), in minutes, as named."""
+
+
+def _span(request: Request) -> int:
+    """The slots the page's window covers (`?minutes=` 5, 15 or 60; an hour for anything else)."""
+    minutes = request.query_params.get("minutes", "60")
+    return (int(minutes) if minutes in ("5", "15") else 60) * 60 // SLOT
+
+
+def _label(span: int) -> str:
+    return WINDOWS.get(span * SLOT // 60, "last hour")
+
+
+def _windows(path: str, span: int) -> str:
+    """Links to the same page over each window, the one shown marked."""
+    links = [
+        f'<a href="{e(path)}?minutes={minutes}"{" class=here" if minutes * 60 // SLOT == span else ""}>{e(label)}</a>'
+        for minutes, label in WINDOWS.items()
+    ]
+    return '<span class="windows">' + " · ".join(links) + "</span>"
+
+
+def _start(last: int, span: int) -> float:
+    return (last - span + 1) * SLOT
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -275,8 +310,8 @@ def _headline(total: Cell) -> str:
         "calls": (f"{total.calls}", "Calls (5 min)"),
         "rate": (f"{total.calls / (WINDOW * SLOT):.2f}", "Calls/s (5 min)"),
         "errors": (rate, "Error rate (5 min)"),
-        "p50": (_latency(total.quantile(0.5)), "p50 latency"),
-        "p95": (_latency(total.quantile(0.95)), "p95 latency"),
+        "p50": (_latency(total.quantile(0.5)), "p50 latency (5 min)"),
+        "p95": (_latency(total.quantile(0.95)), "p95 latency (5 min)"),
         "decided": (f"{sum(total.decisions.values())}", "Decisions (5 min)"),
     }
     items = "".join(
@@ -286,7 +321,7 @@ def _headline(total: Cell) -> str:
 
 
 def _charts(prefix: str, points: Sequence[Cell], last: int) -> str:
-    start = _start(last)
+    start = _start(last, len(points))
     calls = [cell.calls / SLOT for cell in points]
     errors = [100 * cell.errors / cell.calls if cell.calls else None for cell in points]
     latency = {"p50": [c.quantile(0.5) for c in points], "p95": [c.quantile(0.95) for c in points]}
@@ -299,7 +334,7 @@ def _charts(prefix: str, points: Sequence[Cell], last: int) -> str:
             {"calls/s": calls},
             start,
             SLOT,
-            now_value=f"{calls[-1] + calls[-2]:.1f}/s" if len(calls) > 1 else "",
+            now_value=f"{sum(calls[-3:]) / 3:.2f}/s over 30 s" if calls else "",
         )
         + charts.line_chart(f"{prefix}-errors", "Error rate", {"errors": errors}, start, SLOT, "%")
         + charts.line_chart(
@@ -315,24 +350,24 @@ def _charts(prefix: str, points: Sequence[Cell], last: int) -> str:
     )
 
 
-def _timelines(base: str, mounts: Sequence[str], rings: Any, last: int) -> str:
+def _timelines(base: str, mounts: Sequence[str], rings: Any, last: int, span: int) -> str:
     if not mounts:
         return "<p class=muted>No mounts.</p>"
     rows = []
     for mount in mounts:
-        slots = [(cell.states, cell.restarts) for cell in rings.points(("mount", mount), last, SLOTS)]
+        slots = [(cell.states, cell.restarts) for cell in rings.points(("mount", mount), last, span)]
         rows.append(
             f'<div class="timeline-row" data-mount="{e(mount)}"><a href="{base}/dashboard/mount/{quote(mount)}">'
-            f"{charts.timeline(f'timeline-{mount}', mount, slots, _start(last), SLOT)}</a></div>"
+            f"{charts.timeline(f'timeline-{mount}', mount, slots, _start(last, span), SLOT)}</a></div>"
         )
     return '<div class="timelines">' + "".join(rows) + "</div>"
 
 
-def _table(base: str, kind: str, rings: Any, last: int, limit: int, only: set[Key] | None = None) -> str:
-    totals = [(key, rings.total(key, last, SLOTS)) for key in (only if only is not None else rings.keys(kind))]
+def _table(base: str, kind: str, rings: Any, last: int, span: int, limit: int, only: set[Key] | None = None) -> str:
+    totals = [(key, rings.total(key, last, span)) for key in (only if only is not None else rings.keys(kind))]
     totals = sorted((t for t in totals if t[1].calls), key=lambda t: (-t[1].calls, t[0]))[:limit]
     if not totals:
-        return "<p class=muted>No calls in the last hour.</p>"
+        return "<p class=muted>No calls in this window.</p>"
     rows = "".join(
         f'<tr data-{kind}="{e(key[1])}"><td><a href="{base}/dashboard/{kind}/{quote(key[1])}">{e(key[1])}</a></td>'
         f"<td class=calls>{total.calls}</td><td class=errors>{total.errors}</td>"
@@ -346,11 +381,13 @@ def _table(base: str, kind: str, rings: Any, last: int, limit: int, only: set[Ke
     )
 
 
-def _cross(base: str, rings: Any, last: int, match: Callable[[Key], bool], index: int, kind: str, title: str) -> str:
+def _cross(
+    base: str, rings: Any, last: int, span: int, match: Callable[[Key], bool], index: int, kind: str, title: str
+) -> str:
     keys = {key for key in rings.keys("principal_tool") if match(key)}
-    totals = sorted(((key[index], rings.total(key, last, SLOTS)) for key in keys), key=lambda t: -t[1].calls)
+    totals = sorted(((key[index], rings.total(key, last, span)) for key in keys), key=lambda t: -t[1].calls)
     if not totals:
-        return f'<h2 class="section">{e(title)}</h2><p class=muted>No calls in the last hour.</p>'
+        return f'<h2 class="section">{e(title)}</h2><p class=muted>No calls in this window.</p>'
     rows = "".join(
         f'<tr data-{kind}="{e(name)}"><td><a href="{base}/dashboard/{kind}/{quote(name)}">{e(name)}</a></td>'
         f"<td class=calls>{total.calls}</td><td class=errors>{total.errors}</td>"
@@ -359,7 +396,7 @@ def _cross(base: str, rings: Any, last: int, match: Callable[[Key], bool], index
         for name, total in totals
     )
     return (
-        f'<h2 class="section">{e(title)} (last hour)</h2><table id="cross"><thead><tr><th>{kind.capitalize()}</th>'
+        f'<h2 class="section">{e(title)} ({_label(span)})</h2><table id="cross"><thead><tr><th>{kind.capitalize()}</th>'
         f"<th>Calls</th><th>Errors</th><th>p95</th><th>Decisions</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
@@ -379,16 +416,16 @@ def _decision_list(total: Cell) -> str:
     return f'<table class="decisions"><tbody>{items}</tbody></table>'
 
 
-def _decisions(rings: Any, last: int, kind: str, base: str) -> str:
+def _decisions(rings: Any, last: int, span: int, kind: str, base: str) -> str:
     """The hub's decisions of the last hour by kind, and the mounts they were made on."""
-    total = rings.total(("hub",), last, SLOTS)
+    total = rings.total(("hub",), last, span)
     if not total.decisions:
         return "<p class=muted>No denials, confirmations, refusals or guardrail hits.</p>"
     rows = []
     for decision in sorted(total.decisions, key=lambda k: (list(DECISIONS).index(k) if k in DECISIONS else 99, k)):
         where = []
         for key in sorted(rings.keys(kind)):
-            count = rings.total(key, last, SLOTS).decisions.get(decision, 0)
+            count = rings.total(key, last, span).decisions.get(decision, 0)
             if count:
                 where.append(f'<a href="{base}/dashboard/{kind}/{quote(key[1])}">{e(key[1])}</a> {count}')
         rows.append(

@@ -151,7 +151,9 @@ class Dashboard:
                         for point in metric.data.data_points:
                             mount = (point.attributes or {}).get("mcp_hub.mount")
                             if isinstance(mount, str) and point.value > 0:
-                                self.rings.cell(slot, ("mount", mount)).restarts += int(point.value)
+                                cell = self.rings.cell(slot, ("mount", mount))
+                                cell.restarts += int(point.value)
+                                cell.states.add("restarting")  # it went down and came back, however quickly
 
     def _calls(self, slot: int, attributes: Mapping[str, Any], point: Any) -> None:
         if attributes.get("mcp.method.name") not in CALLS or not point.count:
