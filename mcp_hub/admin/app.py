@@ -134,7 +134,7 @@ class _Pages:
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
-        self.dashboard = DashboardPages(self)
+        self.dashboard = DashboardPages(_Console(self))
 
     def app(self) -> Starlette:
         page, action = self._page, self._action
@@ -493,6 +493,15 @@ class _Pages:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)
         return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
+
+
+class _Console:
+    """The console as the dashboard's pages see it (admin/dashboard.py's `Console`)."""
+
+    def __init__(self, pages: _Pages) -> None:
+        self.hub = pages.hub
+        self.render, self.page, self.stream = pages._render, pages._page, pages._stream
+        self.closing, self.masked, self.session = pages._closing, pages._masked, pages._session
 
 
 def _secret_values(config: HubConfig) -> set[str]:

@@ -11,7 +11,7 @@ SVG the server draws (charts.py). `/dashboard/data.json` serves the same numbers
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import orjson
@@ -27,9 +27,6 @@ from mcp_hub.observe.dashboard import TICK, View
 from mcp_hub.observe.series import SLOT, SLOTS, Cell, Key
 
 HOUR = SLOTS
-
-if TYPE_CHECKING:
-    from mcp_hub.admin.app import _Pages
 
 WINDOW = 30
 """Slots the headline numbers sum (five minutes)."""
@@ -54,14 +51,32 @@ _OFF = (
 )
 
 
-class DashboardPages:
-    """The dashboard's routes, rendered through the console's `_Pages` (its sessions, layout and masking)."""
+class Console(Protocol):
+    """What the dashboard's pages use of the console (app.py's `_Pages`): the hub, its layout, its sessions' guards
+    and its masking of secrets."""
 
-    def __init__(self, pages: _Pages) -> None:
-        self._pages = pages
+    hub: Any
+
+    def render(self, request: Request, title: str, here: str, body: str, session: Session | None) -> Response: ...
+    def page(
+        self, render: Callable[[Request, Session], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]: ...
+    def stream(
+        self, events: Callable[[Request, Session], AsyncIterator[ServerSentEvent]]
+    ) -> Callable[[Request], Awaitable[Response]]: ...
+    async def closing(self, session: Session) -> bool: ...
+    def masked(self, text: str) -> str: ...
+    async def session(self, request: Request) -> Session | None: ...
+
+
+class DashboardPages:
+    """The dashboard's routes, rendered through the console (its sessions, layout and masking)."""
+
+    def __init__(self, console: Console) -> None:
+        self._pages = console
 
     def routes(self) -> list[Route]:
-        page, stream = self._pages._page, self._pages._stream
+        page, stream = self._pages.page, self._pages.stream
         routes = [
             Route("/dashboard", page(self._page(self._overview, "Overview", None))),
             Route("/dashboard/events", stream(self._events(self._overview))),
@@ -81,7 +96,7 @@ class DashboardPages:
         async def render(request: Request, session: Session) -> Response:
             dashboard = self._pages.hub.dashboard
             if dashboard is None:
-                return self._pages._render(request, title, "dashboard", _OFF, session)
+                return self._pages.render(request, title, "dashboard", _OFF, session)
             view = await dashboard.view()
             name = request.path_params.get("name")
             heading = f"{title}: {name}" if name else title
@@ -94,7 +109,7 @@ class DashboardPages:
                 f"live, redrawn every {TICK:g} s. <span id=replicas>{_replicas(view)}</span></p>"
                 f'<div id="dashboard-live" data-live="{e(events)}">{await live(request, view)}</div>'
             )
-            return self._pages._render(request, heading, "dashboard", body, session)
+            return self._pages.render(request, heading, "dashboard", body, session)
 
         return render
 
@@ -107,12 +122,12 @@ class DashboardPages:
                 return
             last = None
             while True:
-                html = self._pages._masked(await live(request, await dashboard.view()))
+                html = self._pages.masked(await live(request, await dashboard.view()))
                 if html != last:
                     last = html
                     yield ServerSentEvent(html, event="replace")
                 for _ in range(round(TICK / 0.5)):
-                    if await self._pages._closing(session):
+                    if await self._pages.closing(session):
                         return
 
         return events
@@ -120,7 +135,7 @@ class DashboardPages:
     async def _data(self, request: Request) -> Response:
         """The overview's numbers as JSON (for scripts and monitors): the last hour summed, and the hub's calls per
         slot."""
-        if await self._pages._session(request) is None:
+        if await self._pages.session(request) is None:
             return JSONResponse({"error": "log in first"}, status_code=401)
         dashboard = self._pages.hub.dashboard
         if dashboard is None:
@@ -151,7 +166,7 @@ class DashboardPages:
                 for kind in ("mount", "tool", "principal")
             },
         }
-        return Response(self._pages._masked(orjson.dumps(body).decode()), media_type="application/json")
+        return Response(self._pages.masked(orjson.dumps(body).decode()), media_type="application/json")
 
     # -- the pages' live parts -----------------------------------------------------------------------
 
