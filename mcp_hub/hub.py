@@ -352,7 +352,7 @@ class Hub:
         ends, unless a call wants it first: children that start a few at a time leave the CPU to
         the hub and its clients, which the catalog snapshot already serves.
         """
-        if self.telemetry.enabled:
+        if self.telemetry.upstream:
             CURRENT.set(self.telemetry)  # in this task's own context: nothing to reset
         if pace is None or not await _take_place(pace, upstream.wanted):
             await upstream.run()

@@ -89,7 +89,7 @@ class RequestObserver:
         telemetry = self._telemetry
         request = _Request()
         request_token = _REQUEST.set(request)
-        telemetry_token = CURRENT.set(telemetry) if telemetry is not None else None
+        telemetry_token = CURRENT.set(telemetry) if telemetry is not None and telemetry.upstream else None
         principal = self._principal(ctx)
         target = target_of(ctx.method, ctx.params)
         span = None

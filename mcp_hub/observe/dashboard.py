@@ -30,7 +30,7 @@ import anyio
 import orjson
 
 from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, errors
-from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Cell, Key, Rings
+from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Cell, Key, Rings, sparse
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader, MetricsData
@@ -114,21 +114,31 @@ class Dashboard:
     # -- collecting ----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Collect every `TICK` seconds (and publish, with a cluster) until cancelled."""
+        """Collect every `TICK` seconds (and publish, with a cluster) until cancelled. The OpenTelemetry SDK's part
+        of a collection runs in a worker thread (as an exporter's does), so that the event loop serving calls is
+        not held for it; what it read is added to the rings on the loop."""
         while True:
             await anyio.sleep(TICK)
-            self.collect()
+            self.add(await anyio.to_thread.run_sync(self.read))
             if self.cluster is not None and self.cluster.up:
                 await self._publish()
 
     def collect(self) -> None:
-        """Add what the instruments measured since the last collection to the current slot."""
+        """Read and add what the instruments measured since the last collection, now (in the caller's thread)."""
+        self.add(self.read())
+
+    def read(self) -> MetricsData | None:
+        """What the instruments measured since the last collection (any thread)."""
         try:
             self._reader.collect(timeout_millis=1000)
         except Exception:  # a reader not (or no longer) registered with a provider: nothing to read
             logger.debug("dashboard: nothing collected", exc_info=True)
-            return
+            return None
         data, self._reader.received = self._reader.received, None  # type: ignore[attr-defined]
+        return data
+
+    def add(self, data: MetricsData | None) -> None:
+        """Add what `read` returned to the current slot (on the event loop: the console reads the rings there)."""
         if data is not None:
             self.feed(data, self.now())
         changed, self.changed = self.changed, anyio.Event()
@@ -174,9 +184,10 @@ class Dashboard:
         decided = [
             value for name in ("mcp_hub.decision", "mcp_hub.guard") if isinstance(value := attributes.get(name), str)
         ]
+        buckets = sparse(point.bucket_counts)
         for key in keys:
             cell = self.rings.cell(slot, key)
-            cell.record(point.count, point.sum, point.bucket_counts, errors)
+            cell.record(point.count, point.sum, buckets, errors)
             for kind in decided:
                 cell.decisions[kind] = cell.decisions.get(kind, 0) + point.count
 

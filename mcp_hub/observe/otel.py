@@ -102,7 +102,9 @@ class Telemetry:
     ) -> None:
         self.settings = settings
         self.tracing = span_exporter is not None or settings.traces != "off"
-        self.measuring = metric_reader is not None or settings.metrics != "off"
+        self.exporting = metric_reader is not None or settings.metrics != "off"
+        """Metrics leave the process (or a reader given here reads them all)."""
+        self.measuring = self.exporting
         self._span_exporter = span_exporter
         self._metric_reader = metric_reader
         self._readers: list[MetricReader] = []
@@ -119,6 +121,13 @@ class Telemetry:
     @property
     def enabled(self) -> bool:
         return self.tracing or self.measuring
+
+    @property
+    def upstream(self) -> bool:
+        """Requests to mounted servers are traced or measured (`CURRENT` is set for them): with traces on, or
+        metrics exported. The console's dashboard reads the client requests' measurements only, so with it
+        alone the requests to servers cost nothing more."""
+        return self.tracing or self.exporting
 
     def add_reader(self, reader: MetricReader) -> None:
         """Read the metrics in-process with `reader` too (before `start`): metrics are on from then on, exported
@@ -145,7 +154,7 @@ class Telemetry:
             from opentelemetry.sdk.metrics import MeterProvider
 
             readers = list(self._readers)
-            if self._metric_reader is not None or self.settings.metrics != "off":
+            if self.exporting:
                 readers.insert(0, self._metric_reader or self._configured_reader())
             meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
             self._meter_provider = meter_provider
@@ -156,12 +165,13 @@ class Telemetry:
                 description="Client requests to the hub, from receipt until answered.",
                 explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
             )
-            self.upstream_duration = meter.create_histogram(
-                "mcp.client.operation.duration",
-                unit="s",
-                description="Requests from the hub to mounted servers, from sending until answered.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            )
+            if self.exporting:
+                self.upstream_duration = meter.create_histogram(
+                    "mcp.client.operation.duration",
+                    unit="s",
+                    description="Requests from the hub to mounted servers, from sending until answered.",
+                    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+                )
             _observe_mounts(meter, mounts)
 
     def flush(self) -> None:

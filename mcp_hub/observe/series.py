@@ -66,15 +66,15 @@ class Cell:
         self.states |= other.states
         self.restarts += other.restarts
 
-    def record(self, count: int, seconds: float, bucket_counts: Iterable[int], errors: bool) -> None:
-        """`count` calls that took `seconds` in all, spread over the buckets of `BOUNDARIES` as `bucket_counts`."""
+    def record(self, count: int, seconds: float, buckets: Iterable[tuple[int, int]], errors: bool) -> None:
+        """`count` calls that took `seconds` in all, as (index into `BOUNDARIES`, calls) pairs (`sparse`)."""
         self.calls += count
         self.seconds += seconds
         if errors:
             self.errors += count
-        for index, value in enumerate(bucket_counts):
-            if value:
-                self.buckets[index] = self.buckets.get(index, 0) + value
+        mine = self.buckets
+        for index, value in buckets:
+            mine[index] = mine.get(index, 0) + value
 
     def quantile(self, q: float) -> float | None:
         """The `q` quantile of the latencies (seconds), interpolated within its bucket; None without calls."""
@@ -117,6 +117,11 @@ class Cell:
             states={str(s) for s in data.get("st") or ()},
             restarts=int(data.get("r", 0)),
         )
+
+
+def sparse(bucket_counts: Iterable[int]) -> list[tuple[int, int]]:
+    """A histogram's counts per bucket (OpenTelemetry's, one per bucket) as (index, count) pairs, zeros left out."""
+    return [(index, count) for index, count in enumerate(bucket_counts) if count]
 
 
 def bucket_of(seconds: float) -> int:
