@@ -35,7 +35,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
-from mcp_hub.admin.dashboard import DashboardPages
+from mcp_hub.admin.dashboard import ConsoleParts, DashboardPages
 from mcp_hub.admin.guard import Guard
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
 from mcp_hub.admin.throttle import LoginThrottle
@@ -134,7 +134,9 @@ class _Pages:
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
-        self.dashboard = DashboardPages(_Console(self))
+        self.dashboard = DashboardPages(
+            ConsoleParts(hub, self._render, self._page, self._stream, self._closing, self._masked, self._session)
+        )
 
     def app(self) -> Starlette:
         page, action = self._page, self._action
@@ -493,15 +495,6 @@ class _Pages:
             error = str(exc)
         body = pages.explain(_base(request), session.csrf, form, answer, error)
         return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
-
-
-class _Console:
-    """The console as the dashboard's pages see it (admin/dashboard.py's `Console`)."""
-
-    def __init__(self, pages: _Pages) -> None:
-        self.hub = pages.hub
-        self.render, self.page, self.stream = pages._render, pages._page, pages._stream
-        self.closing, self.masked, self.session = pages._closing, pages._masked, pages._session
 
 
 def _secret_values(config: HubConfig) -> set[str]:

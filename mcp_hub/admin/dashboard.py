@@ -11,7 +11,8 @@ SVG the server draws (charts.py). `/dashboard/data.json` serves the same numbers
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import orjson
@@ -51,28 +52,30 @@ _OFF = (
 )
 
 
-class Console(Protocol):
+@dataclass(frozen=True, slots=True)
+class ConsoleParts:
     """What the dashboard's pages use of the console (app.py's `_Pages`): the hub, its layout, its sessions' guards
     and its masking of secrets."""
 
     hub: Any
-
-    def render(self, request: Request, title: str, here: str, body: str, session: Session | None) -> Response: ...
-    def page(
-        self, render: Callable[[Request, Session], Awaitable[Response]]
-    ) -> Callable[[Request], Awaitable[Response]]: ...
-    def stream(
-        self, events: Callable[[Request, Session], AsyncIterator[ServerSentEvent]]
-    ) -> Callable[[Request], Awaitable[Response]]: ...
-    async def closing(self, session: Session) -> bool: ...
-    def masked(self, text: str) -> str: ...
-    async def session(self, request: Request) -> Session | None: ...
+    render: Callable[..., Response]
+    """(request, title, here, body, session) -> the page in the console's layout, secrets masked."""
+    page: Callable[[Callable[[Request, Session], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]
+    """A page's endpoint: its session checked (else the login page)."""
+    stream: Callable[
+        [Callable[[Request, Session], AsyncIterator[ServerSentEvent]]], Callable[[Request], Awaitable[Response]]
+    ]
+    """A live stream's endpoint: its session checked."""
+    closing: Callable[[Session], Awaitable[bool]]
+    """Wait a moment; True when the stream should end (the console closed, the session ended)."""
+    masked: Callable[[str], str]
+    session: Callable[[Request], Awaitable[Session | None]]
 
 
 class DashboardPages:
     """The dashboard's routes, rendered through the console (its sessions, layout and masking)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: ConsoleParts) -> None:
         self._pages = console
 
     def routes(self) -> list[Route]:
