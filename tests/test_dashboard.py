@@ -31,8 +31,12 @@ KEYS = {"alice": ALICE_KEY, "bob": BOB_KEY}
 
 
 @asynccontextmanager
-async def dashboard_hub(tmp_path: Path, tail: str = "") -> AsyncIterator[tuple[Hub, str]]:
-    config = load_config(console_config(tmp_path, tail=tail), environ={"ADMIN_KEY": ADMIN_KEY})
+async def dashboard_hub(tmp_path: Path, tail: str = "", policy: str | None = None) -> AsyncIterator[tuple[Hub, str]]:
+    """The console's hub (tests/harness/console.py's; `policy`: its policy file instead) served on loopback."""
+    path = console_config(tmp_path, tail=tail)
+    if policy is not None:
+        (tmp_path / "policies" / "policy.toml").write_text(policy, encoding="utf-8")
+    config = load_config(path, environ={"ADMIN_KEY": ADMIN_KEY})
     hub = Hub(config)
     async with hub.running():
         await hub.wait_settled(20.0)
@@ -169,3 +173,54 @@ def test_a_ring_keeps_one_hour_and_sums_replicas() -> None:
     other.merge_json(1399, rings.slot_json(1399))
     other.merge_json(1399, [["not", "a", "cell"], 3, None])  # a replica's garbage is skipped
     assert other.total(("hub",), 1399, 1).calls == 2
+
+
+GUARDED_POLICY = """
+[principals]
+alice = "all"
+stdio = "all"
+
+[profiles.all]
+default = "allow"
+budgets = [{ calls = 4, per = "day" }]
+
+[[profiles.all.guards]]
+id = "flag-secrets"
+detect = ["secrets"]
+action = "flag"
+on = "arguments"
+
+[[profiles.all.guards]]
+id = "block-cards"
+detect = ["card"]
+action = "block"
+on = "arguments"
+"""
+
+
+async def test_guardrail_hits_and_budget_refusals_are_decisions_and_the_principal_page_shows_the_budget(
+    tmp_path: Path,
+) -> None:
+    async with dashboard_hub(tmp_path, policy=GUARDED_POLICY) as (hub, base):
+        async with client_as(base, "alice") as alice:
+            await alice.call_tool("srv_echo", {"text": "hello"})
+            await alice.call_tool("srv_echo", {"text": f"the key is {BOB_KEY}"})  # one of the hub's own secrets
+            blocked = await alice.call_tool("srv_echo", {"text": "card 4111111111111111"})
+            await alice.call_tool("srv_echo", {"text": "fourth"})
+            fifth = await alice.call_tool("srv_echo", {"text": "fifth"})  # refused as a tool error
+        assert blocked.is_error and fifth.is_error and "budget" in str(fifth.content)
+        assert hub.dashboard is not None
+        hub.dashboard.collect()
+        async with httpx2.AsyncClient(timeout=10) as web:
+            await logged_in(web, base)
+            data = (await web.get(f"{base}/admin/dashboard/data.json")).json()
+            page = (await web.get(f"{base}/admin/dashboard/principal/alice")).text
+            overview = (await web.get(f"{base}/admin/dashboard")).text
+
+    assert data["principals"]["alice"]["decisions"] == {"flagged": 1, "blocked": 1, "over_budget": 1}
+    assert data["principals"]["alice"]["calls"] == 5
+    assert data["principals"]["alice"]["errors"] == 1  # the blocked call's tool error; the refusal is a decision
+    assert re.search(r'<table id="budgets">.*?<td>4</td><td>4</td><td>0</td>', page)  # used 4 of 4, none left
+    for shown in ("guard: flagged", "guard: blocked", "over budget"):
+        assert f"<td>{shown}</td>" in overview
+    assert BOB_KEY not in page and BOB_KEY not in overview

@@ -181,9 +181,8 @@ class Dashboard:
             if isinstance(tool, str):
                 keys.append(("principal_tool", principal, tool))
         errors = attributes.get("mcp_hub.outcome") in ERROR_OUTCOMES
-        decided = [
-            value for name in ("mcp_hub.decision", "mcp_hub.guard") if isinstance(value := attributes.get(name), str)
-        ]
+        # a guard that blocked is the verdict too: counted once
+        decided = {str(v) for v in (attributes.get("mcp_hub.decision"), attributes.get("mcp_hub.guard")) if v}
         buckets = sparse(point.bucket_counts)
         for key in keys:
             cell = self.rings.cell(slot, key)
