@@ -120,6 +120,8 @@ async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_too
     assert re.search(r'<tr data-tool="srv_fail">.*?<td class=calls>1</td>.*?denied 1', principal.text)
     assert "No budget of calls or cost applies" in principal.text
     assert 'id="mount-state">up<' in mount.text and 'data-tool="srv_slow"' in mount.text
+    assert re.search(r'<table id="pins">.*?<tr data-key="srv/echo">.*?pinned', mount.text)  # the harness pins
+    assert 'id="hub-decisions"' in page
     assert missing.status_code == 200 and "No calls in this window." in missing.text
     assert anonymous.status_code == 401
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 
-WIDTH, HEIGHT = 400, 130
+WIDTH, HEIGHT = 390, 130
 _LEFT, _RIGHT, _TOP, _BOTTOM = 46, 8, 18, 20
 """Margins: the value axis on the left, the time axis below."""
 
@@ -106,7 +106,7 @@ def line_chart(
         x = WIDTH - _RIGHT
         for number, name in reversed(list(enumerate(series))):
             parts.append(f'<text class="legend line-{number}" x="{x}" y="12" text-anchor="end">{_e(name)}</text>')
-            x -= 8 + 7 * len(name)
+            x -= 10 + 6 * len(name)
     parts.append("</svg>")
     return "".join(parts)
 

@@ -181,17 +181,15 @@ class DashboardPages:
             _headline(rings.total(("hub",), last, WINDOW)),
             _charts("hub", rings.points(("hub",), last, span), last),
         ]
+        row = _decision_chart(rings.points(("hub",), last, span), last)
         busiest = [(m, rings.points(("mount", m), last, span)) for m in mounts]
         calls = {m: [c.calls / SLOT for c in points] for m, points in busiest if any(c.calls for c in points)}
         if calls:
             top = dict(sorted(calls.items(), key=lambda item: -sum(item[1]))[:6])
             p95 = {m: [c.quantile(0.95) for c in points] for m, points in busiest if m in top}
-            parts.append(
-                '<div class="charts">'
-                + charts.line_chart("mount-calls", "Calls/s by mount", top, _start(last, span), SLOT)
-                + charts.line_chart("mount-p95", "p95 latency by mount", p95, _start(last, span), SLOT, "s")
-                + "</div>"
-            )
+            row += charts.line_chart("mount-calls", "Calls/s by mount", top, _start(last, span), SLOT)
+            row += charts.line_chart("mount-p95", "p95 latency by mount", p95, _start(last, span), SLOT, "s")
+        parts.append(f'<div class="charts">{row}</div>')
         parts.append('<h2 class="section">Mounts</h2>' + _timelines(base, mounts, rings, last, span))
         parts.append('<div class="columns">')
         parts.append(
@@ -245,6 +243,14 @@ class DashboardPages:
                 )
                 + "</p>"
             )
+        if report is not None and report.get("sandbox"):
+            sandbox = report["sandbox"]
+            hit = (
+                f' Last limit hit: <b class="state-down">{e(sandbox["limit_hit"])}</b>.'
+                if sandbox.get("limit_hit")
+                else ""
+            )
+            parts.append(f'<p id="mount-sandbox">Sandbox: {e(sandbox.get("summary"))}.{hit}</p>')
         catalog = self._pages.hub.catalog
         tools = {k for k in rings.keys("tool") if catalog.mount_of(k[1]) == name}
         parts.append(
@@ -254,6 +260,7 @@ class DashboardPages:
             f'<h2 class="section">Decisions ({_label(span)})</h2>'
             + _decision_list(rings.total(("mount", name), last, span))
         )
+        parts.append(_pins(base, name, self._pages.hub.pins))
         return "".join(parts)
 
     async def _budgets(self, principal: str) -> str:
@@ -273,6 +280,41 @@ class DashboardPages:
             '<h2 class="section">Budgets</h2><table id="budgets"><thead><tr><th>Budget</th><th>Used</th><th>Of</th>'
             f"<th>Left</th><th>Renews</th></tr></thead><tbody>{rows}</tbody></table>"
         )
+
+
+def _pins(base: str, mount: str, store: Any) -> str:
+    """The mount's pinned tools, with when each was pinned, and its changes waiting for an administrator."""
+    if not store.enabled:
+        return '<h2 class="section">Pins</h2><p class=muted>Pinning is off.</p>'
+    prefix = f"{mount}/"
+    pinned = sorted((key, pin) for key, pin in store.pins.items() if key.startswith(prefix))
+    pending = sorted((key, change) for key, change in store.pending.items() if key.startswith(prefix))
+    rows = [
+        f'<tr class="pending" data-key="{e(key)}"><td><code>{e(key)}</code></td>'
+        '<td class="pin-flagged">changed, waiting</td>'
+        f"<td>{e(change.get('since', ''))}</td><td>{e(change.get('reason') or '')}</td></tr>"
+        for key, change in pending
+    ]
+    pins = "".join(
+        f'<tr data-key="{e(key)}"><td><code>{e(key)}</code></td><td class="pin-pinned">pinned</td>'
+        f"<td>{e(pin.get('since', ''))}</td></tr>"
+        for key, pin in pinned
+    )
+    waiting = (
+        f'<p><a href="{base}/pins">Review the changes</a></p>'
+        '<table id="pending"><thead><tr><th>Tool</th><th>Pin</th><th>Since</th><th>Why</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else "<p class=muted>No change waiting for an administrator.</p>"
+    )
+    listed = (
+        f"<details><summary>{len(pinned)} tool(s) pinned</summary>"
+        '<table id="pins"><thead><tr><th>Tool</th><th>Pin</th><th>Since</th></tr></thead>'
+        f"<tbody>{pins}</tbody></table></details>"
+        if pinned
+        else "<p class=muted>No tool of this mount is pinned yet.</p>"
+    )
+    return f'<h2 class="section">Pins</h2>{waiting}{listed}'
 
 
 def _base(request: Request) -> str:
@@ -417,6 +459,23 @@ def _cross(
         f'<h2 class="section">{e(title)} ({_label(span)})</h2><table id="cross"><thead><tr><th>{kind.capitalize()}</th>'
         f"<th>Calls</th><th>Errors</th><th>p95</th><th>Decisions</th></tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+DECISION_GROUPS = {
+    "denied": ("denied", "refused"),
+    "confirm": ("confirmed", "declined"),
+    "guards": ("blocked", "redacted", "flagged"),
+    "limits": ("rate_limited", "over_budget"),
+}
+"""The overview's decision chart: its lines, and the decisions each counts."""
+
+
+def _decision_chart(points: Sequence[Cell], last: int) -> str:
+    lines = {
+        name: [float(sum(cell.decisions.get(kind, 0) for kind in kinds)) for cell in points]
+        for name, kinds in DECISION_GROUPS.items()
+    }
+    return charts.line_chart("hub-decisions", "Decisions/10 s", lines, _start(last, len(points)), SLOT)
 
 
 def _decided(total: Cell) -> str:
