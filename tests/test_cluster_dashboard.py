@@ -1,5 +1,5 @@
 """The dashboard on replicas sharing one Redis (`[cluster]`): each publishes its series, and any replica's overview
-shows the sum over all of them and how many it saw.
+shows the sum over all of them and how many it saw; without Redis, each shows its own.
 
 Real parts only: a real `redis-server` (tests/redis_server.py), three in-process hubs with the console on and
 `[cluster] redis` set, each serving its HTTP app on its own port (test_cluster_admin.py's `console_replicas`), the
@@ -51,6 +51,16 @@ async def test_the_overview_sums_three_replicas_and_counts_them(tmp_path: Path, 
             assert hubs[0].dashboard is not None
             own = hubs[0].dashboard.rings.total(("hub",), hubs[0].dashboard.now(), 360)
 
+            # Redis gone: each replica shows its own numbers, and says so
+            redis_server.kill()
+            cluster = hubs[0].cluster
+            assert cluster is not None
+            await wait_for(lambda: not cluster.up, timeout=20)
+            web.cookies.clear()
+            await logged_in(web, bases[0])  # the session kept in Redis is gone with it: a login of this replica's
+            alone = (await web.get(f"{bases[0]}/admin/dashboard/data.json")).json()
+            alone_page = (await web.get(f"{bases[0]}/admin/dashboard")).text
+
     assert data["shared"] is True
     assert data["tools"]["srv_echo"]["calls"] == 6
     assert data["principals"]["alice"]["calls"] == 6
@@ -59,3 +69,5 @@ async def test_the_overview_sums_three_replicas_and_counts_them(tmp_path: Path, 
     assert "Summed over <b id=replica-count>3</b> replica(s)" in page
     assert re.search(r'<tr data-tool="srv_echo">.*?<td class=calls>6</td>', page)
     assert own.calls == 1
+    assert alone["shared"] is False and alone["replicas"] == 1 and alone["hub"]["calls"] == 1
+    assert "This replica's own numbers." in alone_page
