@@ -15,7 +15,11 @@ from typing import Any
 import httpx2
 import pytest
 
+from mcp_hub.cluster import Cluster
+from mcp_hub.config import TelemetrySettings
 from mcp_hub.hub import Hub
+from mcp_hub.observe.dashboard import Dashboard
+from mcp_hub.observe.otel import MountStatus, Telemetry
 from tests.conftest import wait_for
 from tests.harness.console import logged_in
 from tests.redis_server import RedisServer
@@ -71,3 +75,41 @@ async def test_the_overview_sums_three_replicas_and_counts_them(tmp_path: Path, 
     assert own.calls == 1
     assert alone["shared"] is False and alone["replicas"] == 1 and alone["hub"]["calls"] == 1
     assert "This replica's own numbers." in alone_page
+
+
+async def test_slots_no_replica_writes_any_more_are_read_once_and_still_summed(redis_server: RedisServer) -> None:
+    """Two replicas' dashboards (each its hub's telemetry and its own connection to Redis) on one clock the test
+    moves: what they published in a slot is summed while the slot is current, and still once it is settled (read
+    once, then kept), and an hour later it is gone."""
+    now = [1_800_000_000.0]
+    sides = []
+    for _ in range(2):
+        telemetry = Telemetry(TelemetrySettings())
+        cluster = Cluster(redis_server.url)
+        dashboard = Dashboard(telemetry, cluster, clock=lambda: now[0])
+        telemetry.start(lambda: [MountStatus("srv", True, 0, 0, "up")])
+        sides.append((telemetry, cluster, dashboard))
+    try:
+        for count, (telemetry, _, dashboard) in enumerate(sides, start=1):
+            assert telemetry.request_duration is not None
+            for _ in range(count):
+                telemetry.request_duration.record(
+                    0.01, {"mcp.method.name": "tools/call", "mcp_hub.outcome": "ok", "mcp_hub.mount": "srv"}
+                )
+            await dashboard.tick()
+        reader = sides[0][2]
+        current = await reader.view()
+        assert current.shared and current.replicas == 2
+        assert current.rings.total(("hub",), current.last, 360).calls == 3
+        now[0] += 30  # three slots later: the slot is settled, and nobody published since
+        settled = await reader.view()
+        assert settled.replicas == 1  # only itself, as no other replica wrote lately
+        assert settled.rings.total(("mount", "srv"), settled.last, 360).calls == 3
+        again = await reader.view()  # read from what it kept
+        assert again.rings.total(("hub",), again.last, 360).calls == 3
+        now[0] += 3600
+        assert (await reader.view()).rings.total(("hub",), again.last + 360, 360).calls == 0
+    finally:
+        for telemetry, cluster, _ in sides:
+            telemetry.shutdown()
+            await cluster.aclose()

@@ -30,7 +30,7 @@ import anyio
 import orjson
 
 from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, errors
-from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Cell, Key, Rings, sparse
+from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Key, Rings, sparse
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader, MetricsData
@@ -105,8 +105,8 @@ class Dashboard:
         self._reader = _reader()
         telemetry.add_reader(self._reader)
         self._published = -1
-        self._settled: dict[int, dict[Key, Cell]] = {}
-        """Every replica's cells of slots no replica writes to any more, as read from Redis."""
+        self._settled = Rings()
+        """Every replica's cells of slots no replica writes to any more, as read from Redis (each read once)."""
 
     def now(self) -> int:
         return int(self._clock() // SLOT)
@@ -119,9 +119,13 @@ class Dashboard:
         not held for it; what it read is added to the rings on the loop."""
         while True:
             await anyio.sleep(TICK)
-            self.add(await anyio.to_thread.run_sync(self.read))
-            if self.cluster is not None and self.cluster.up:
-                await self._publish()
+            await self.tick()
+
+    async def tick(self) -> None:
+        """One collection, and, with a cluster whose Redis answers, this replica's slots published."""
+        self.add(await anyio.to_thread.run_sync(self.read))
+        if self.cluster is not None and self.cluster.up:
+            await self._publish()
 
     def collect(self) -> None:
         """Read and add what the instruments measured since the last collection, now (in the caller's thread)."""
@@ -215,7 +219,8 @@ class Dashboard:
         if cluster is None or not cluster.up:
             return View(self.rings, now, 1, False)
         settled_until = now - 2  # no replica writes to these slots any more
-        wanted = [s for s in range(now - SLOTS + 1, now + 1) if s > settled_until or s not in self._settled]
+        settled = set(self._settled)
+        wanted = [s for s in range(now - SLOTS + 1, now + 1) if s > settled_until or s not in settled]
         try:
             with anyio.fail_after(2 * TIMEOUT):
                 async with cluster.client.pipeline(transaction=False) as pipe:
@@ -225,27 +230,18 @@ class Dashboard:
         except errors() as exc:
             cluster.failed(exc)
             return View(self.rings, now, 1, False)
-        for old in [s for s in self._settled if s <= now - SLOTS]:
-            del self._settled[old]
-        merged = Rings()
-        recent: set[str] = set()
+        recent = Rings()
+        seen: set[str] = set()
         for slot, answer in zip(wanted, answers, strict=True):
+            into = self._settled if slot <= settled_until else recent
+            into.cell(slot, ("hub",))  # the slot is known (read), even if no replica measured anything in it
             for replica, payload in (answer or {}).items():
                 try:
-                    merged.merge_json(slot, orjson.loads(payload))
+                    into.merge_json(slot, orjson.loads(payload))
                 except orjson.JSONDecodeError:
                     continue
                 if slot >= now - 1:
-                    recent.add(replica.decode() if isinstance(replica, bytes) else str(replica))
-            if slot <= settled_until:
-                self._settled[slot] = dict(merged.slot(slot))
-        rings = Rings()
-        for slot, cells in self._settled.items():
-            for key, cell in cells.items():
-                rings.cell(slot, key).add(cell)
-        for slot in wanted:
-            if slot > settled_until:
-                for key, cell in merged.slot(slot).items():
-                    rings.cell(slot, key).add(cell)
-        recent.add(cluster.replica)
-        return View(rings, now, len(recent), True)
+                    seen.add(replica.decode() if isinstance(replica, bytes) else str(replica))
+        self._settled.prune(now - SLOTS + 1)
+        seen.add(cluster.replica)
+        return View(Rings.overlaid(self._settled, recent), now, len(seen), True)

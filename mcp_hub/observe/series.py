@@ -148,6 +148,11 @@ class Rings:
             found = cells[key] = Cell()
         return found
 
+    def prune(self, oldest: int) -> None:
+        """Drop the slots before `oldest`."""
+        for old in [s for s in self._cells if s < oldest]:
+            del self._cells[old]
+
     def slot(self, slot: int) -> Mapping[Key, Cell]:
         return self._cells.get(slot, {})
 
@@ -177,9 +182,20 @@ class Rings:
     def total(self, key: Key, last: int, count: int) -> Cell:
         """`key`'s cells of the `count` slots ending with `last`, summed."""
         summed = Cell()
-        for cell in self.points(key, last, count):
-            summed.add(cell)
+        for slot in range(last - count + 1, last + 1):
+            cell = self._cells.get(slot, {}).get(key)
+            if cell is not None:
+                summed.add(cell)
         return summed
+
+    @classmethod
+    def overlaid(cls, *layers: Rings) -> Rings:
+        """A ring that reads `layers`' slots, a later layer's slot over an earlier one's (their cells shared, not
+        copied: for reading only)."""
+        rings = cls()
+        for layer in layers:
+            rings._cells.update(layer._cells)
+        return rings
 
     def __iter__(self) -> Iterator[int]:
         return iter(sorted(self._cells))
