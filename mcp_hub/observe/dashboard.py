@@ -33,7 +33,7 @@ from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, errors
 from mcp_hub.observe.series import BOUNDARIES, ERROR_OUTCOMES, SLOT, SLOTS, Key, Rings, sparse
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.metrics.export import MetricReader, MetricsData
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
 
     from mcp_hub.cluster import Cluster
     from mcp_hub.observe.otel import Telemetry
@@ -61,34 +61,24 @@ class View:
     """Summed over the replicas that share Redis."""
 
 
-def _reader() -> MetricReader:
-    """A reader that hands over what each collection measured since the one before (delta temporality)."""
+def _reader() -> InMemoryMetricReader:
+    """A reader that hands over what each collection measured since the one before (delta temporality), latencies in
+    the buckets of `series.BOUNDARIES`."""
     from opentelemetry.sdk.metrics import Counter, Histogram, ObservableCounter, ObservableGauge, UpDownCounter
-    from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricReader
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
     from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation
 
-    class DashboardReader(MetricReader):
-        def __init__(self) -> None:
-            delta = AggregationTemporality.DELTA
-            super().__init__(
-                preferred_temporality={
-                    Counter: delta,
-                    Histogram: delta,
-                    ObservableCounter: delta,
-                    UpDownCounter: AggregationTemporality.CUMULATIVE,
-                    ObservableGauge: AggregationTemporality.CUMULATIVE,
-                },
-                preferred_aggregation={Histogram: ExplicitBucketHistogramAggregation(boundaries=BOUNDARIES)},
-            )
-            self.received: MetricsData | None = None
-
-        def _receive_metrics(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> None:
-            self.received = metrics_data
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            pass
-
-    return DashboardReader()
+    delta, cumulative = AggregationTemporality.DELTA, AggregationTemporality.CUMULATIVE
+    return InMemoryMetricReader(
+        preferred_temporality={
+            Counter: delta,
+            Histogram: delta,
+            ObservableCounter: delta,
+            UpDownCounter: cumulative,
+            ObservableGauge: cumulative,
+        },
+        preferred_aggregation={Histogram: ExplicitBucketHistogramAggregation(boundaries=BOUNDARIES)},
+    )
 
 
 class Dashboard:
@@ -134,12 +124,10 @@ class Dashboard:
     def read(self) -> MetricsData | None:
         """What the instruments measured since the last collection (any thread)."""
         try:
-            self._reader.collect(timeout_millis=1000)
+            return self._reader.get_metrics_data()
         except Exception:  # a reader not (or no longer) registered with a provider: nothing to read
             logger.debug("dashboard: nothing collected", exc_info=True)
             return None
-        data, self._reader.received = self._reader.received, None  # type: ignore[attr-defined]
-        return data
 
     def add(self, data: MetricsData | None) -> None:
         """Add what `read` returned to the current slot (on the event loop: the console reads the rings there)."""
