@@ -99,7 +99,7 @@ async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_too
     hub_total = data["hub"]
     assert hub_total["calls"] == 7 and hub_total["errors"] == 1  # bob's denial is a decision, not an error
     assert hub_total["decisions"] == {"denied": 1}
-    assert 250 <= hub_total["p95_ms"] <= 500  # the slow call, read off the buckets
+    assert 250 <= hub_total["p95_ms"] <= 1000  # the slow call (0.3 s), read off the buckets
     assert data["tools"]["srv_echo"]["calls"] == 4 and data["tools"]["srv_fail"]["errors"] == 1
     assert data["principals"]["alice"]["calls"] == 5 and data["principals"]["bob"]["decisions"] == {"denied": 1}
     assert data["mounts"]["srv"]["calls"] == 7 and "up" in data["mounts"]["srv"]["states"]
