@@ -119,6 +119,7 @@ async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_too
     assert tool.status_code == 200 and re.search(r'<tr data-principal="alice">.*?<td class=calls>3</td>', tool.text)
     assert re.search(r'<tr data-tool="srv_fail">.*?<td class=calls>1</td>.*?denied 1', principal.text)
     assert "No budget of calls or cost applies" in principal.text
+    assert re.search(r'<tr data-error="tool_error"><td>tool error .*?<td class=count>1</td>', mount.text)
     assert 'id="mount-state">up<' in mount.text and 'data-tool="srv_slow"' in mount.text
     assert re.search(r'<table id="pins">.*?<tr data-key="srv/echo">.*?pinned', mount.text)  # the harness pins
     assert 'id="hub-decisions"' in page

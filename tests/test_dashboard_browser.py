@@ -101,4 +101,6 @@ def test_the_overview_shows_calls_errors_latency_denials_and_a_crash_within_seco
     wait(browser, lambda b: text_of(b, "#mount-state") == "up", "the mount's state")
     assert _number(browser, '#tools tr[data-tool="srv_slow"] .calls') == 1
     assert browser.find_elements(By.CSS_SELECTOR, "#timeline-srv .restart")
+    assert _number(browser, 'tr[data-error="tool_error"] .count') == 2
+    assert _number(browser, 'tr[data-error="-32000"] .count') == 1  # the crash: the server went away mid-call
     screenshot(browser, "dashboard-mount")

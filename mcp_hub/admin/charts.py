@@ -47,9 +47,11 @@ def _scale(values: Sequence[float | None]) -> float:
 
 def _label(value: float, unit: str) -> str:
     if unit == "s":
-        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+        if value >= 1:
+            return f"{value:.1f} s"
+        return f"{value * 1000:.1f} ms".replace(".0 ms", " ms") if value < 0.01 else f"{value * 1000:.0f} ms"
     if unit == "%":
-        return f"{value:.0f} %"
+        return f"{value:.1f} %".replace(".0 %", " %") if value < 10 else f"{value:.0f} %"
     return f"{value:.2f}".rstrip("0").rstrip(".") + unit
 
 

@@ -219,11 +219,11 @@ class DashboardPages:
             elif kind == "tool":
                 parts.append(_cross(base, rings, last, span, lambda k: k[2] == name, 1, "principal", "Who calls it"))
                 total = rings.total(key, last, span)
-                parts.append(f'<h2 class="section">Decisions ({_label(span)})</h2>' + _decision_list(total))
+                parts.append(_outcomes(total, span))
             else:
                 parts.append(_cross(base, rings, last, span, lambda k: k[1] == name, 2, "tool", "What they call"))
                 total = rings.total(key, last, span)
-                parts.append(f'<h2 class="section">Decisions ({_label(span)})</h2>' + _decision_list(total))
+                parts.append(_outcomes(total, span))
                 parts.append(await self._budgets(name))
             return "".join(parts)
 
@@ -256,10 +256,7 @@ class DashboardPages:
         parts.append(
             f'<h2 class="section">Its tools ({_label(span)})</h2>' + _table(base, "tool", rings, last, span, 50, tools)
         )
-        parts.append(
-            f'<h2 class="section">Decisions ({_label(span)})</h2>'
-            + _decision_list(rings.total(("mount", name), last, span))
-        )
+        parts.append(_outcomes(rings.total(("mount", name), last, span), span))
         parts.append(_pins(base, name, self._pages.hub.pins))
         return "".join(parts)
 
@@ -478,8 +475,37 @@ def _decision_chart(points: Sequence[Cell], last: int) -> str:
     return charts.line_chart("hub-decisions", "Decisions/10 s", lines, _start(last, len(points)), SLOT)
 
 
+FAILURES = {
+    "tool_error": "tool error (the tool answered isError)",
+    "-32000": "the server failed or went away (-32000)",
+    "-32001": "the server did not answer in time (-32001)",
+    "-32601": "method not found (-32601)",
+    "-32602": "invalid params (-32602)",
+    "-32603": "internal error (-32603)",
+}
+"""Error kinds (`error.type`) as shown."""
+
+
+def _failures(total: Cell) -> str:
+    if not total.failures:
+        return "<p class=muted>No errors.</p>"
+    rows = "".join(
+        f'<tr data-error="{e(kind)}"><td>{e(FAILURES.get(kind, kind))}</td><td class=count>{count}</td></tr>'
+        for kind, count in sorted(total.failures.items(), key=lambda item: -item[1])
+    )
+    return f'<table class="failures"><tbody>{rows}</tbody></table>'
+
+
 def _decided(total: Cell) -> str:
     return ", ".join(f"{DECISIONS.get(kind, kind)} {count}" for kind, count in sorted(total.decisions.items()))
+
+
+def _outcomes(total: Cell, span: int) -> str:
+    """A page's errors by kind and its decisions, side by side."""
+    return (
+        f'<div class="columns"><div><h2 class="section">Errors ({_label(span)})</h2>{_failures(total)}</div>'
+        f'<div><h2 class="section">Decisions ({_label(span)})</h2>{_decision_list(total)}</div></div>'
+    )
 
 
 def _decision_list(total: Cell) -> str:

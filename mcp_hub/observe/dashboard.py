@@ -173,6 +173,7 @@ class Dashboard:
             if isinstance(tool, str):
                 keys.append(("principal_tool", principal, tool))
         errors = attributes.get("mcp_hub.outcome") in ERROR_OUTCOMES
+        failure = str(attributes.get("error.type") or "")
         # a guard that blocked is the verdict too: counted once
         decided = {str(v) for v in (attributes.get("mcp_hub.decision"), attributes.get("mcp_hub.guard")) if v}
         buckets = sparse(point.bucket_counts)
@@ -181,6 +182,8 @@ class Dashboard:
             cell.record(point.count, point.sum, buckets, errors)
             for kind in decided:
                 cell.decisions[kind] = cell.decisions.get(kind, 0) + point.count
+            if errors and failure:
+                cell.failures[failure] = cell.failures.get(failure, 0) + point.count
 
     # -- sharing -------------------------------------------------------------------------------------
 

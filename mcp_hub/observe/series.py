@@ -2,7 +2,7 @@
 
 A series is a key: ("hub",), ("mount", NAME), ("tool", PUBLIC NAME), ("principal", NAME) or
 ("principal_tool", PRINCIPAL, TOOL). Its cell for one slot holds what was measured in those seconds: the calls,
-the errors among them, a latency histogram (counts per bucket of `BOUNDARIES`, sparse), the decisions
+the errors among them (and their kinds), a latency histogram (counts per bucket of `BOUNDARIES`, sparse), the decisions
 (denied, confirmed, declined, rate_limited, over_budget, redacted, blocked, flagged...: counted by kind), and,
 for a mount, the states it was seen in and its restarts. Cells add up (`Cell.add`): the same slot of N replicas
 is their sum, a window of slots is theirs, and percentiles are read off the summed histogram (`quantile`), so a
@@ -51,6 +51,8 @@ class Cell:
     buckets: dict[int, int] = field(default_factory=dict)
     """Index into `BOUNDARIES` (len(BOUNDARIES): above the last) -> calls that took that long."""
     decisions: dict[str, int] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    """The errors by `error.type`: a JSON-RPC error code, "tool_error", or an exception's class."""
     states: set[str] = field(default_factory=set)
     """The states a mount was seen in."""
     restarts: int = 0
@@ -63,6 +65,8 @@ class Cell:
             self.buckets[index] = self.buckets.get(index, 0) + count
         for kind, count in other.decisions.items():
             self.decisions[kind] = self.decisions.get(kind, 0) + count
+        for kind, count in other.failures.items():
+            self.failures[kind] = self.failures.get(kind, 0) + count
         self.states |= other.states
         self.restarts += other.restarts
 
@@ -100,6 +104,8 @@ class Cell:
             )
         if self.decisions:
             data["d"] = self.decisions
+        if self.failures:
+            data["f"] = self.failures
         if self.states:
             data["st"] = sorted(self.states)
         if self.restarts:
@@ -114,6 +120,7 @@ class Cell:
             seconds=float(data.get("s", 0.0)),
             buckets={int(k): int(v) for k, v in (data.get("b") or {}).items()},
             decisions={str(k): int(v) for k, v in (data.get("d") or {}).items()},
+            failures={str(k): int(v) for k, v in (data.get("f") or {}).items()},
             states={str(s) for s in data.get("st") or ()},
             restarts=int(data.get("r", 0)),
         )
