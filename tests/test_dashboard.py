@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_hub.admin import console
+from mcp_hub.admin import charts, console
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
 from mcp_hub.observe.series import BOUNDARIES, SLOTS, Cell, Rings, bucket_of, sparse
@@ -227,3 +227,14 @@ async def test_guardrail_hits_and_budget_refusals_are_decisions_and_the_principa
     for shown in ("guard: flagged", "guard: blocked", "over budget"):
         assert f"<td>{shown}</td>" in overview
     assert BOB_KEY not in page and BOB_KEY not in overview
+
+
+def test_charts_are_plain_svg_with_every_name_escaped() -> None:
+    evil = '"><script>alert(1)</script>'
+    line = charts.line_chart(evil, evil, {evil: [None, 1.0, 2.0, None, 0.5]}, 1_800_000_000, 10, "s", evil)
+    band = charts.timeline(evil, evil, [({"up"}, 0), ({"down", "up"}, 1), (set(), 0)], 1_800_000_000, 10)
+    for svg in (line, band):
+        assert "<script" not in svg and " style=" not in svg and "href" not in svg
+        assert "&lt;script&gt;" in svg
+    assert line.count("<polyline") == 1 and line.count("<circle") == 1  # a gap splits the line; a lone point
+    assert 'data-state="down"' in band and band.count('class="restart"') == 1
