@@ -74,6 +74,7 @@ async def traffic(base: str) -> None:
             await bob.call_tool("srv_fail", {"message": "no"})
 
 
+@pytest.mark.slow  # some 2.5 s: a slow tool among the calls
 async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_tool_and_principal(
     tmp_path: Path,
 ) -> None:
@@ -127,6 +128,7 @@ async def test_the_overview_counts_calls_errors_latency_and_denials_by_mount_too
     assert anonymous.status_code == 401
 
 
+@pytest.mark.slow  # the stream sends the page again every 2 s
 async def test_the_live_part_follows_as_a_stream(tmp_path: Path) -> None:
     async with dashboard_hub(tmp_path) as (hub, base), httpx2.AsyncClient(timeout=10) as web:
         await logged_in(web, base)
