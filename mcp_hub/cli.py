@@ -7,6 +7,7 @@
                    [--endpoint NAME]
     mcp-hub import FILE [--output PATH] [--force]
     mcp-hub add NAME[@VERSION] [--config PATH] [--registry URL] [--name MOUNT] [--use npm|pypi|oci|remote] [--force]
+    mcp-hub add URL [--config PATH] [--name MOUNT] [--force]    (a remote server, from its server card)
     mcp-hub registry search TEXT [--config PATH] [--registry URL] [--limit N]
     mcp-hub pins [--config PATH] [list | accept (KEY... | --all)]
     mcp-hub connections [--config PATH] [list | revoke | withdraw | key] [--principal P] [--client C] [--server S]
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import itertools
 import json
 import logging
 import os
@@ -39,6 +39,7 @@ from mcp_hub.allocator import keep_freed_memory
 from mcp_hub.auth.metadata import metadata_url
 from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.catalog.catalog import KINDS, Kind
+from mcp_hub.catalog.naming import split_uri
 from mcp_hub.catalog.pins import PinStore
 from mcp_hub.catalog.shared_pins import accept_shared, read_shared
 from mcp_hub.chain.guardrails import configured_secrets
@@ -49,6 +50,8 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.guardrails import Detectors
 from mcp_hub.hub import Hub
 from mcp_hub.observe.audit_log import AuditEvent, AuditLog, appending
+from mcp_hub.observe.audit_sink import describe
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.policy import Target, empty_policy, explain, load_policies
 from mcp_hub.policy.budgets import CompiledBudget, Usage
 from mcp_hub.providers import FORMATS, SchemaError, Toolset, export
@@ -58,6 +61,7 @@ from mcp_hub.shown import shown
 from mcp_hub.upstream import State
 from mcp_hub.upstream.command import command_not_found, find_command
 from mcp_hub.upstream.sandbox import describe as sandbox_report
+from mcp_hub.upstream.stderr import collapsed
 
 if TYPE_CHECKING:
     from mcp_hub.credentials.connections import Consent
@@ -179,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
 
     connections = command(
         "connections",
-        'List the sign-ins of people to mode = "user" servers and the clients they allowed; revoke a sign-in; '
-        "withdraw a consent; make a key.",
+        'List the sign-ins of people to mode = "user" and "enterprise" servers and the clients they allowed; '
+        "revoke a sign-in; withdraw a consent; make a key.",
         _connections,
     )
     connections.add_argument("--config", help=_CONFIG_HELP)
@@ -203,8 +207,18 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--force", action="store_true", help="replace servers of the same name in --output")
 
     registry_help = "the registry's base URL (default: [hub] registry of --config, else the official MCP Registry)"
-    add = command("add", "Add a server from an MCP server registry to hub.toml, its version pinned.", _add)
-    add.add_argument("server", metavar="NAME[@VERSION]", help="its registry name, like io.github.user/weather")
+    add = command(
+        "add",
+        "Add a server from an MCP server registry to hub.toml, its version pinned; or a remote server by its URL, "
+        "from its server card.",
+        _add,
+    )
+    add.add_argument(
+        "server",
+        metavar="NAME[@VERSION] | URL",
+        help="its registry name, like io.github.user/weather; or its MCP endpoint's URL (or its card's), like "
+        "https://host/mcp, to add it as its server card (SEP-2127) describes it",
+    )
     add.add_argument("--config", help="the hub.toml to add it to (created if missing; default: as `serve` finds it)")
     add.add_argument("--registry", metavar="URL", help=registry_help)
     add.add_argument("--name", metavar="MOUNT", help="the mount name (default: the last part of its registry name)")
@@ -303,12 +317,18 @@ def _check(args: argparse.Namespace) -> int:
         print(
             f"{config.relative(config.policy.dir)}: ok, revision {policy.revision}, {len(policy.profiles)} profile(s)"
         )
+    sinks = sinks_of(config)  # a TLS file that cannot be read: a ConfigError naming its key
+    if sinks:
+        print(f"audit sinks: {', '.join(f'{sink.description} ({sink.format})' for sink in sinks)}")
     exposure = unauthenticated_exposure(config, config.http.host)
     if exposure is not None:  # stdio still serves; HTTP would refuse to start
         print(f"warning: `serve --transport http` would refuse to start: {exposure}", file=sys.stderr)
-    oauth = config.auth.oauth
+    oauth, sso = config.auth.oauth, config.admin.oidc
     if oauth is not None:
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
+    if sso is not None:
+        admins = f"{sso.admin_claim} holds one of {', '.join(sso.admin_values)}"
+        print(f"[admin.oidc]: ok, the console's single sign-on at {sso.issuer}; administrators: {admins}")
     if config.search.enabled:
         ranking, embeddings = planned(config.search.ranking)
         if embeddings:
@@ -340,6 +360,20 @@ def _check(args: argparse.Namespace) -> int:
         except Unavailable as exc:
             failed += 1
             print(f"  {oauth.issuer}: unavailable: {exc}")
+    if sso is not None:
+        from mcp_hub.admin.sso import probe as probe_sso  # the ID token checks: only for [admin.oidc]
+
+        try:
+            print(f"  {sso.issuer}: {anyio.run(probe_sso, sso)}")
+        except Unavailable as exc:
+            failed += 1
+            print(f"  {sso.issuer}: unavailable: {exc}")
+    for sink in sinks:
+        try:
+            print(f"  audit sink {sink.description}: {sink.transport.probe()}")
+        except Exception as exc:  # OSError, ssl.SSLError, ConnectionError
+            failed += 1
+            print(f"  audit sink {sink.description}: unreachable: {describe(exc)}")
     hub = anyio.run(_connected_hub, config)
     for name, report in hub.items():
         counts = ", ".join(f"{report[kind]} {kind.replace('_', ' ')}" for kind in KINDS)
@@ -352,7 +386,7 @@ def _check(args: argparse.Namespace) -> int:
             failed += 1
             reason = report["waiting_for"] or report["last_error"] or "no connection attempt yet"
             print(f"  {name}: {_state(report)}: {reason}")
-            for line in _collapsed(report["stderr"])[-_STDERR_LINES:]:
+            for line in collapsed(report["stderr"])[-_STDERR_LINES:]:
                 print(f"    stderr: {line}")
         if "sandbox" in report:
             print(f"    sandbox: {report['sandbox']['summary']}")
@@ -384,12 +418,6 @@ def _state(report: dict[str, Any]) -> str:
     if report["state"] == State.STARTING and report["last_error"]:
         return str(State.DOWN)
     return str(report["state"])
-
-
-def _collapsed(lines: Sequence[str]) -> list[str]:
-    """`lines`, a run of the same line written once (a server that fails the same way at each restart)."""
-    runs = [(line, len(list(run))) for line, run in itertools.groupby(lines)]
-    return [line if count == 1 else f"{line} ({count} times)" for line, count in runs]
 
 
 def _tools(args: argparse.Namespace) -> int:
@@ -465,7 +493,8 @@ def _exported(args: argparse.Namespace, config: HubConfig) -> int:
 
 
 def _connections(args: argparse.Namespace) -> int:
-    """List or revoke the people's sign-ins toward `mode = "user"` mounts (credentials/user.py), list or
+    """List or revoke the people's sign-ins toward `mode = "user"` and "enterprise" mounts (credentials/user.py,
+    enterprise.py), list or
     withdraw the consents they gave their MCP clients on the hub's consent page, or print a new `token_key`. A
     revoked sign-in is gone for a running hub at its next call for that person, which closes the session that
     carried it and asks them to sign in again; its tokens are revoked at the authorization server too when it
@@ -488,13 +517,13 @@ def _connections(args: argparse.Namespace) -> int:
     mounts = {
         name: server
         for name, server in config.servers.items()
-        if server.auth.mode == "user" and args.server in (None, name)
+        if server.auth.mode in ("user", "enterprise") and args.server in (None, name)
     }
     if args.server is not None and not mounts:
-        print(f'error: no mode = "user" server named {args.server!r} in {config.path}', file=sys.stderr)
+        print(f'error: no mode = "user" or "enterprise" server named {args.server!r} in {config.path}', file=sys.stderr)
         return 2
     if args.action in ("revoke", "withdraw"):
-        with appending(config.audit_file()) as audit:
+        with appending(config.audit_file(), sinks_of(config, rotate=False)) as audit:
             actor = _Administrator(audit, _system_user(), _policy_revision(config))
             if args.action == "revoke":
                 return _revoke_connections(mounts, args.principal, actor)
@@ -742,7 +771,14 @@ def _token_principal(config: HubConfig, text: str) -> str:
 
 
 def _split_target(kind: str, text: str) -> tuple[str, str]:
-    """`mount/name`, or a public name (`mount_name`, `mount+uri`)."""
+    """`mount/name`, or a public name (`mount_name`, `mount+uri`, and the forms that keep their scheme:
+    `ui://mount+page`, `skill://mount/path`)."""
+    if kind == "resource" and text.startswith(("ui://", "skill://")):
+        scheme, _, rest = text.partition("://")
+        candidate = rest.partition("+" if scheme == "ui" else "/")[0]
+        split = split_uri(text, {candidate})
+        if split is not None:
+            return split
     separator = "+" if kind == "resource" else "_"
     slash, plus = text.find("/"), text.find(separator)
     if plus > 0 and (slash < 0 or plus < slash):
@@ -793,13 +829,20 @@ def _registry_url(args: argparse.Namespace) -> str:
 def _add(args: argparse.Namespace) -> int:
     from mcp_hub.importer import create_config, merge_into  # tomlkit: only this command
     from mcp_hub.registry import Registry, split_reference, status
+    from mcp_hub.server_card import is_url, read_card
     from mcp_hub.server_json import server_table
 
-    name, version = split_reference(args.server)
-    url = _registry_url(args)
-    with Registry(url) as registry:
-        listing = registry.server(name, version)
-    state, message = (shown(text) for text in status(listing))
+    if is_url(args.server):  # a remote server's card (server_card.py): a server.json of remotes only
+        url, card = read_card(args.server)
+        name = card.get("name") if isinstance(card.get("name"), str) else args.server
+        listing: dict[str, Any] = {"server": card}
+        version, state, message = "", "active", ""
+    else:
+        name, version = split_reference(args.server)
+        url = _registry_url(args)
+        with Registry(url) as registry:
+            listing = registry.server(name, version)
+        state, message = (shown(text) for text in status(listing))
     if state == "deleted":
         raise ConfigError(url, "", f"{args.server} is deleted from the registry ({message or 'no reason given'})")
     said = f"{state}: {message}" if message else state

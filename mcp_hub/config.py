@@ -9,8 +9,8 @@ line each, when there are several):
 3. types, ranges and cross-field rules (the pydantic models below);
 4. `${VAR}` expansion in the strings of enabled servers (command, args, env, cwd, url,
    headers, roots, and the values of their `auth` table), in `[auth] api_keys` and `[auth.oauth]`, in
-   `[admin] keys`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3 again on the
-   expanded values (a url may come from a variable).
+   `[admin] keys` and `[admin.oidc]`, in `[cluster]`, and in `[telemetry] endpoint` and `headers`, then step 3
+   again on the expanded values (a url may come from a variable).
 
 A variable is looked up in the environment, then in the `[hub] env_file` (a dotenv file; the environment
 wins). A variable a server's table needs and neither has does not stop the hub: that server is left out,
@@ -81,6 +81,10 @@ class HubSettings(BaseModel):
 
     name: str = Field(default="mcp-hub", min_length=1)
     """The name the hub gives clients (its `serverInfo`)."""
+    description: str = Field(
+        default="One MCP endpoint in front of the MCP servers this hub mounts", min_length=1, max_length=100
+    )
+    """What the hub's server card says it does (`[http] server_cards`; at most 100 characters)."""
     page_size: int = Field(default=0, ge=0)
     """Items per page of the lists handed to clients (tools/list etc.); 0: each list on one page."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -173,6 +177,17 @@ class HttpSettings(BaseModel):
             raise rule_error(f'the endpoint path must start with "/"; write "/{path}"')
         return path
 
+    health_stderr: bool = False
+    """Add to `/healthz` and `/readyz`, under each stdio server that is not up, the last lines it wrote to stderr
+    (`stderr_tail`), their secrets masked. False (the default): those pages answer anyone who reaches the hub,
+    without signing in, and a server's stderr may say more than its state (paths, hosts, what it was given);
+    the admin console and `mcp-hub check --connect` show them to an administrator."""
+
+    server_cards: bool = True
+    """Publish the hub's server card (the SEP-2127 draft, experimental) at `PATH/server-card`, each curated
+    endpoint's at `PATH/NAME/server-card`, and an MCP Catalog of them at `/.well-known/mcp/catalog.json`: what
+    a client needs to connect (the endpoint's URL, protocol versions, the API-key header when one is needed),
+    readable without credentials, as `GET /` already is. False: none of them are served."""
     allow_unauthenticated: bool = False
     """Serve HTTP on an address other than loopback without client authentication (no `[auth] api_keys`, no
     `[auth.oauth]`): only behind something that authenticates every request itself. False: such a hub refuses
@@ -343,6 +358,8 @@ class EndpointSettings(BaseModel):
     """Tool search on this endpoint, whatever `[search] enabled` and the callers' profiles say; None: as they say."""
     instructions: str | None = None
     """What its `initialize` answer tells the client about it (MCP `instructions`)."""
+    description: str | None = Field(default=None, min_length=1, max_length=100)
+    """What its server card says it does (at most 100 characters); None: a sentence naming the endpoint and the hub."""
     max_result_tokens: int | None = Field(default=None, ge=0)
     """The result budget of its calls, in tokens (see `[results]`); the smaller of this and the caller's
     profile's applies, a policy rule's wins over both; 0: no budget here; None: as `[results]` says."""
@@ -351,8 +368,134 @@ class EndpointSettings(BaseModel):
     `[results]` says."""
 
 
+SYSLOG_FACILITIES = (
+    "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "authpriv", "ftp", "ntp",
+    "audit", "alert", "clock", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
+)  # fmt: skip
+"""RFC 5424's facilities, by their usual names, in code order (kern = 0 ... local7 = 23)."""
+
+_SINK_KEYS: dict[str, tuple[str, ...]] = {
+    "file": ("path", "max_bytes", "backups"),
+    "syslog": ("address", "tls", "ca", "cert", "key", "server_name", "facility", "app_name"),
+    "otlp": ("endpoint", "headers"),
+}
+"""The keys of an [[audit.sinks]] entry that only one destination takes."""
+
+
+class AuditSinkSettings(BaseModel):
+    """An [[audit.sinks]] entry: one more place every audit event goes, beside `[audit] file`, in a format of its
+    own (see docs/audit.md). A sink that is down or slow keeps up to `buffer` events and sends them when it is back
+    (oldest dropped beyond that, counted and logged); a call never waits for a sink."""
+
+    model_config = _MODEL_CONFIG
+
+    destination: Literal["file", "syslog", "otlp"]
+    """Where the events go: "file" (JSON lines, rotated), "syslog" (RFC 5424 over TCP, octet-counted frames, TLS
+    unless `tls = false`) or "otlp" (OpenTelemetry log records over OTLP/HTTP to a collector)."""
+    format: Literal["hub", "ocsf"] = "hub"
+    """"hub": the audit log's own JSON line; "ocsf": OCSF 1.8.0 API Activity (class_uid 6003) JSON."""
+    buffer: int = Field(default=10_000, ge=1)
+    """Events kept while the destination is down or behind; beyond it the oldest are dropped, counted and logged."""
+    path: str | None = Field(default=None, min_length=1)
+    """destination "file": the file (relative: from hub.toml's folder)."""
+    max_bytes: int = Field(default=10_000_000, ge=1024)
+    """destination "file": the size at which the file is rotated (.1, .2...)."""
+    backups: int = Field(default=5, ge=0)
+    """destination "file": how many rotated files are kept."""
+    address: str | None = None
+    """destination "syslog": the receiver, "HOST:PORT" ("[::1]:6514" for an IPv6 address)."""
+    tls: bool = True
+    """destination "syslog": TLS (RFC 5425), the receiver's certificate verified against `ca`; false: plain TCP
+    (RFC 6587), which anyone on the path can read and change: only for a receiver on the same host or network."""
+    ca: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the CA certificates (PEM) the receiver's certificate is checked against; None: the
+    system's."""
+    cert: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the hub's client certificate (PEM), for a receiver that asks for one (mutual TLS)."""
+    key: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the private key (PEM) of `cert`; None: in `cert`'s file."""
+    server_name: str | None = Field(default=None, min_length=1)
+    """destination "syslog": the name the receiver's certificate must carry; None: the host of `address`."""
+    facility: str = "authpriv"
+    """destination "syslog": the facility of the messages, by its name: kern, user, mail, daemon, auth, syslog, lpr,
+    news, uucp, cron, authpriv, ftp, ntp, audit, alert, clock, local0 to local7 (authpriv: security/authorization
+    messages, kept apart from other logs by most receivers)."""
+    app_name: str = Field(default="mcp-hub", min_length=1, max_length=48, pattern=r"^[!-~]+$")
+    """destination "syslog": the APP-NAME of the messages (printable ASCII, no spaces)."""
+    endpoint: str | None = None
+    """destination "otlp": the collector's OTLP/HTTP base URL ("/v1/logs" is appended); None: `[telemetry]
+    endpoint`, else OTEL_EXPORTER_OTLP_(LOGS_)ENDPOINT, else http://localhost:4318."""
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    """destination "otlp": headers of every export (write secrets as ${VAR}); empty: `[telemetry] headers`."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _collector_url(cls, url: str | None) -> str | None:
+        return collector_url(url)
+
+    @field_validator("facility")
+    @classmethod
+    def _facility(cls, facility: str) -> str:
+        if facility not in SYSLOG_FACILITIES:
+            raise rule_error(f"facility must be one of {', '.join(SYSLOG_FACILITIES)}; got {facility!r}")
+        return facility
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, address: str | None) -> str | None:
+        if address is None or address.startswith("${"):
+            return address
+        try:
+            host_port(address)
+        except ValueError as exc:
+            raise rule_error(str(exc)) from None
+        return address
+
+    @model_validator(mode="after")
+    def _keys_of_destination(self) -> AuditSinkSettings:
+        for destination, keys in _SINK_KEYS.items():
+            for key in keys:
+                if destination != self.destination and key in self.model_fields_set:
+                    raise rule_error(
+                        f'{key} applies to destination = "{destination}" only, and this sink\'s destination is '
+                        f'"{self.destination}"; remove {key}',
+                        key,
+                    )
+        required = {"file": "path", "syslog": "address"}.get(self.destination)
+        if required and getattr(self, required) is None:
+            example = {"path": '"audit-ocsf.jsonl"', "address": '"siem.example.com:6514"'}[required]
+            raise rule_error(f'destination = "{self.destination}" needs {required}, like {required} = {example}')
+        if self.destination == "syslog" and not self.tls:
+            for key in ("ca", "cert", "key", "server_name"):
+                if getattr(self, key) is not None:
+                    raise rule_error(f"{key} is a TLS setting, and tls = false; remove {key}, or tls = false", key)
+        if self.key is not None and self.cert is None:
+            raise rule_error("key is the private key of cert, and cert is not set; set cert too", "key")
+        if self.destination == "otlp" and not _installed(OTLP_EXPORTER):
+            raise rule_error(
+                'destination = "otlp" needs the OTLP exporter, which is not installed; install it with '
+                "pip install -e '.[otlp]' from the checkout",
+                "destination",
+            )
+        return self
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """ "HOST:PORT" (or "[IPv6]:PORT") -> (host, port); a ValueError saying how to write it otherwise."""
+    host, colon, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:  # an IPv6 address without its brackets
+        host = ""
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f'address must be "HOST:PORT", like "siem.example.com:6514" (or "[::1]:6514"); got {address!r}'
+        )
+    return host, int(port)
+
+
 class AuditFileSettings(BaseModel):
-    """The [audit] table: the audit log file (relative paths: from hub.toml's folder)."""
+    """The [audit] table: the audit log file (relative paths: from hub.toml's folder), and more sinks."""
 
     model_config = _MODEL_CONFIG
 
@@ -364,6 +507,10 @@ class AuditFileSettings(BaseModel):
     """The size at which the audit log is rotated (audit.jsonl.1, .2...)."""
     backups: int = Field(default=5, ge=0)
     """How many rotated files are kept."""
+
+    sinks: tuple[AuditSinkSettings, ...] = Field(default=(), strict=False)
+    """More places the audit events go, each an [[audit.sinks]] table: a file, a syslog receiver or an OTLP
+    collector, in the hub's JSON or as OCSF (see docs/audit.md); none: the file alone."""
 
     @field_validator("file", mode="before")
     @classmethod
@@ -468,14 +615,7 @@ class TelemetrySettings(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _collector_url(cls, url: str | None) -> str | None:
-        if url is None or url.startswith("${"):  # checked once expanded
-            return url
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
-            raise rule_error(
-                'endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"'
-            )
-        return url
+        return collector_url(url)
 
     @model_validator(mode="after")
     def _exporter_installed(self) -> TelemetrySettings:
@@ -487,6 +627,16 @@ class TelemetrySettings(BaseModel):
                     key,
                 )
         return self
+
+
+def collector_url(url: str | None) -> str | None:
+    """An `endpoint` setting: a collector's http:// or https:// base URL (a ${VAR} is checked once expanded)."""
+    if url is None or url.startswith("${"):
+        return url
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise rule_error('endpoint must be the collector\'s http:// or https:// base URL, like "http://localhost:4318"')
+    return url
 
 
 def _installed(module: str) -> bool:
@@ -513,6 +663,22 @@ def _url_problem(url: str, what: str) -> str | None:
     if parts.fragment or url.endswith("#"):
         return f"{what} must not have a #fragment; remove it"
     return None
+
+
+def _signature_algorithms(algorithms: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """`algorithms` if `what` may be signed with each: public-key algorithms only."""
+    if not algorithms:
+        raise rule_error(f"no algorithms; list at least one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
+    for index, name in enumerate(algorithms):
+        if name.lower() == "none" or name in _SYMMETRIC_ALGORITHMS:
+            raise rule_error(
+                f"{name!r} is never accepted: {what} must be signed with the issuer's private key; "
+                f"use one of {', '.join(ASYMMETRIC_ALGORITHMS)}",
+                index,
+            )
+        if name not in ASYMMETRIC_ALGORITHMS:
+            raise rule_error(f"unknown algorithm {name!r}; use one of {', '.join(ASYMMETRIC_ALGORITHMS)}", index)
+    return algorithms
 
 
 class OAuthSettings(BaseModel):
@@ -569,18 +735,7 @@ class OAuthSettings(BaseModel):
     @field_validator("algorithms")
     @classmethod
     def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
-        if not algorithms:
-            raise rule_error(f"no algorithms; list at least one of {', '.join(ASYMMETRIC_ALGORITHMS)}")
-        for index, name in enumerate(algorithms):
-            if name.lower() == "none" or name in _SYMMETRIC_ALGORITHMS:
-                raise rule_error(
-                    f"{name!r} is never accepted: an access token must be signed with the issuer's private key; "
-                    f"use one of {', '.join(ASYMMETRIC_ALGORITHMS)}",
-                    index,
-                )
-            if name not in ASYMMETRIC_ALGORITHMS:
-                raise rule_error(f"unknown algorithm {name!r}; use one of {', '.join(ASYMMETRIC_ALGORITHMS)}", index)
-        return algorithms
+        return _signature_algorithms(algorithms, "an access token")
 
     @model_validator(mode="after")
     def _introspection_client(self) -> OAuthSettings:
@@ -618,13 +773,102 @@ class AuthSettings(BaseModel):
         return keys
 
 
+ADMIN_SSO_CALLBACK = "/sso/callback"
+"""Where the identity provider sends an administrator's browser back, below the console (`/admin/sso/callback`)."""
+
+
+class AdminOidc(BaseModel):
+    """The [admin.oidc] table: administrators sign in to the console through the organisation's identity provider
+    (OpenID Connect authorization code with PKCE; see mcp_hub/admin/sso.py). Admin keys stay, for break-glass use."""
+
+    model_config = _MODEL_CONFIG
+
+    issuer: str
+    """The identity provider's issuer, exactly as its metadata (`/.well-known/openid-configuration`) and its ID
+    tokens' `iss` say."""
+    client_id: str = Field(min_length=1)
+    """The console's client id at the identity provider (registered there with the redirect URI below)."""
+    client_secret: str | None = Field(default=None, min_length=1, repr=False)
+    """Its secret, written as ${VAR}; unset: a public client (PKCE only, `token_endpoint_auth_method = "none"`)."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    """How the console authenticates at the token endpoint; unset: client_secret_basic with a secret, else none."""
+    scopes: tuple[str, ...] = Field(default=("openid", "email", "profile"), strict=False)
+    """The scopes asked for: `openid` and those that bring the claims below (some providers need a `groups` scope)."""
+    redirect_uri: str | None = None
+    """Where the identity provider sends the browser back: the console's own `/admin/sso/callback` as the browser
+    reaches it (`https://hub.example.com/admin/sso/callback`); unset: made from the URL the console was opened at
+    (set it behind a proxy that changes the scheme or the host)."""
+    admin_claim: str = Field(min_length=1)
+    """The claim that makes an administrator (`groups`, `roles`, `realm_access.roles`: a dotted name reaches into
+    a nested claim when no claim has the whole name), read from the ID token and the userinfo answer."""
+    admin_values: tuple[str, ...] = Field(strict=False)
+    """An administrator's `admin_claim` holds one of these (a list claim: contains one; a string claim: is one)."""
+    algorithms: tuple[str, ...] = Field(default=("RS256", "PS256", "ES256", "EdDSA"), strict=False)
+    """The ID token signature algorithms taken (public-key ones only: never "none", nor HMAC)."""
+    leeway: int = Field(default=60, ge=0, le=300)
+    """Seconds of clock skew allowed on the ID token's `exp` and `iat`."""
+    label: str = Field(default="your organisation's sign-in", min_length=1)
+    """What the sign-in button names: "Sign in with {label}"."""
+
+    @field_validator("issuer", "redirect_uri")
+    @classmethod
+    def _urls(cls, url: str | None, info: Any) -> str | None:
+        if url is not None and not url.startswith("${"):
+            problem = _url_problem(url, info.field_name)
+            if problem is not None:
+                raise rule_error(problem)
+        return url
+
+    @field_validator("redirect_uri")
+    @classmethod
+    def _callback(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith("${") and not urlsplit(url).path.endswith(ADMIN_SSO_CALLBACK):
+            raise rule_error(
+                f"the redirect URI is the console's {ADMIN_SSO_CALLBACK} (https://HOST/admin{ADMIN_SSO_CALLBACK}), "
+                f"got {url!r}"
+            )
+        return url
+
+    @field_validator("scopes")
+    @classmethod
+    def _openid(cls, scopes: tuple[str, ...]) -> tuple[str, ...]:
+        if "openid" not in scopes:
+            raise rule_error('OpenID Connect needs the scope "openid"; add it: scopes = ["openid", "email", "profile"]')
+        return scopes
+
+    @field_validator("admin_values")
+    @classmethod
+    def _someone(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        if not values or any(not value for value in values):
+            raise rule_error('name the values that make an administrator: admin_values = ["mcp-admins"]')
+        return values
+
+    @field_validator("algorithms")
+    @classmethod
+    def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
+        return _signature_algorithms(algorithms, "an ID token")
+
+    @model_validator(mode="after")
+    def _client_authentication(self) -> AdminOidc:
+        if self.token_endpoint_auth_method in ("client_secret_basic", "client_secret_post") and not self.client_secret:
+            raise rule_error(
+                f'{self.token_endpoint_auth_method} needs client_secret = "${{CONSOLE_OIDC_SECRET}}"; add it, or use '
+                '"none" for a public client',
+                "client_secret",
+            )
+        return self
+
+
 class AdminSettings(BaseModel):
     """The [admin] table: the web console at `/admin` (see mcp_hub/admin/), off unless `enabled`."""
 
     model_config = _MODEL_CONFIG
 
     enabled: bool = False
-    """Serve the console at `/admin` on the HTTP endpoint (it needs at least one key in `keys`)."""
+    """Serve the console at `/admin` on the HTTP endpoint (it needs an administrator: a key in `keys`, or
+    single sign-on in [admin.oidc])."""
+    oidc: AdminOidc | None = None
+    """[admin.oidc]: single sign-on through the organisation's identity provider, beside the keys."""
     keys: dict[str, str] = Field(default_factory=dict, repr=False)
     """Administrator name -> the key that administrator logs in with (write keys as ${VAR}). Applies on a live
     reload: the console's sessions signed in with a key removed or changed end (see mcp_hub/admin/sessions.py)."""
@@ -646,17 +890,64 @@ class AdminSettings(BaseModel):
 
     @model_validator(mode="after")
     def _someone_can_log_in(self) -> AdminSettings:
-        if self.enabled and not self.keys:
-            raise rule_error('the console needs an administrator: add keys = { NAME = "${ADMIN_KEY}" }', "keys")
+        if self.enabled and not self.keys and self.oidc is None:
+            raise rule_error(
+                'the console needs an administrator: add keys = { NAME = "${ADMIN_KEY}" }, or single sign-on in '
+                "[admin.oidc]",
+                "keys",
+            )
         return self
 
 
-AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user")
+AUTH_MODES = ("static", "client_credentials", "token_exchange", "authorization_code", "user", "enterprise", "workload")
 """How the hub proves itself to a remote server (see `ServerAuth`)."""
 
 
 USER_CALLBACK_PATH = "/oauth/callback"
+CLIENT_DOCUMENT_PATH = "/oauth/client-metadata.json"
+"""Where the hub serves its client ID metadata document, beside `USER_CALLBACK_PATH` (credentials/registration.py)."""
 """Where the hub's HTTP server takes the authorization code of a person's login (mode = "user")."""
+
+
+ENTERPRISE_KEYS = (
+    "idp_issuer",
+    "idp_token_url",
+    "idp_client_id",
+    "idp_client_secret",
+    "id_token",
+    "subject_token_type",
+)
+"""The keys of a server's auth table that only mode = "enterprise" reads."""
+WORKLOAD_KEYS = ("assertion", "assertion_file")
+"""The keys of a server's auth table that only mode = "workload" reads."""
+PRIVATE_KEY_JWT_MODES = ("client_credentials", "token_exchange", "enterprise", "workload")
+"""The modes whose token requests may authenticate the hub with a signed JWT (token_endpoint_auth_method
+"private_key_jwt")."""
+
+
+def signing_algorithm(pem: str) -> str:
+    """The JWS algorithm a private key (PEM) signs with: ES256/ES384/ES512 for EC P-256/P-384/P-521, RS256 for
+    RSA, EdDSA for Ed25519.
+
+    Raises:
+        ValueError: not a PEM private key, or one of another kind (a message for a person).
+    """
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"not an unencrypted PEM private key ({exc})") from None
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "RS256"
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return "EdDSA"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        found = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}.get(key.curve.name)
+        if found is not None:
+            return found
+    raise ValueError("an EC (P-256, P-384, P-521), RSA or Ed25519 key is needed")
 
 
 class ServerAuth(BaseModel):
@@ -671,18 +962,37 @@ class ServerAuth(BaseModel):
     server (RFC 8693); "authorization_code": the hub logs in to the server's authorization server itself
     (MCP authorization discovery, registration, PKCE), with an authorization server that approves without a
     person; "user": each person signs in to the server's authorization server themself (authorization code
-    with PKCE, the hub as a pre-registered client), and their calls carry their own token."""
+    with PKCE; the hub as a pre-registered client, or by its client ID metadata document, or registered
+    dynamically), and their calls carry their own token; "enterprise":
+    enterprise-managed authorization (the ID-JAG extension): each person's identity assertion from the
+    organisation's identity provider exchanged there for an ID-JAG (RFC 8693), presented to the server's
+    authorization server with the JWT bearer grant (RFC 7523) for their token, with no consent server by
+    server; "workload": the hub's own token by the JWT bearer grant (RFC 7523) with its workload's identity
+    token (workload identity federation: a Kubernetes service account token, a cloud's instance identity)."""
     issuer: str | None = None
     """The authorization server; its token endpoint is found in its metadata (RFC 8414). Unset (and no
     `token_url`): the first one the server's protected resource metadata names (RFC 9728)."""
     token_url: str | None = None
     """The token endpoint, when it is not to be discovered from `issuer`."""
     client_id: str | None = Field(default=None, min_length=1)
-    """The hub's client id at the authorization server."""
+    """The hub's client id at the authorization server. user: optional; unset, the hub's client ID metadata
+    document where the authorization server takes them, else a client it registers there (RFC 7591)."""
     client_secret: str | None = Field(default=None, min_length=1, repr=False)
     """Write it as ${VAR}."""
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
-    """How the client authenticates at the token endpoint; unset: client_secret_basic with a secret, else none."""
+    token_endpoint_auth_method: (
+        Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"] | None
+    ) = None
+    """How the client authenticates at the token endpoint; unset: client_secret_basic with a secret,
+    private_key_jwt with a client_key, else none. private_key_jwt (RFC 7523 section 2.2): a JWT signed with
+    `client_key`, whose audience is the authorization server's issuer."""
+    client_key: str | None = Field(default=None, min_length=1, repr=False)
+    """private_key_jwt: the hub's private key, PEM (write it as ${VAR}); EC P-256/P-384/P-521 signs ES256/384/512,
+    RSA RS256, Ed25519 EdDSA. Its public key is registered with the authorization server."""
+    assertion: str | None = Field(default=None, min_length=1, repr=False)
+    """workload: the workload's identity token (a JWT whose audience is the authorization server), as
+    ${VAR}."""
+    assertion_file: str | None = Field(default=None, min_length=1)
+    """workload: a file holding it, read again at each token request (a projected token that is rotated)."""
     scope: str | None = Field(default=None, min_length=1)
     """Space-separated scopes to ask for."""
     resource: str | None = Field(default=None, min_length=1)
@@ -693,13 +1003,39 @@ class ServerAuth(BaseModel):
     """authorization_code: where the authorization server sends the code; the hub reads it off the redirect.
     user: the hub's own `/oauth/callback`, as the person's browser reaches it (`https://hub.example.com/oauth/callback`)."""
     client_metadata_url: str | None = None
-    """authorization_code: the hub's client ID metadata document (an https URL), used where the authorization
-    server supports them, instead of dynamic registration."""
+    """authorization_code, user: the hub's client ID metadata document (an https URL), used where the
+    authorization server supports them, instead of dynamic registration. user: unset, the hub serves its own
+    beside its callback (the redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
     token_key: str | None = Field(default=None, min_length=1, repr=False)
-    """user: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make one with
-    `mcp-hub connections key`)."""
+    """user, enterprise: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make
+    one with `mcp-hub connections key`)."""
     token_store: str | None = Field(default=None, min_length=1)
-    """user: the file the people's tokens are kept in; unset: `connections` in the hub's state folder."""
+    """user, enterprise: the file the people's tokens are kept in; unset: `connections` in the hub's state
+    folder."""
+    idp_issuer: str | None = None
+    """enterprise: the organisation's identity provider, whose token endpoint is found in its metadata (RFC
+    8414 or OpenID Connect discovery)."""
+    idp_token_url: str | None = None
+    """enterprise: the identity provider's token endpoint, when it is not to be discovered from `idp_issuer`."""
+    idp_client_id: str | None = Field(default=None, min_length=1)
+    """enterprise: the hub's client id at the identity provider."""
+    idp_client_secret: str | None = Field(default=None, min_length=1, repr=False)
+    """enterprise: the hub's client secret at the identity provider (write it as ${VAR}); unset: a public
+    client (token_endpoint_auth_method "none")."""
+    id_token: str | None = Field(default=None, min_length=1, repr=False)
+    """enterprise: the identity assertion of the one person this hub acts for (write it as ${VAR}); unset:
+    each caller's own token, the one they signed in to the hub with (so the hub's `[auth]` must accept the
+    identity provider's tokens), and the mount is served per client."""
+    subject_token_type: Literal["id_token", "saml2", "access_token"] | None = None
+    """enterprise: what the identity assertion is, as the token exchange names it
+    (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access token
+    of the identity provider. Unset: "id_token" for a configured `id_token`, "access_token" for each caller's
+    own token (an MCP client signs in to the hub with an access token)."""
+
+    @property
+    def per_caller(self) -> bool:
+        """Whether each client's session presents its own caller's credential (the mount is served per client)."""
+        return self.mode in ("token_exchange", "user") or (self.mode == "enterprise" and self.id_token is None)
 
     @field_validator("mode")
     @classmethod
@@ -710,7 +1046,7 @@ class ServerAuth(BaseModel):
             raise rule_error(f"unknown mode {mode!r}; {hint}")
         return mode
 
-    @field_validator("issuer", "token_url", "redirect_uri", "client_metadata_url")
+    @field_validator("issuer", "token_url", "redirect_uri", "client_metadata_url", "idp_issuer", "idp_token_url")
     @classmethod
     def _http_urls(cls, url: str | None) -> str | None:
         if url is None or url.startswith("${"):
@@ -727,10 +1063,52 @@ class ServerAuth(BaseModel):
         if self.mode in ("client_credentials", "token_exchange"):
             needs = ("client_id",)
         if self.mode == "user":
-            needs = ("client_id", "token_key")
+            needs = ("token_key",)
+        if self.mode == "enterprise":
+            needs = ("client_id", "token_key", "idp_client_id")
+            if self.idp_issuer is None and self.idp_token_url is None:
+                raise rule_error(
+                    'mode = "enterprise" needs the identity provider: add idp_issuer = "https://idp.example.com" '
+                    '(or idp_token_url = "https://idp.example.com/token")',
+                    "idp_issuer",
+                )
         for key in ("token_key", "token_store"):
-            if self.mode != "user" and key in given:
-                raise rule_error(f'{key} only applies to mode = "user"; remove it', key)
+            if self.mode not in ("user", "enterprise") and key in given:
+                raise rule_error(f'{key} only applies to mode = "user" or "enterprise"; remove it', key)
+        for key in ENTERPRISE_KEYS:
+            if self.mode != "enterprise" and key in given:
+                raise rule_error(f'{key} only applies to mode = "enterprise"; remove it', key)
+        for key in WORKLOAD_KEYS:
+            if self.mode != "workload" and key in given:
+                raise rule_error(f'{key} only applies to mode = "workload"; remove it', key)
+        if self.mode == "workload":
+            needs = ("client_id",)
+            if (self.assertion is None) == (self.assertion_file is None):
+                raise rule_error(
+                    'mode = "workload" needs the workload\'s token: add assertion = "${WORKLOAD_TOKEN}" or '
+                    'assertion_file = "/var/run/secrets/tokens/mcp" (one of them)',
+                    "assertion",
+                )
+        signs = self.token_endpoint_auth_method == "private_key_jwt" or (
+            self.token_endpoint_auth_method is None and self.client_key is not None
+        )
+        if signs and self.mode not in PRIVATE_KEY_JWT_MODES:
+            raise rule_error(
+                f"private_key_jwt applies to mode = {', '.join(repr(m) for m in PRIVATE_KEY_JWT_MODES)}; not to "
+                f'"{self.mode}"',
+                "token_endpoint_auth_method",
+            )
+        if signs and self.client_key is None:
+            raise rule_error('private_key_jwt needs client_key; add client_key = "${CLIENT_KEY_PEM}"', "client_key")
+        if self.client_key is not None and not signs:
+            raise rule_error(
+                'client_key is for token_endpoint_auth_method = "private_key_jwt"; remove one of them', "client_key"
+            )
+        if signs and self.client_key is not None and not self.client_key.startswith("${"):
+            try:
+                signing_algorithm(self.client_key)
+            except ValueError as exc:
+                raise rule_error(f"client_key: {exc}", "client_key") from None
         for key in needs:
             if getattr(self, key) is None:
                 raise rule_error(f'mode = "{self.mode}" needs {key}; add {key} = "..."', key)
@@ -755,7 +1133,7 @@ class ServerAuth(BaseModel):
             raise rule_error(
                 f"redirect_uri must end with {USER_CALLBACK_PATH}, where the hub reads the code", "redirect_uri"
             )
-        if self.mode == "user" and self.token_key is not None and not self.token_key.startswith("${"):
+        if self.mode in ("user", "enterprise") and self.token_key is not None and not self.token_key.startswith("${"):
             from cryptography.fernet import Fernet
 
             try:
@@ -767,7 +1145,7 @@ class ServerAuth(BaseModel):
                     "token_key",
                 ) from None
         public = self.token_endpoint_auth_method == "none"
-        if self.mode == "client_credentials" and self.client_secret is None and not public:
+        if self.mode == "client_credentials" and self.client_secret is None and not public and not signs:
             raise rule_error(
                 'mode = "client_credentials" needs client_secret; add client_secret = "${VAR}"', "client_secret"
             )
@@ -1018,7 +1396,7 @@ class ServerConfig(BaseModel):
     def _check_server(self) -> ServerConfig:
         _check_mount_name(self.name)
         _check_kind(self)
-        if self.auth.mode in ("token_exchange", "user") and self.isolation != "per-client":
+        if self.auth.per_caller and self.isolation != "per-client":
             raise rule_error(
                 f'a mode = "{self.auth.mode}" server is served per client (each session carries one caller\'s '
                 'token); write isolation = "per-client", or leave isolation out',
@@ -1033,7 +1411,8 @@ class ServerConfig(BaseModel):
         if isinstance(data, dict) and "isolation" not in data:
             auth = data.get("auth")
             mode = auth.get("mode") if isinstance(auth, dict) else getattr(auth, "mode", None)
-            if mode in ("token_exchange", "user"):
+            one_person = auth.get("id_token") if isinstance(auth, dict) else getattr(auth, "id_token", None)
+            if mode in ("token_exchange", "user") or (mode == "enterprise" and one_person is None):
                 return {**data, "isolation": "per-client"}
         return data
 
@@ -1169,6 +1548,12 @@ class HubConfig(BaseModel):
     def _check_endpoints(self) -> HubConfig:
         """Endpoint names go in URLs (`/mcp/NAME`); the mounts an endpoint names are servers of this file."""
         for name, endpoint in self.endpoints.items():
+            if name == "server-card":
+                raise rule_error(
+                    "server-card is where the hub's server card is served (PATH/server-card); name the endpoint "
+                    "otherwise",
+                    *("endpoints", name),
+                )
             if not MOUNT_NAME_PATTERN.match(name):
                 raise rule_error(
                     f"an endpoint name is lowercase letters, digits and '-', starting with a letter; "
@@ -1550,7 +1935,7 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
 
     expand("auth", ("api_keys", "oauth"))
     expand("telemetry", ("endpoint", "headers"))
-    expand("admin", ("keys",))
+    expand("admin", ("keys", "oidc"))
     expand("cluster", None)
     if problems:
         raise all_of(problems)

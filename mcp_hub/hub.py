@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 import uvicorn
+from cachetools import LRUCache
 from mcp.server.runner import serve_dual_era_loop
 from starlette.types import ASGIApp
 
@@ -42,7 +43,7 @@ from mcp_hub.catalog.snapshot import CatalogSnapshot, snapshot_path
 from mcp_hub.chain.audit import AuditTrail
 from mcp_hub.chain.cache import CacheLink
 from mcp_hub.chain.context import Link, compose
-from mcp_hub.chain.guardrails import Guardrails, configured_secrets
+from mcp_hub.chain.guardrails import Guardrails, configured_secrets, hub_secrets
 from mcp_hub.chain.results import ResultBudget
 from mcp_hub.chain.router import Router
 from mcp_hub.chain.telemetry import CallRecorder, RequestObserver, access_log
@@ -50,9 +51,10 @@ from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig, ServerConfig, unauthenticated_exposure
 from mcp_hub.credentials.user import sign_in_routes
 from mcp_hub.errors import ConfigError
-from mcp_hub.guardrails import Detectors, expand, poisoned
+from mcp_hub.guardrails import Detectors, expand, poisoned, redacted
 from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
+from mcp_hub.observe.audit_sinks import sinks_of
 from mcp_hub.observe.dashboard import Dashboard
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
@@ -61,18 +63,25 @@ from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.http import build_app
+from mcp_hub.server.http.cards import Cards
 from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
 from mcp_hub.upstream import LIST_METHODS, Origin, State, Upstream
 from mcp_hub.upstream.sandbox import describe as sandbox_report
 from mcp_hub.upstream.sandbox import limit_refusals
+from mcp_hub.upstream.stderr import collapsed
 
 if TYPE_CHECKING:
     from mcp_hub.chain.budgets import BudgetCounter
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
+
+_SECRETS = frozenset({"secrets"})
+"""The detector that masks a server's stderr where the hub shows it."""
+_MASKED_KEPT = 256
+"""Lines of servers' stderr kept masked (each server shows 20 at most)."""
 
 STARTS_AT_ONCE = os.cpu_count() or 1
 """How many stdio mounts listed from the catalog snapshot start at the same time."""
@@ -114,7 +123,9 @@ class Hub:
         self._served_tools: dict[str, list[dict[str, Any]]] = {}
         """Each mount's tool listing as the server sent it, before pinning held any back."""
         audit = config.audit
-        self.audit = AuditLog(config.audit_file(), max_bytes=audit.max_bytes, backups=audit.backups)
+        self.audit = AuditLog(
+            config.audit_file(), max_bytes=audit.max_bytes, backups=audit.backups, sinks=sinks_of(config)
+        )
         self.pins = PinStore(config.pins_file(), on_flag=self.audit.record_tool_changed)
         self._tool_detectors = Detectors()
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
@@ -129,7 +140,7 @@ class Hub:
         guardrails = None
         if observer is not None:
             links.append(CallRecorder())
-        trail = AuditTrail(self.audit, self.policy) if audit.file else None
+        trail = AuditTrail(self.audit, self.policy) if audit.file or audit.sinks else None
         if trail is not None:
             links.append(trail)
         self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
@@ -169,6 +180,9 @@ class Hub:
         links.append(CacheLink(self.cache, self.catalog, self.upstreams, self.policy))
         self.links: tuple[Link, ...] = tuple(links)
         self._guardrails = guardrails
+        self._masking: tuple[HubConfig | None, Detectors, LRUCache[str, str]] = (None, Detectors(), LRUCache(1))
+        """The configuration whose secrets `_masked` last read, the detectors knowing them, and the lines they
+        masked last (a failing server's tail is shown again at each look of every open console page)."""
         call = compose(self.links, self.router.call)
         search = ToolSearch(config.search, lambda: self.catalog.view("tools"))
         if trail is not None:
@@ -242,7 +256,7 @@ class Hub:
         start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
-            self.telemetry.start(self._mount_status)
+            self.telemetry.start(self._mount_status, lambda: self.audit.sinks)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 for served in self._serving():
@@ -303,9 +317,10 @@ class Hub:
         await stopped.wait()
 
     def adopt(self, config: HubConfig) -> None:
-        """Serve with `config`'s settings outside `[servers]` that apply live (`live.APPLIED`: `[admin] keys`,
-        which the console reads as it checks a login or a session); the others are kept until a restart."""
-        admin = self.config.admin.model_copy(update={"keys": config.admin.keys})
+        """Serve with `config`'s settings outside `[servers]` that apply live (`live.APPLIED`: `[admin] keys` and
+        `[admin.oidc]`, which the console reads as it checks a login, a sign-in or a session); the others are kept
+        until a restart."""
+        admin = self.config.admin.model_copy(update={"keys": config.admin.keys, "oidc": config.admin.oidc})
         self.config = self.config.model_copy(update={"admin": admin})
 
     async def remount(self, config: HubConfig, restart: Collection[str] = ()) -> MountsChanged:
@@ -514,25 +529,33 @@ class Hub:
             return self._guardrails.detectors
         return Detectors(configured_secrets(self.config), self.config.guardrails.phone_regions(os.environ))
 
-    def health(self) -> dict[str, Any]:
+    def health(self, *, stderr: bool = False) -> dict[str, Any]:
         """Hub status and each mount's state, counts and last error (served at /healthz), with what it
         refused (optional requests answered with an error, which the hub goes on without) and the items
         of its listings that cannot be served; a server the loader disabled (a variable it needs is not set)
-        is "disabled" with the reason, and the hub "degraded"."""
+        is "disabled" with the reason, and the hub "degraded". A mount failing to come up says how many
+        attempts failed in a row (`failures`) and, while it backs off, when it tries again (`next_attempt_in`,
+        seconds); with `stderr`, a stdio mount that is not up adds the last lines its server wrote to stderr,
+        its secrets masked (`stderr_tail`)."""
         servers: dict[str, Any] = {}
         for name, upstream in self.upstreams.items():
+            retry = upstream.next_attempt_in
             servers[name] = {
                 "state": str(upstream.state),
                 "transport": upstream.transport.kind,
                 "protocol": upstream.protocol_version,
                 "sessions": upstream.sessions(),
                 "restarts": upstream.restarts,
+                "failures": upstream.failures,
+                "next_attempt_in": round(retry, 1) if retry is not None else None,
                 "last_error": upstream.last_error,
                 "waiting_for": upstream.waiting_for,
                 **{kind: len(self.catalog.items_of(name, kind)) for kind in KINDS},
                 "refused": dict(upstream.refused),
                 "skipped": self.catalog.skipped(name),
             }
+            if stderr and upstream.state != State.UP and upstream.config.command is not None:  # a stdio server
+                servers[name]["stderr_tail"] = self._masked(collapsed(upstream.stderr.last_attempt()))
             sandbox = sandbox_report(upstream.config)
             if sandbox is not None:
                 sandbox["limit_hit"] = upstream.limit_hit or limit_refusals(name)
@@ -545,6 +568,8 @@ class Hub:
                     "protocol": None,
                     "sessions": [],
                     "restarts": 0,
+                    "failures": 0,
+                    "next_attempt_in": None,
                     "last_error": server.unusable,
                     "waiting_for": None,
                     **{kind: 0 for kind in KINDS},
@@ -559,6 +584,27 @@ class Hub:
         if self.cluster is not None:
             report["cluster"] = self.cluster.report()
         return report
+
+    def _masked(self, lines: list[str]) -> list[str]:
+        """`lines` (a server's stderr) with the secrets in them redacted as the guards redact them
+        (`[REDACTED:github_token]`): the hub's own secret values, and every format the "secrets" detector knows."""
+        if not lines:
+            return lines
+        config = self.config
+        if self._masking[0] is not config:  # a reload: its secrets too (and those it replaced stay masked)
+            self._masking = (config, self._masking[1].knowing(sorted(hub_secrets(config))), LRUCache(_MASKED_KEPT))
+        _, detectors, masked = self._masking
+        shown = []
+        for line in lines:
+            if line not in masked:
+                masked[line] = redacted(line, detectors.find(line, _SECRETS))
+            shown.append(masked[line])
+        return shown
+
+    def served_health(self) -> dict[str, Any]:
+        """The report /healthz and /readyz serve: `health()`, with the servers' stderr where `[http]
+        health_stderr` says so (off by default: anyone who reaches the hub may read it)."""
+        return self.health(stderr=self.config.http.health_stderr)
 
     def ready(self) -> bool:
         """Whether to send the hub traffic (served at /readyz): every enabled mount has finished its
@@ -637,7 +683,7 @@ class Hub:
             endpoints={name: served.server for name, served in self.endpoints.items()},
             host=host,
             path=self.config.http.path,
-            health=self.health,
+            health=self.served_health,
             ready=self.ready,
             api_keys=self.config.auth.api_keys,
             oauth=self.config.auth.oauth,
@@ -650,6 +696,20 @@ class Hub:
             parkings={name: served.parking for name, served in self.endpoints.items()},
             routes=sign_in_routes(self.cluster.replica if self.cluster is not None else None),
             step_up=self.scopes_wanted,
+            cards=self._cards(),
+        )
+
+    def _cards(self) -> Cards | None:
+        """What the hub's server cards say (`[http] server_cards`; server/http/cards.py), or None: no cards."""
+        if not self.config.http.server_cards:
+            return None
+        return Cards(
+            name=self.config.hub.name,
+            description=self.config.hub.description,
+            path=self.config.http.path,
+            endpoints={name: settings.description for name, settings in self.config.endpoints.items()},
+            api_keys=bool(self.config.auth.api_keys),
+            oauth=self.config.auth.oauth is not None,
         )
 
     async def _serve_http(self, host: str, listening: socket.socket, serving: anyio.Event) -> None:

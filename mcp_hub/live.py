@@ -8,8 +8,10 @@ file again when it changes, and at once on SIGHUP, then applies what changed (`d
 - a server whose `[servers.NAME]` table changed in any key restarts with its new settings, except its
   tool overrides (`[servers.NAME.tools.TOOL]`), which apply to the catalog without a restart;
 - every other server goes on untouched: its sessions, calls in flight and clients notice nothing;
-- `[admin] keys` applies at once (`Hub.adopt`): a key added may log in to the console, and the console's
-  sessions signed in with a key removed or changed end (admin/sessions.py).
+- `[admin] keys` and `[admin.oidc]` apply at once (`Hub.adopt`): a key added may log in to the console, and
+  the console's sessions signed in with a key removed or changed end (admin/sessions.py); so do the sessions of
+  the people single sign-on admitted when its issuer, client or administrators' claim or values change (or it
+  goes), and new sign-ins follow the new settings (admin/sso.py).
 
 Clients hear `list_changed` for the lists that changed. An edit the loader rejects (bad TOML, an
 unknown key, a failed rule, an unset variable) is logged with the file, key and reason, and the
@@ -54,7 +56,7 @@ QUIET = 0.2
 _READ_ONCE = tuple(table for table in HubConfig.model_fields if table not in ("servers", "path"))
 """The tables read at start-up only ([hub], [http], [policy], ...): a change to one of their keys needs a restart."""
 
-APPLIED = ("admin.keys",)
+APPLIED = ("admin.keys", "admin.oidc")
 """The keys outside [servers] that apply as they change (`Hub.adopt`), without a restart."""
 
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "tools"))

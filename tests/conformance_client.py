@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -46,6 +47,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from cryptography.fernet import Fernet
 from mcp import Client
 from mcp.client.context import ClientRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -162,16 +164,40 @@ def _client(server: Any, protocol_version: str) -> Client:
     )
 
 
-def mount_auth(scenario: str, context: dict[str, Any]) -> dict[str, Any] | None:
+def mount_auth(scenario: str, context: dict[str, Any], folder: Path) -> dict[str, Any] | None:
     """The `auth` table of the hub's mount for an `auth/*` scenario (None: another scenario).
 
-    The client credentials scenarios get the client the context names; the others, the hub's own login
-    (authorization code + PKCE, registered dynamically, or as the client the context names)."""
+    The client credentials scenarios get the client the context names (with its private key for private_key_jwt);
+    workload identity federation, its workload token; enterprise-managed authorization, the
+    identity provider, the ID token and the clients the context names (the token kept in `folder`); the others,
+    the hub's own login (authorization code + PKCE, registered dynamically, or as the client the context names)."""
     if not scenario.startswith("auth/"):
         return None
     credentials = {key: context[key] for key in ("client_id", "client_secret") if key in context}
+    if scenario == "auth/client-credentials-jwt":  # private_key_jwt, with the key the context gives
+        method = {"token_endpoint_auth_method": "private_key_jwt", "client_key": context["private_key_pem"]}
+        return {"mode": "client_credentials", **credentials, **method}
     if scenario.startswith("auth/client-credentials"):
         return {"mode": "client_credentials", **credentials}
+    if scenario == "auth/wif-jwt-bearer":  # the workload's token the context gives, as a public client
+        return {
+            "mode": "workload",
+            **credentials,
+            "assertion": context["valid_jwt"],
+            "token_endpoint_auth_method": "none",
+        }
+    if scenario == "auth/enterprise-managed-authorization":
+        return {
+            "mode": "enterprise",
+            **credentials,
+            "idp_issuer": context["idp_issuer"],
+            "idp_client_id": context["idp_client_id"],
+            "id_token": context["idp_id_token"],
+            "token_key": Fernet.generate_key().decode(),
+            "token_store": str(folder / "connections"),
+        }
+    if scenario == "auth/basic-cimd":  # the client ID metadata document URL the scenario expects of its client
+        credentials["client_metadata_url"] = "https://conformance-test.local/client-metadata.json"
     return {"mode": "authorization_code", **credentials}
 
 
@@ -238,8 +264,9 @@ async def main(
     if slots is not None:
         await hold_a_slot(slots)
     print(f"scenario {scenario!r} at {protocol_version} via {via}: {url}", file=sys.stderr)
-    with anyio.fail_after(60):
-        async with connect(via, url, protocol_version, hub_protocol, mount_auth(scenario, context)) as client:
+    with anyio.fail_after(60), tempfile.TemporaryDirectory(prefix="mcp-hub-conformance-") as folder:
+        auth = mount_auth(scenario, context, Path(folder))
+        async with connect(via, url, protocol_version, hub_protocol, auth) as client:
             steps = Steps(client, context)
             await steps.run()
     print(f"{steps.failed} step(s) failed", file=sys.stderr)

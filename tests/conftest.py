@@ -239,10 +239,14 @@ class _Server(uvicorn.Server):
 
 
 @asynccontextmanager
-async def serve_app(app: Any, port: int | None = None) -> AsyncIterator[str]:
-    """Serve an ASGI app on loopback (on a free port unless given); yield its base URL."""
+async def serve_app(app: Any, port: int | None = None, *, tls: tuple[Path, Path] | None = None) -> AsyncIterator[str]:
+    """Serve an ASGI app on loopback (on a free port unless given); yield its base URL. `tls`: (certificate file,
+    key file), served over HTTPS."""
     port = port or free_port()
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    files = {"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1])} if tls is not None else {}
+    server = _Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **files)  # type: ignore[arg-type]
+    )
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # the test owns signals
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
@@ -250,7 +254,7 @@ async def serve_app(app: Any, port: int | None = None) -> AsyncIterator[str]:
             while not server.started:
                 await anyio.sleep(0.01)
         try:
-            yield f"http://127.0.0.1:{port}"
+            yield f"{'https' if tls is not None else 'http'}://127.0.0.1:{port}"
         finally:
             server.should_exit = True
 

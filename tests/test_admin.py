@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from mcp_hub.admin import console
 from mcp_hub.admin.audit_view import Filters, page
 from mcp_hub.admin.sessions import Sessions
 from mcp_hub.config import load_config, parse_config
@@ -30,33 +27,12 @@ from tests.harness.console import (
     _csrf,
     attempt,
     console_config,
+    console_hub,
     logged_in,
     throttled,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@asynccontextmanager
-async def console_hub(tmp_path: Path, *, live: bool = False, **settings: Any) -> AsyncIterator[tuple[Hub, str]]:
-    """The hub of `console_config` (`settings`: its), its HTTP endpoint and console served on loopback: the hub
-    and the base URL. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve` does (live.py); the
-    environment it reads them with is the process's."""
-    environ = None if live else {"ADMIN_KEY": ADMIN_KEY}
-    config = load_config(console_config(tmp_path, **settings), environ=environ)
-    hub = Hub(config)
-    async with hub.running(live=live):
-        await hub.wait_settled(20.0)
-        app = build_app(
-            hub.endpoint.server,
-            host="127.0.0.1",
-            path="/mcp",
-            health=hub.health,
-            api_keys=config.auth.api_keys,
-            admin=console(hub, "127.0.0.1"),
-        )
-        async with serve_app(app) as base:
-            yield hub, base
 
 
 def test_the_console_is_off_by_default_and_needs_an_administrator() -> None:

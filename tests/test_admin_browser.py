@@ -6,6 +6,7 @@ Each test writes screenshots of the pages it shows to docs/console/, which the R
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -20,8 +21,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import ROOT, free_port, hub_command, hub_environment
-from tests.harness.console import ADMIN_KEY, ALICE_KEY, BOB_KEY, console_config
+from tests.conftest import ROOT, fixture_server, free_port, hub_command, hub_environment
+from tests.harness.console import ADMIN_KEY, ALICE_KEY, BOB_KEY, MOUNT_TOKEN, console_config
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -365,6 +366,54 @@ def test_connections_lists_sign_ins_and_revokes_one(browser: WebDriver, tmp_path
         assert [(c.principal, c.client) for c in left.list_consents()] == [("alice", "claude-desktop")]
         assert [r.principal for r in left.list()] == ["alice"]
         assert browser.find_elements(By.CSS_SELECTOR, row.replace("bob", "alice"))
+
+
+def test_a_failing_mount_a_tools_title_and_icon_and_the_audit_by_public_name(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    """A server that exits as it starts, saying why on stderr with its secret in it: the Status page counts its
+    restarts and its failed attempts as they happen and shows what it said, masked. The catalog draws the icon a
+    tool gives as data (the page's CSP allows it) and fetches nothing else. The audit filter takes a public name."""
+    said = "bad: cannot sign in with $API_TOKEN"
+    servers = {"bad": fixture_server("bad", "--say", said, "--exit-on-start", env={"API_TOKEN": MOUNT_TOKEN})}
+    with serving(tmp_path, console_config(tmp_path, servers=servers), free_port(), browser) as running:
+        with mcp_as(running, "alice") as call:
+            call("call_tool", "srv_echo", {"text": "one"})
+            call("call_tool", "srv_fail", {"message": "two"})
+        log_in(browser, running)
+        row = "#mount-bad"
+
+        def attempts(b: WebDriver) -> int:
+            failing = text_of(b, f"{row} .failing") or ""
+            found = re.match(r"failing: (\d+) attempts? in a row", failing)
+            return int(found.group(1)) if found else 0
+
+        first = wait(browser, lambda b: attempts(b) >= 2 and attempts(b), "the failed attempts")
+        wait(browser, lambda b: attempts(b) > first, "another failed attempt, live")
+        assert int(text_of(browser, f"{row} .restarts") or "0") >= first - 1
+        tail = wait(browser, lambda b: text_of(b, f"{row} .stderr-tail"), "the server's stderr")
+        assert tail == "bad: cannot sign in with [REDACTED:configured_secret]\nfixture: refusing to start"
+        assert MOUNT_TOKEN not in browser.page_source
+        assert "the server exited with status 3" in (text_of(browser, f"{row} .last-error") or "")
+        screenshot(browser, "status-failing")
+
+        browser.get(f"{running.base}/admin/catalog?q=echo")
+        echo = 'tr[data-name="srv_echo"]'
+        wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, f"{echo} img.icon"), "the echo tool's icon")
+        assert browser.find_element(By.CSS_SELECTOR, f"{echo} .title").text == "Echo"
+        drawn = "var i = document.querySelector(arguments[0]); return i.complete && i.naturalWidth;"
+        assert wait(browser, lambda b: b.execute_script(drawn, f"{echo} img.icon"), "the icon drawn") == 16
+        assert browser.find_element(By.CSS_SELECTOR, f"{echo} .icon-src").text == "https://example.com/echo.png"
+        fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert fetched and all(url.startswith(running.base) for url in fetched), fetched
+
+        browser.get(f"{running.base}/admin/audit")
+        wait(browser, lambda b: len(b.find_elements(By.CSS_SELECTOR, "#lines tr")) >= 2, "the audit lines")
+        browser.find_element(By.ID, "f-tool").send_keys("srv_echo")
+        browser.find_element(By.ID, "filter").click()
+        wait(browser, lambda b: "tool=srv_echo" in b.current_url, "the filtered page")
+        names = [cell.text for cell in browser.find_elements(By.CSS_SELECTOR, "#lines tr td.name")]
+        assert names == ["echo"]
 
 
 def test_a_logged_out_cookie_is_refused(browser: WebDriver, hub: RunningHub) -> None:

@@ -315,3 +315,13 @@ def test_connections_lists_the_clients_people_allowed_and_withdraw_forgets_one_k
     assert {e["principal"] for e in audited} == {f"admin:{getpass.getuser()}"}
     assert "2 browser(s)" in audited[0]["reason"]
     assert f"withdrawn by the administrator {getpass.getuser()!r}" in audited[0]["reason"]
+
+
+def test_explain_reads_every_public_form_of_a_resource() -> None:
+    from mcp_hub.cli import _split_target
+
+    assert _split_target("resource", "notes+notes://index") == ("notes", "notes://index")
+    assert _split_target("resource", "notes/notes://index") == ("notes", "notes://index")
+    assert _split_target("resource", "ui://apps+demo/app.html") == ("apps", "ui://demo/app.html")
+    assert _split_target("resource", "skill://docs/pdf/SKILL.md") == ("docs", "skill://pdf/SKILL.md")
+    assert _split_target("resource", "docs/skill://pdf/SKILL.md") == ("docs", "skill://pdf/SKILL.md")

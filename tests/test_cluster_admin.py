@@ -20,9 +20,11 @@ import redis
 from mcp_hub.admin import console
 from mcp_hub.config import load_config
 from mcp_hub.hub import Hub
-from tests.conftest import running_hub, serve_app, wait_for
+from tests.conftest import free_port, running_hub, serve_app, wait_for
 from tests.harness.console import ADMIN_KEY, attempt, console_config, logged_in, throttled
+from tests.harness.oidc import browse, oidc_login_provider
 from tests.redis_server import RedisServer
+from tests.test_admin_sso import CONSOLE_CLIENT, PEOPLE, needs_oidc_provider, sso_settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -107,3 +109,42 @@ async def test_while_redis_is_down_a_login_is_the_replicas_own_until_redis_is_ba
         for cookie, status in ((local, 303), (shared, 200)):
             async with httpx2.AsyncClient(cookies={"mcp_hub_admin": cookie}) as replay:
                 assert (await replay.get(f"{a}/admin/status")).status_code == status
+
+
+@needs_oidc_provider
+async def test_a_single_sign_on_begun_on_one_replica_completes_on_another(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """The identity provider sends the browser back to replica b (as a load balancer may), though replica a began
+    the sign-in: b finds it in Redis, takes it once, and the session is good on both."""
+    ports = free_port(), free_port(), free_port()
+    a, b = (f"http://127.0.0.1:{port}" for port in ports[:2])
+    client = {
+        "client_id": CONSOLE_CLIENT[0],
+        "client_secret": CONSOLE_CLIENT[1],
+        "redirect_uris": [f"{b}/admin/sso/callback"],
+        "grant_types": ["authorization_code"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "client_secret_basic",
+    }
+    environ = {"ADMIN_KEY": ADMIN_KEY, "CONSOLE_OIDC_SECRET": CONSOLE_CLIENT[1]}
+    async with (
+        oidc_login_provider(ports[2], {}, [client], PEOPLE) as issuer,
+        AsyncExitStack() as stack,
+        httpx2.AsyncClient() as web,
+    ):
+        for index, port in enumerate(ports[:2]):
+            folder = tmp_path / f"replica{index}"
+            folder.mkdir()
+            tail = sso_settings(issuer, redirect_uri=f"{b}/admin/sso/callback")
+            path = console_config(folder, tail=f'{tail}\n[cluster]\nredis = "{redis_server.url}"\n')
+            hub = await stack.enter_async_context(running_hub(load_config(path, environ=environ)))
+            await stack.enter_async_context(serve_app(hub.http_app("127.0.0.1", console(hub, "127.0.0.1")), port))
+        start = await web.get(f"{a}/admin/sso/start")
+        assert start.status_code == 303
+        back = await browse(start.headers["location"], "alice", f"{b}/admin/sso/callback")
+        assert (await web.get(back)).status_code == 200
+        assert (await web.get(back)).status_code == 400  # taken once, by b, for both
+        for base in (a, b):
+            status = await web.get(f"{base}/admin/status")
+            assert 'signed in as <b id="admin-name">alice@example.com</b>' in status.text

@@ -28,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
+from mcp_hub.config import CLIENT_DOCUMENT_PATH
 from mcp_hub.credentials import consent
 from mcp_hub.credentials.connections import ConnectionStore, new_key
 from mcp_hub.credentials.user import sign_in_routes
@@ -299,7 +300,8 @@ def test_with_replicas_consent_ids_and_states_name_this_replica_and_without_them
 
 def test_the_paths_forwarded_are_the_sign_in_routes() -> None:
     """replicas.py names the sign-in routes it forwards (the server floor does not import credentials): the
-    same paths as credentials/consent.py and user.py serve."""
+    same paths as credentials/consent.py and user.py serve, but the hub's client ID metadata document, which
+    every replica serves alike."""
     assert replicas.SIGN_IN_CONSENT == consent.CONSENT_PATH + "/"
     routes = {getattr(route, "path", None) for route in sign_in_routes()}
-    assert routes == {consent.CONSENT_PATH + "/{consent_id}", replicas.SIGN_IN_CALLBACK}
+    assert routes == {consent.CONSENT_PATH + "/{consent_id}", replicas.SIGN_IN_CALLBACK, CLIENT_DOCUMENT_PATH}

@@ -78,6 +78,7 @@ def test_full_example_loads() -> None:
     config = parse(FULL_EXAMPLE, ENV)
     assert config.hub.model_dump() == {
         "name": "my-hub",
+        "description": "One MCP endpoint in front of the MCP servers this hub mounts",
         "page_size": 25,
         "log_level": "debug",
         "access_log": False,
@@ -93,6 +94,8 @@ def test_full_example_loads() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "health_stderr": False,
+        "server_cards": True,
         "allow_unauthenticated": False,
         "cors_origins": (),
     }
@@ -112,6 +115,7 @@ def test_defaults() -> None:
     config = parse(server('command = "x"'))
     assert config.hub.model_dump() == {
         "name": "mcp-hub",
+        "description": "One MCP endpoint in front of the MCP servers this hub mounts",
         "page_size": 0,
         "log_level": "info",
         "access_log": False,
@@ -127,6 +131,8 @@ def test_defaults() -> None:
         "max_request_mb": 32,
         "keep_alive": 75,
         "session_idle_timeout": 1800.0,
+        "health_stderr": False,
+        "server_cards": True,
         "allow_unauthenticated": False,
         "cors_origins": (),
     }

@@ -670,16 +670,6 @@ _DPOP = (
     "DPoP proof"
 )
 HUB_AUTH_FAILURES: dict[tuple[str, str], Known] = {
-    ("2026-07-28", "auth/client-credentials-jwt"): Known(
-        frozenset({"client-credentials-jwt-verified"}),
-        "private_key_jwt (SEP-1046) is not built: the hub's client credentials authenticate with a client secret, "
-        "which this scenario does not give, so the mount's auth table is refused and the hub never asks for a token",
-    ),
-    ("2026-07-28", "auth/enterprise-managed-authorization"): Known(
-        frozenset({"complete-flow-token-exchange", "complete-flow-jwt-bearer"}),
-        "enterprise-managed authorization (SEP-990: an ID token exchanged at the identity provider for an "
-        "identity assertion, then the JWT bearer grant) is not built; the mount logs in with an authorization code",
-    ),
     ("2026-07-28", "auth/dpop"): Known(
         frozenset(
             {"sep-1932-client-token-request-proof", "sep-1932-client-dpop-auth-scheme", "sep-1932-client-fresh-proof"}
@@ -697,11 +687,6 @@ HUB_AUTH_FAILURES: dict[tuple[str, str], Known] = {
             }
         ),
         _DPOP,
-    ),
-    ("2026-07-28", "auth/wif-jwt-bearer"): Known(
-        frozenset({"wif-grant-type"}),
-        "workload identity federation (the JWT bearer grant with the workload's own token) is not built; the "
-        "mount logs in with an authorization code",
     ),
 }
 """(suite, scenario) -> how an `auth/*` client scenario fails through the hub."""
@@ -879,7 +864,10 @@ def test_the_suite_runs_the_client_scenarios_listed_here(suite: str) -> None:
 # The suite's `auth/*` client scenarios: a scenario server that answers 401 until the client logs in at the
 # suite's own authorization server (which approves by itself). Through the hub, the mount's `auth` table does
 # that (tests/conformance_client.py `mount_auth`): the hub's own login (authorization code + PKCE, registered
-# dynamically or as the context's client) or, for the client credentials scenarios, a client credentials token.
+# dynamically or as the context's client), for the client credentials scenarios a client credentials token, and
+# for enterprise-managed authorization the context's ID token traded at its identity provider (mode = "enterprise"),
+# for workload identity federation the context's workload token (mode = "workload"), and for private_key_jwt the
+# context's private key (token_endpoint_auth_method = "private_key_jwt").
 # They run through the hub only: the SDK's `Client`, connected directly, does no OAuth unless handed a provider.
 
 

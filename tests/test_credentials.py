@@ -20,10 +20,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_hub.config import parse_config
+from mcp_hub.config import parse_config, signing_algorithm
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN, CallerToken, TokenExchange
+from mcp_hub.credentials.workload import JWT_BEARER, WorkloadIdentity
 from mcp_hub.errors import ConfigError
 from mcp_hub.server.http import build_app
 from tests.conftest import KEYS, free_port, hub_client, keyed_hub, make_config, running_hub, serve_app
@@ -363,6 +364,28 @@ async def test_a_token_exchange_mount_lists_with_the_hubs_token_and_refuses_a_ca
         ('scope = "x"', "servers.gh.auth.scope", 'does not apply to mode = "static"'),
         ('mod = "static"', "servers.gh.auth.mod", "did you mean 'mode'"),
         ('mode = "client_credentials"\nissuer = "as.example"\nclient_id = "a"', "servers.gh.auth.issuer", "https://"),
+        ('mode = "workload"\nclient_id = "a"', "servers.gh.auth.assertion", "needs the workload's token"),
+        (
+            'mode = "workload"\nclient_id = "a"\nassertion = "x"\nassertion_file = "/t"',
+            "servers.gh.auth.assertion",
+            "one of them",
+        ),
+        (
+            'mode = "client_credentials"\nclient_id = "a"\nclient_secret = "b"\nassertion = "x"',
+            "servers.gh.auth.assertion",
+            'only applies to mode = "workload"',
+        ),
+        (
+            'mode = "client_credentials"\nclient_id = "a"\ntoken_endpoint_auth_method = "private_key_jwt"',
+            "servers.gh.auth.client_key",
+            "needs client_key",
+        ),
+        (
+            'mode = "client_credentials"\nclient_id = "a"\nclient_key = "not a key"',
+            "servers.gh.auth.client_key",
+            "not an unencrypted PEM private key",
+        ),
+        ('mode = "user"\nclient_key = "x"', "servers.gh.auth.token_endpoint_auth_method", "private_key_jwt applies"),
     ],
 )
 def test_the_auth_table_is_checked(table: str, key: str, reason: str) -> None:
@@ -370,6 +393,44 @@ def test_the_auth_table_is_checked(table: str, key: str, reason: str) -> None:
         parse_config(f'[servers.gh]\nurl = "https://gh.example/mcp"\n[servers.gh.auth]\n{table}\n')
     assert caught.value.key == key
     assert reason in caught.value.reason
+
+
+def test_a_private_key_names_its_algorithm() -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+    def pem(key: Any) -> str:
+        return key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+
+    assert signing_algorithm(pem(ec.generate_private_key(ec.SECP256R1()))) == "ES256"
+    assert signing_algorithm(pem(ec.generate_private_key(ec.SECP384R1()))) == "ES384"
+    assert signing_algorithm(pem(rsa.generate_private_key(65537, 2048))) == "RS256"
+    assert signing_algorithm(pem(ed25519.Ed25519PrivateKey.generate())) == "EdDSA"
+    with pytest.raises(ValueError, match=r"EC .* RSA or Ed25519"):
+        signing_algorithm(pem(ec.generate_private_key(ec.SECP256K1())))
+
+
+def test_a_workload_token_is_read_from_its_file_at_each_request(tmp_path: Path) -> None:
+    """A projected token is rotated in place: each token request reads the file anew; a missing or empty file
+    is an error that names it."""
+    token = tmp_path / "token"
+    config = parse_config(
+        f'[servers.gh]\nurl = "https://gh.example/mcp"\n[servers.gh.auth]\nmode = "workload"\nclient_id = "a"\n'
+        f'assertion_file = "{token}"\n'
+    ).servers["gh"]
+    assert config.url is not None
+    workload = WorkloadIdentity("gh", config.url, config.auth)
+    with pytest.raises(CredentialError, match="cannot read assertion_file"):
+        workload.grant()
+    token.write_text("first.jwt.token\n")
+    assert workload.grant() == {"grant_type": JWT_BEARER, "assertion": "first.jwt.token"}
+    token.write_text("second.jwt.token")
+    assert workload.grant()["assertion"] == "second.jwt.token"
+    token.write_text("")
+    with pytest.raises(CredentialError, match="is empty"):
+        workload.grant()
 
 
 def test_the_client_secret_comes_from_the_environment_and_is_never_shown() -> None:

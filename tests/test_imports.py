@@ -20,6 +20,8 @@ OPTIONAL = {
     "mcp_hub.admin": "[admin]: the web console",
     "mcp_hub.auth.verifier": "[auth.oauth]",
     "mcp_hub.importer": "mcp-hub import",
+    "mcp_hub.server_card": "mcp-hub add URL: reading a server's card",
+    "mcp_hub.skills_server": "mcp-hub-skills, a server of its own",
     "bpe_openai": "the result budget's tokenizer: loaded by the first result over its budget in bytes",
     "PIL": "the result budget's images: loaded by the first result with an image over its budget",
 }

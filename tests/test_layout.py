@@ -61,7 +61,7 @@ ALLOWED = {
     | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "results", "__init__"},
     "live": {"errors", "config"},
     "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "credentials", "cluster"}
-    | {"__init__"},
+    | {"auth", "__init__"},  # auth: single sign-on reads the identity provider's metadata and keys as auth/ does
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
     | {"chain", "server", "live", "cache", "cluster", "admin", "results"},

@@ -248,6 +248,10 @@ def test_public_uri_examples() -> None:
     assert public_uri("everything", "test://static/resource/1") == "everything+test://static/resource/1"
     assert public_uri("everything", "test://static/resource/{id}") == "everything+test://static/resource/{id}"
     assert public_uri("everything", "file:///a+b", prefixed=False) == "file:///a+b"
+    # A skill's file keeps its scheme, the mount first in its path, so the path still ends in the skill's name.
+    assert public_uri("docs", "skill://pdf/SKILL.md") == "skill://docs/pdf/SKILL.md"
+    assert public_uri("docs", "skill://acme/billing/refunds") == "skill://docs/acme/billing/refunds"
+    assert public_uri("docs", "skill://pdf/SKILL.md", prefixed=False) == "skill://pdf/SKILL.md"
 
 
 @pytest.mark.parametrize(
@@ -259,19 +263,24 @@ def test_public_uri_examples() -> None:
         ("other+test://x", None),
         ("test://static/resource/1", None),
         ("+everything", None),
+        ("skill://github/pdf/SKILL.md", ("github", "skill://pdf/SKILL.md")),
+        ("skill://github/a/b/c", ("github", "skill://a/b/c")),
+        ("github+skill://pdf/SKILL.md", ("github", "skill://pdf/SKILL.md")),
+        ("skill://other/pdf/SKILL.md", None),
+        ("skill://github", None),
     ],
 )
 def test_split_uri(public: str, expected: tuple[str, str] | None) -> None:
     assert split_uri(public, {"everything", "github"}) == expected
 
 
-@given(mount_names, st.text(), st.sets(mount_names))
+@given(mount_names, st.one_of(st.text(), st.text().map("skill://".__add__)), st.sets(mount_names))
 def test_uri_round_trip(mount: str, uri: str, others: set[str]) -> None:
     assert split_uri(public_uri(mount, uri), others | {mount}) == (mount, uri)
     assert public_uri(mount, uri, prefixed=False) == uri
 
 
-@given(mount_names, st.text(), st.sets(mount_names))
+@given(mount_names, st.one_of(st.text(), st.text().map("skill://".__add__)), st.sets(mount_names))
 def test_uri_of_unknown_mount_is_not_split(mount: str, uri: str, others: set[str]) -> None:
     assert split_uri(public_uri(mount, uri), others - {mount}) is None
 

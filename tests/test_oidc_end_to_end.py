@@ -11,16 +11,14 @@ against oidc-provider's JWKS, `iss`, `aud`) before it lets the request through.
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import textwrap
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -43,6 +41,7 @@ from mcp_hub.server.http import build_app
 from tests.conftest import ROOT, free_port, running_hub, serve_app, write_config
 from tests.harness.identity import allowed, cli, sign_in_link, witnessed
 from tests.harness.oauth import NODE, Tokens
+from tests.harness.oidc import browse, oidc_login_provider
 from tests.servers.authorization_server import recording
 from tests.servers.fixture import build_server
 
@@ -55,53 +54,8 @@ pytestmark = [
     pytest.mark.slow,
 ]
 
-SCRIPT = ROOT / "tests" / "npm" / "oidc_login_provider.mjs"
 HUB_CLIENT = ("the-hub", "the-hubs-secret-at-oidc-provider-0123456789")
 KEY = new_key()
-
-
-@asynccontextmanager
-async def oidc_login_provider(
-    port: int, resources: dict[str, str], clients: list[dict[str, Any]]
-) -> AsyncIterator[str]:
-    """oidc-provider as a child process (tests/npm/oidc_login_provider.mjs); yields its issuer."""
-    settings = json.dumps({"port": port, "resources": resources, "clients": clients})
-    async with await anyio.open_process([str(NODE), str(SCRIPT), settings], cwd=SCRIPT.parent) as process:
-        try:
-            assert process.stdout is not None
-            with anyio.fail_after(30):
-                assert (await process.stdout.receive()).startswith(b"ready")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await process.wait()
-
-
-async def browse(url: str, login: str, until: str, browser: httpx2.AsyncClient | None = None) -> str:
-    """What a person's browser (a new one, unless given) does at oidc-provider with an authorization URL: follow
-    its redirects, fill its login page with `login` (any password), press Continue on its consent page, until
-    it sends the browser to a URL beginning with `until` (the client's redirect URI), which is returned, not
-    opened."""
-    async with AsyncExitStack() as stack:
-        if browser is None:
-            browser = await stack.enter_async_context(httpx2.AsyncClient(timeout=30, follow_redirects=False))
-        response = await browser.get(url)
-        for _ in range(20):
-            if response.is_redirect:
-                location = urljoin(str(response.url), response.headers["location"])
-                if location.startswith(until):
-                    return location
-                response = await browser.get(location)
-                continue
-            assert response.status_code == 200, response.text
-            action = re.search(r'<form[^>]*action="([^"]+)"[^>]*method="post"', response.text)
-            assert action is not None, response.text
-            fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', response.text))
-            if 'name="login"' in response.text:
-                fields |= {"login": login, "password": "any password"}
-            response = await browser.post(urljoin(str(response.url), html.unescape(action[1])), data=fields)
-        raise AssertionError(f"the sign-in did not come back to {until}")
 
 
 class Person:

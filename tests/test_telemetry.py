@@ -23,10 +23,6 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from mcp_hub.chain.telemetry import RequestObserver
 from mcp_hub.config import HubConfig, load_config, parse_config
@@ -34,7 +30,7 @@ from mcp_hub.errors import ConfigError
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from tests.conftest import fixture_server, hub_client, serve_app
-from tests.harness.telemetry import finished, observed
+from tests.harness.telemetry import collector, finished, observed
 
 pytestmark = pytest.mark.anyio
 
@@ -411,15 +407,9 @@ async def test_otlp_export_to_a_collector(tmp_path: Path, monkeypatch: pytest.Mo
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    received: dict[str, list[tuple[dict[str, str], bytes]]] = {"/v1/traces": [], "/v1/metrics": []}
-
-    async def collect(request: Request) -> Response:
-        received[request.url.path].append((dict(request.headers), await request.body()))
-        return Response(status_code=200, media_type="application/x-protobuf")
-
-    collector = Starlette(routes=[Route(path, collect, methods=["POST"]) for path in received])
+    app, received = collector("/v1/traces", "/v1/metrics")
     monkeypatch.setenv("COLLECTOR_TOKEN", "s3cret")
-    async with serve_app(collector) as base:
+    async with serve_app(app) as base:
         config = config_for(
             tmp_path,
             {"a": fixture_server("a")},

@@ -1,15 +1,16 @@
 """The admin console's Starlette app: login, the pages, their live streams and the actions.
 
-Every request first passes `_Guard`: a foreign `Host` (when the hub is bound to loopback, as the MCP
-endpoint checks it) or an `Origin` that is not the console's own is refused, and every answer carries
-headers that keep it out of frames, caches and other origins' scripts. A page needs a session (else
-the login page); an action (a POST) needs the session's CSRF token too. Sessions are kept on the server
-(sessions.py): a logout, or the key a session logged in with leaving `[admin] keys`, ends it at once, and
-the live streams it opened with it. Login attempts are rate-limited (throttle.py). Pages never show a
+Every request first passes the front door (guard.py): a foreign `Host`, `Origin` or cross-site request is
+refused, and every answer carries headers that keep it out of frames, caches and other origins' scripts.
+A page needs a session (else the login page); an action (a POST) needs the session's CSRF token too.
+Administrators log in with a key of `[admin] keys`, or sign in through the organisation's identity provider
+(`[admin.oidc]`, sso.py). Sessions are kept on the server (sessions.py): a logout, or the key a session
+logged in with leaving `[admin] keys` (the single sign-on settings changing, for a person's), ends it at
+once, and the live streams it opened with it. Login attempts are rate-limited (throttle.py). Pages never show a
 secret: the hub's own secret values (its API keys, the admin keys, the secret-named env values and headers
-of its mounts, their client secrets and token keys) are masked in everything the console renders, on top
-of the audit log's own masking; they are read from the configuration in force as it is rendered, so the
-values a live reload brings are masked too (and those it replaced stay masked).
+of its mounts, their client secrets and token keys, the console's client secret) are masked in everything the
+console renders, on top of the audit log's own masking; they are read from the configuration in force as it is
+rendered, so the values a live reload brings are masked too (and those it replaced stay masked).
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ from mcp_hub.admin.connections import Connections
 from mcp_hub.admin.dashboard import ConsoleParts, DashboardPages
 from mcp_hub.admin.guard import Guard
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.admin.sso import SingleSignOn, fingerprint
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
 from mcp_hub.catalog.pins import PinStore
-from mcp_hub.chain.guardrails import configured_secrets
+from mcp_hub.chain.guardrails import hub_secrets
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import ConfigError
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.observe.audit_log import Administrator, AuditEvent, AuditLog
 from mcp_hub.policy import Target, explain
 from mcp_hub.policy.decide import PolicySet
 from mcp_hub.upstream import Upstream
@@ -100,21 +102,22 @@ class ConsoleHub(Protocol):
     dashboard: Dashboard | None
 
     def policy(self) -> PolicySet: ...
-    def health(self) -> dict[str, Any]: ...
+    def health(self, *, stderr: bool = False) -> dict[str, Any]: ...
     async def pins_changed(self) -> None: ...
 
 
-def console(hub: Any, host: str) -> Console:
-    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`."""
-    return Console(hub, host)
+def console(hub: Any, host: str, *, clock: Callable[[], float] = time.time) -> Console:
+    """The console for `hub` (mounted at /admin by the HTTP endpoint), the hub bound to `host`; `clock`: the
+    wall clock its sessions and sign-ins expire by."""
+    return Console(hub, host, clock=clock)
 
 
 class Console:
     """The console as an ASGI app; `close()` ends its live streams (the server is shutting down, and would
     otherwise wait for every open page to go away)."""
 
-    def __init__(self, hub: ConsoleHub, host: str) -> None:
-        self._pages = _Pages(hub)
+    def __init__(self, hub: ConsoleHub, host: str, *, clock: Callable[[], float] = time.time) -> None:
+        self._pages = _Pages(hub, clock)
         self._app = Guard(self._pages.app(), loopback=host in ("127.0.0.1", "localhost", "::1"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -125,11 +128,22 @@ class Console:
 
 
 class _Pages:
-    def __init__(self, hub: ConsoleHub) -> None:
+    def __init__(self, hub: ConsoleHub, clock: Callable[[], float] = time.time) -> None:
         self.hub = hub
         self.closed = anyio.Event()
-        self.sessions = Sessions(lambda: hub.config.admin.keys, hub.config.admin.session_hours, hub.cluster)
+        admin = hub.config.admin
+        sso = lambda: None if hub.config.admin.oidc is None else fingerprint(hub.config.admin.oidc)  # noqa: E731
+        self.sessions = Sessions(lambda: hub.config.admin.keys, admin.session_hours, hub.cluster, sso=sso, clock=clock)
         self.throttle = LoginThrottle(hub.cluster)
+        self.sso = SingleSignOn(
+            lambda: hub.config.admin.oidc,
+            self.sessions,
+            lambda request, title, body, code: self._render(request, title, "", body, None, code),
+            lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
+            self.throttle,
+            hub.cluster,
+            clock=clock,
+        )
         self.started = time.monotonic()
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
@@ -146,6 +160,7 @@ class _Pages:
                 Route("/login", self._login_form, methods=["GET"]),
                 Route("/login", self._login, methods=["POST"]),
                 Route("/logout", action(self._logout), methods=["POST"]),
+                *self.sso.routes(),
                 *self.dashboard.routes(),
                 Route("/status", page(self._status)),
                 Route("/status/events", self._stream(self._status_events)),
@@ -189,7 +204,7 @@ class _Pages:
         config = self.hub.config
         seen, known, ordered = self._masks
         if config is not seen:
-            known = known | _secret_values(config)
+            known = known | hub_secrets(config)
             ordered = sorted(known, key=len, reverse=True)
             self._masks = (config, known, ordered)
         return ordered
@@ -223,15 +238,10 @@ class _Pages:
         return RedirectResponse(f"{_base(request)}/status", status_code=303)
 
     async def _login_form(self, request: Request, error: str | None = None, status_code: int = 401) -> Response:
-        token = secrets.token_urlsafe(24)
-        response = self._render(
-            request,
-            "Log in",
-            "",
-            pages.login(_base(request), token, error),
-            None,
-            200 if error is None else status_code,
-        )
+        token, admin = secrets.token_urlsafe(24), self.hub.config.admin
+        sso = admin.oidc.label if admin.oidc is not None else None
+        body = pages.login(_base(request), token, error, sso=sso, keys=bool(admin.keys))
+        response = self._render(request, "Log in", "", body, None, 200 if error is None else status_code)
         _cookie(response, request, LOGIN_COOKIE, token, None)
         return response
 
@@ -295,7 +305,7 @@ class _Pages:
 
     def _live_status(self) -> str:
         sessions = {name: upstream.client_sessions for name, upstream in list(self.hub.upstreams.items())}
-        return self._masked(pages.mounts(self.hub.health(), sessions))
+        return self._masked(pages.mounts(self.hub.health(stderr=True), sessions))
 
     async def _status(self, request: Request, session: Session) -> Response:
         uptime = int(time.monotonic() - self.started)
@@ -345,6 +355,8 @@ class _Pages:
                     "mount": target.mount,
                     "native": target.native,
                     "description": item.get("description"),
+                    "title": item.get("title"),
+                    "icons": item.get("icons"),
                     "annotations": item.get("annotations") if kind == "tools" else None,
                     "pin": "-",
                 }
@@ -367,6 +379,8 @@ class _Pages:
                 "native": native,
                 "pin": "held",
                 "description": definition.get("description"),
+                "title": definition.get("title"),
+                "icons": definition.get("icons"),
                 "annotations": definition.get("annotations"),
             }
             if principal:
@@ -405,7 +419,8 @@ class _Pages:
             except (ConfigError, OSError) as exc:
                 return PlainTextResponse(f"could not {verb} {key}: {exc}", status_code=500)
             if done:
-                self._record(session.admin, verb, key)
+                reason = f"the change of the tool's definition was {verb}ed by the administrator {session.who}"
+                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason)
                 await self.hub.pins_changed()
                 notice = f"{key}: {verb}ed by {session.admin}"
             else:
@@ -414,19 +429,19 @@ class _Pages:
 
         return act
 
-    def _record(self, admin: str, verb: str, key: str) -> None:
-        """The audit line of an administrator's decision on a pin."""
-        mount, _, tool = key.partition("/")
-        logger.info("admin console: %s %sed the change of tool %s", admin, verb, key)
+    def _record(self, who: Administrator, method: str, key: str | None, outcome: str, reason: str) -> None:
+        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one)."""
+        mount, _, tool = key.partition("/") if key is not None else (None, "", None)
+        logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
         self.hub.audit.record(
             AuditEvent.by_administrator(
-                admin,
-                method=f"admin/pins/{verb}",
+                who,
+                method=method,
                 mount=mount,
                 name=tool,
                 arguments=None,
-                outcome=f"{verb}ed",
-                reason=f"the change of the tool's definition was {verb}ed by the administrator {admin!r}",
+                outcome=outcome,
+                reason=reason,
                 policy_revision=self.hub.policy().revision,
             )
         )
@@ -439,7 +454,7 @@ class _Pages:
 
     async def _audit(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()
-        filters = audit_view.Filters.of(request.query_params)
+        filters = audit_view.Filters.of(request.query_params, self._public_names())
         try:
             offset = max(0, int(request.query_params.get("offset", "0")))
         except ValueError:
@@ -454,7 +469,7 @@ class _Pages:
         path, _ = self._audit_file()
         if path is None:
             return
-        filters = audit_view.Filters.of(request.query_params)
+        filters = audit_view.Filters.of(request.query_params, self._public_names())
         tail = audit_view.Tail(path)
         while True:
             fresh = [event for event in tail.read() if filters.admit(event)]
@@ -462,6 +477,9 @@ class _Pages:
                 yield ServerSentEvent(self._masked(pages.audit_rows(_base(request), reversed(fresh))), event="prepend")
             if await self._closing(session):
                 return
+
+    def _public_names(self) -> audit_view.Resolve:
+        return audit_view.public_names(self.hub.catalog, self.hub.config.servers)
 
     async def _audit_line(self, request: Request, session: Session) -> Response:
         path, backups = self._audit_file()
@@ -497,16 +515,6 @@ class _Pages:
         return self._render(request, "Explain", "explain", body, session, status_code=200 if error is None else 400)
 
 
-def _secret_values(config: HubConfig) -> set[str]:
-    """The secret values of `config` worth masking (six characters or more)."""
-    values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
-    values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
-    values += [s.auth.token_key for s in config.servers.values() if s.auth.token_key]
-    if config.auth.oauth is not None and config.auth.oauth.client_secret:
-        values.append(config.auth.oauth.client_secret)
-    return {value for value in values if len(value) >= 6}
-
-
 def _target(form: Mapping[str, str]) -> Target:
     """The target the explain form names, as `mcp-hub explain` reads it; ValueError saying what is wrong."""
     kind = form.get("kind", "tool")
@@ -537,7 +545,8 @@ def _target(form: Mapping[str, str]) -> Target:
 def _matches(row: Mapping[str, Any], query: str) -> bool:
     if not query:
         return True
-    text = " ".join(str(row.get(key) or "") for key in ("kind", "name", "mount", "description", "pin")).lower()
+    text = " ".join(str(row.get(key) or "") for key in ("kind", "name", "title", "mount", "description", "pin"))
+    text = text.lower()
     return all(word in text for word in query.lower().split())
 
 

@@ -35,6 +35,8 @@ form.stack { display: grid; gap: .6rem; max-width: 640px; margin-bottom: 1rem; }
 input, select, textarea, button { font: inherit; padding: .3rem .45rem; }
 button { background: var(--accent); color: #fff; border: 0; border-radius: 4px; cursor: pointer; }
 button.reject, button.quiet { background: #6b7280; }
+a.button { display: block; text-align: center; background: var(--accent); color: #fff; padding: .5rem .8rem;
+  border-radius: 4px; text-decoration: none; margin-bottom: 1rem; }
 .diff .add { background: #e7f6ec; display: block; } .diff .del { background: #fdecea; display: block; }
 .notice { padding: .5rem .8rem; background: #eef4ff; border: 1px solid #c7d7fe; margin-bottom: 1rem; }
 .error { padding: .5rem .8rem; background: #fdecea; border: 1px solid #f5c2c0; margin-bottom: 1rem; }
@@ -63,6 +65,11 @@ svg.timeline .state-bad { fill: #f97066; } svg.timeline .state-muted { fill: #d0
 svg.timeline .restart { fill: #b42318; }
 .timelines { background: #fff; border: 1px solid var(--line); padding: .4rem .6rem; }
 .columns { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
+.failing { color: var(--bad); font-weight: 400; font-size: .8rem; }
+.icons img.icon { vertical-align: middle; margin-right: .35rem; object-fit: contain; }
+.icon-src { display: block; color: var(--muted); font-size: .75rem; word-break: break-all; }
+.title { margin-left: .4rem; }
+pre.stderr-tail { margin: .4rem 0 0; max-height: 12rem; overflow-y: auto; font-size: .78rem; background: #fbfbfc; }
 """
 
 JS = """

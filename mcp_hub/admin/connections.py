@@ -1,8 +1,8 @@
-"""The console's Connections page: the people's sign-ins toward `mode = "user"` mounts and the clients they
-allowed on the hub's consent page, as each mount's token file holds them (credentials/connections.py), never
-a token nor a browser; Revoke (credentials/revocation.py) and Withdraw, each written to the audit log by
-`admin:NAME`. The store is `store_at`'s, the one the hub uses, so what is revoked or withdrawn here is gone
-for the hub at its next look."""
+"""The console's Connections page: the people's sign-ins toward `mode = "user"` (and "enterprise") mounts and
+the clients they allowed on the hub's consent page, as each mount's token file holds them
+(credentials/connections.py), never a token nor a browser; Revoke (credentials/revocation.py) and Withdraw,
+each written to the audit log by `admin:NAME`. The store is `store_at`'s, the one the hub uses, so what is
+revoked or withdrawn here is gone for the hub at its next look."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from mcp_hub.admin.sessions import Session
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.credentials.connections import Connection, Consent, StoreError, store_at
 from mcp_hub.credentials.revocation import Revoked, revoke
-from mcp_hub.observe.audit_log import AuditEvent, AuditLog
+from mcp_hub.observe.audit_log import Administrator, AuditEvent, AuditLog
 from mcp_hub.policy.decide import PolicySet
 
 logger = logging.getLogger("mcp_hub.admin")
@@ -47,7 +47,11 @@ class Connections:
         self._base = base
 
     def user_mounts(self) -> dict[str, ServerConfig]:
-        return {name: server for name, server in self.hub.config.servers.items() if server.auth.mode == "user"}
+        return {
+            name: server
+            for name, server in self.hub.config.servers.items()
+            if server.auth.mode in ("user", "enterprise")
+        }
 
     def _stored(self, mounts: Mapping[str, ServerConfig]) -> tuple[list[Connection], list[Consent]]:
         """The people's sign-ins toward `mounts`, and the clients they allowed there, from each mount's token
@@ -102,7 +106,7 @@ class Connections:
         except StoreError as exc:
             return PlainTextResponse(f"could not revoke: {exc}", status_code=500)
         for revoked in gone:
-            self._record_revoke(session.admin, revoked)
+            self._record_revoke(session.who, revoked)
         notice = (
             f"{principal} at {mount}: revoked by {session.admin}; " + "; ".join(r.message for r in gone)
             if gone
@@ -110,11 +114,11 @@ class Connections:
         )
         return RedirectResponse(f"{self._base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
 
-    def _record_revoke(self, admin: str, revoked: Revoked) -> None:
+    def _record_revoke(self, admin: Administrator, revoked: Revoked) -> None:
         record = revoked.connection
         logger.info(
             "admin console: %s revoked the sign-in of %s at %s: %s",
-            admin,
+            admin.name,
             record.principal,
             record.mount,
             revoked.message,
@@ -147,7 +151,7 @@ class Connections:
         except StoreError as exc:
             return PlainTextResponse(f"could not withdraw: {exc}", status_code=500)
         for withdrawn in gone:
-            self._record_withdraw(session.admin, withdrawn)
+            self._record_withdraw(session.who, withdrawn)
         notice = (
             f"{principal} at {mount}: the consent for {client} was withdrawn by {session.admin}; that client's next"
             " sign-in asks them again (their tokens are kept)"
@@ -156,10 +160,10 @@ class Connections:
         )
         return RedirectResponse(f"{self._base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
 
-    def _record_withdraw(self, admin: str, withdrawn: Consent) -> None:
+    def _record_withdraw(self, admin: Administrator, withdrawn: Consent) -> None:
         logger.info(
             "admin console: %s withdrew the consent of %s for %s at %s",
-            admin,
+            admin.name,
             withdrawn.principal,
             withdrawn.client,
             withdrawn.mount,

@@ -1,7 +1,10 @@
-"""What every request to the console passes first: a foreign `Host` (when the hub is bound to loopback) or `Origin`,
-or a cross-site request, is refused; every answer carries the headers that keep it out of frames, caches and other
-origins' scripts (a strict CSP: scripts, styles and images from the console itself only; its charts are inline SVG
-the server draws, charts.py)."""
+"""The console's front door: what every request to it passes first.
+
+A foreign `Host` (when the hub is bound to loopback, as the MCP endpoint checks it), an `Origin` that is not
+the console's own, or a cross-site request (`Sec-Fetch-Site`) is refused; the one cross-site request taken is
+the identity provider sending a browser back to single sign-on's callback (sso.py). Every answer carries
+headers that keep it out of frames, caches and other origins' scripts.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from collections.abc import Mapping
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from mcp_hub.config import ADMIN_SSO_CALLBACK
+
 logger = logging.getLogger("mcp_hub.admin")
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
@@ -18,7 +23,7 @@ _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 _HEADERS = [
     (
         b"content-security-policy",
-        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-frame-options", b"DENY"),
@@ -26,6 +31,12 @@ _HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
+
+
+def _returning(scope: Scope) -> bool:
+    """Whether a request is the identity provider sending a browser back to single sign-on's callback (a
+    cross-site navigation, which the callback's state, browser binding and PKCE make safe: sso.py)."""
+    return scope.get("method") == "GET" and str(scope.get("path", "")).endswith(ADMIN_SSO_CALLBACK)
 
 
 class Guard:
@@ -65,6 +76,6 @@ class Guard:
         origin = headers.get("origin")
         if origin is not None and origin != f"{scope.get('scheme', 'http')}://{host}":
             return f"the Origin {origin!r} is not the console's own"
-        if headers.get("sec-fetch-site") == "cross-site":
+        if headers.get("sec-fetch-site") == "cross-site" and not _returning(scope):
             return "a cross-site request"
         return None

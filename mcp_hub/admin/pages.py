@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from mcp_hub.admin.audit_view import Filters
+from mcp_hub.admin.icons import icons
 from mcp_hub.credentials.connections import Connection, Consent
 
 PAGES = (
@@ -53,13 +54,50 @@ def csrf_field(token: str) -> str:
     return f'<input type="hidden" name="csrf" value="{e(token)}">'
 
 
-def login(base: str, token: str, error: str | None) -> str:
+def login(base: str, token: str, error: str | None, *, sso: str | None = None, keys: bool = True) -> str:
+    """The sign-in page: single sign-on (`sso`: what its button names) and the admin key form (`keys`; with single
+    sign-on, offered for break-glass use)."""
     problem = f'<p class="error" id="login-error">{e(error)}</p>' if error else ""
+    single = ""
+    if sso is not None:
+        single = f'<a class="button" id="sso" href="{base}/sso/start">Sign in with {e(sso)}</a>'
+    form = ""
+    if keys or sso is None:
+        note = '<p class="muted">Or, for break-glass use, an admin key:</p>' if sso is not None else ""
+        form = (
+            f'{note}<form class="stack" method="post" action="{base}/login">{csrf_field(token)}'
+            '<label>Admin key<input type="password" name="key" id="key" autocomplete="current-password"'
+            f'{"" if sso is not None else " autofocus"}></label><button id="login">Log in</button></form>'
+        )
+    return f'<div class="card login"><h1>mcp-hub admin</h1>{problem}{single}{form}</div>'
+
+
+def sso_refused(base: str, message: str) -> str:
+    """A single sign-on that could not go on: why, and where to start again."""
     return (
-        f'<div class="card login"><h1>mcp-hub admin</h1>{problem}'
-        f'<form class="stack" method="post" action="{base}/login">{csrf_field(token)}'
-        '<label>Admin key<input type="password" name="key" id="key" autocomplete="current-password" autofocus>'
-        '</label><button id="login">Log in</button></form></div>'
+        f'<div class="card login"><h1>Sign-in refused</h1><p class="error" id="sso-error">{e(message)}</p>'
+        f'<p><a href="{base}/login" id="again">Back to the sign-in page</a></p></div>'
+    )
+
+
+def not_an_administrator(base: str, who: str, claim: str) -> str:
+    """A person the identity provider vouched for, who is not an administrator of this hub."""
+    return (
+        f'<div class="card login"><h1>Not an administrator</h1><p class="error" id="not-admin">'
+        f"You signed in as <b>{e(who)}</b>, but you are not an administrator of this hub: its console admits the "
+        f"people whose <code>{e(claim)}</code> at the identity provider holds one of the administrators' values, and "
+        "yours does not.</p><p>Ask an administrator to add you to the administrators' group at the identity "
+        f'provider. Nothing was kept.</p><p><a href="{base}/login" id="again">Back to the sign-in page</a></p></div>'
+    )
+
+
+def signed_in(base: str, who: str) -> str:
+    """After single sign-on: on to the console. The page itself goes on (a same-site navigation, which brings the
+    session's SameSite=Strict cookie; the redirect from the identity provider would not)."""
+    return (
+        f'<meta http-equiv="refresh" content="0; url={base}/status"><div class="card login"><h1>Signed in</h1>'
+        f'<p id="signed-in">Signed in as <b>{e(who)}</b>.</p><p><a href="{base}/status">Continue to the console</a>'
+        "</p></div>"
     )
 
 
@@ -82,12 +120,10 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
     rows = []
     for name, mount in report["servers"].items():
         error = mount.get("last_error") or ""
-        waiting = (
-            f" <span class=muted>(waiting for {e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
-        )
+        waiting = f" <span class=muted>({e(mount['waiting_for'])})</span>" if mount.get("waiting_for") else ""
         rows.append(
             f'<tr id="mount-{e(name)}"><td><b>{e(name)}</b></td>'
-            f'<td class="state state-{e(mount["state"])}">{e(mount["state"])}</td>'
+            f'<td><span class="state state-{e(mount["state"])}">{e(mount["state"])}</span>{_failing(mount)}</td>'
             f"<td>{e(mount.get('transport'))}</td><td>{e(mount.get('protocol') or '')}"
             f"{_sessions_of(mount.get('sessions') or [])}</td>"
             f'<td class="restarts">{e(mount.get("restarts"))}</td>'
@@ -95,7 +131,7 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
             f" / {mount.get('resource_templates', 0)}</td>"
             f"<td>{e(sessions.get(name, 0))}</td>"
             f"{_sandbox_cell(mount.get('sandbox'))}"
-            f'<td class="last-error">{e(error)}{waiting}</td></tr>'
+            f'<td class="last-error">{e(error)}{waiting}{_stderr_tail(mount.get("stderr_tail") or [])}</td></tr>'
         )
     body = "".join(rows) or '<tr><td colspan="9" class="muted">No mounts.</td></tr>'
     return (
@@ -105,6 +141,30 @@ def mounts(report: Mapping[str, Any], sessions: Mapping[str, int]) -> str:
         "<th>Last error</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
+
+
+def _failing(mount: Mapping[str, Any]) -> str:
+    """Under a mount's state: how many connection attempts failed in a row, and when it tries again."""
+    failures = mount.get("failures") or 0
+    if not failures or mount["state"] == "up":
+        return ""
+    retry = mount.get("next_attempt_in")
+    when = (
+        f"; next try in {retry:.0f} s"
+        if retry is not None
+        else "; trying again now"
+        if mount["state"] == "starting"
+        else ""
+    )
+    times = "1 attempt" if failures == 1 else f"{failures} attempts"
+    return f'<div class="failing">failing: {times} in a row{when}</div>'
+
+
+def _stderr_tail(lines: Sequence[str]) -> str:
+    """The last lines a server that is not up wrote to stderr (masked by the hub), oldest first."""
+    if not lines:
+        return ""
+    return f'<pre class="stderr-tail">{e(chr(10).join(lines))}</pre>'
 
 
 def _sessions_of(sessions: list[Mapping[str, Any]]) -> str:
@@ -144,9 +204,11 @@ def catalog(
     lines = []
     for row in rows:
         annotations = ", ".join(f"{e(k)}={e(json.dumps(v))}" for k, v in (row.get("annotations") or {}).items())
+        title = f' <span class="title">{e(row["title"])}</span>' if row.get("title") else ""
+        pictures, sources = icons(row.get("icons"))
         cells = (
-            f"<td>{e(row['kind'])}</td><td><code>{e(row['name'])}</code>"
-            f"<div class=muted>{e((row.get('description') or '')[:160])}</div></td>"
+            f"<td>{e(row['kind'])}</td><td>{pictures}<code>{e(row['name'])}</code>{title}"
+            f"<div class=muted>{e((row.get('description') or '')[:160])}</div>{sources}</td>"
             f"<td>{e(row['mount'])}</td><td class='pin pin-{e(row['pin'])}'>{e(row['pin'])}</td><td>{annotations}</td>"
         )
         if principal:
@@ -259,12 +321,13 @@ def connections(
     now: float,
     consents: Sequence[Consent] = (),
 ) -> str:
-    """The people's sign-ins toward `mode = "user"` mounts: who, where, at which issuer, since and until when,
-    with which scopes; never a token. Then the clients each person allowed on the consent page, per mount."""
+    """The people's sign-ins toward `mode = "user"` and "enterprise" mounts: who, where, at which issuer, since
+    and until when, with which scopes; never a token. Then the clients each person allowed on the consent page,
+    per mount."""
     if not mounts:
         return (
-            '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" in its auth'
-            " table: nobody signs in to a server through the hub, so there are no connections.</p>"
+            '<h1>Connections</h1><p class="notice" id="no-user-mounts">No server has mode = "user" or "enterprise"'
+            " in its auth table: nobody signs in to a server through the hub, so there are no connections.</p>"
         )
     shown = f'<p class="notice" id="notice">{e(notice)}</p>' if notice else ""
     shown += f'<p class="error" id="connections-error">{e(error)}</p>' if error else ""
@@ -289,8 +352,9 @@ def connections(
     body = "".join(lines) or '<tr><td colspan="7" class="muted" id="no-connections">No connections.</td></tr>'
     return (
         "<h1>Connections</h1>"
-        '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"), as'
-        " <code>mcp-hub connections</code> lists them. Revoke forgets the person's tokens at the hub, and the clients"
+        '<p class=muted>Who has signed in to which server through the hub (servers with mode = "user"; with mode'
+        ' = "enterprise", the tokens their identity provider approved), as <code>mcp-hub connections</code> lists'
+        " them. Revoke forgets the person's tokens at the hub, and the clients"
         " they allowed there: their next"
         " call closes their session with the server and asks them to sign in again; the tokens are revoked at the"
         " authorization server too when it publishes a revocation endpoint (RFC 7009).</p>"
@@ -391,7 +455,7 @@ def audit(
     return (
         "<h1>Audit</h1>"
         f'<form class="filters" method="get" action="{base}/audit">'
-        f"{field('principal', 'Principal')}{field('mount', 'Mount')}{field('tool', 'Tool')}"
+        f"{field('principal', 'Principal')}{field('mount', 'Mount')}{field('tool', 'Tool (public name)')}"
         f'<label>Outcome<select name="outcome" id="f-outcome">{choices}</select></label>'
         f"{field('since', 'From (UTC)', 'datetime-local')}{field('until', 'Until (UTC)', 'datetime-local')}"
         '<button id="filter">Filter</button></form>'

@@ -1,5 +1,9 @@
 """Administrators' logins: the key check, and the sessions, kept on the server, with their CSRF tokens.
 
+An administrator logs in with a key, or signs in through the organisation's identity provider (sso.py): a
+person's session keeps their issuer, subject and name or email, and a fingerprint of the `[admin.oidc]`
+settings that made them an administrator; it ends at once when those change or go (a live reload).
+
 An administrator logs in with a key of `[admin] keys` as the hub has it now (the keys apply on a live
 reload); the key is compared by its SHA-256 digest, with every key compared, so the time taken tells
 nothing about which one matched (or how much of one).
@@ -26,18 +30,18 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 
 from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, Cluster, errors
+from mcp_hub.observe.audit_log import Administrator
 
 COOKIE = "mcp_hub_admin"
 """The session cookie (HttpOnly, SameSite=Strict, path /admin): the session's id."""
 
 LOGIN_COOKIE = "mcp_hub_admin_login"
 """The login form's CSRF token (double submit: the form and this cookie carry the same value)."""
-
-_SHARED_PREFIX = KEY_PREFIX + "admin-session:"
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class Session:
     """The fingerprint of the key the administrator logged in with (`fingerprint`)."""
     name: str
     """Where the session is kept: the SHA-256 of its id (never the id itself)."""
+    issuer: str | None = None
+    """A person signed in through the identity provider (sso.py): its issuer, their subject there, and their
+    name and email as it gave them ("Alice Admin <alice@example.com>"); None for a key's login."""
+    subject: str | None = None
+    person: str | None = None
+
+    @property
+    def who(self) -> Administrator:
+        """The administrator, as the audit log names them."""
+        return Administrator(self.admin, issuer=self.issuer, subject=self.subject, person=self.person)
 
 
 def _digest(text: str) -> bytes:
@@ -69,13 +83,16 @@ class Sessions:
         hours: float,
         cluster: Cluster | None = None,
         *,
+        sso: Callable[[], str | None] = lambda: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._keys = keys
+        self._sso = sso
+        """The fingerprint of the single sign-on settings in force (`sso.fingerprint`); None: it is off."""
         self._digests: tuple[Mapping[str, str] | None, list[tuple[str, bytes]]] = (None, [])
         self._lifetime = hours * 3600
         self._clock = clock
-        self._store: _Memory | _Shared = _Shared(cluster) if cluster is not None else _Memory(clock)
+        self._store = store(cluster, clock)
 
     @property
     def lifetime(self) -> int:
@@ -105,6 +122,22 @@ class Sessions:
         await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
         return cookie
 
+    async def begin_signed_in(self, admin: str, *, issuer: str, subject: str, person: str | None, sso: str) -> str:
+        """A new session for a person the identity provider vouched for (sso.py), made an administrator by the
+        single sign-on settings whose fingerprint is `sso`: its cookie's value."""
+        cookie = secrets.token_urlsafe(32)
+        record = {
+            "a": admin,
+            "c": secrets.token_urlsafe(24),
+            "e": self._clock() + self._lifetime,
+            "k": sso,
+            "i": issuer,
+            "s": subject,
+            "p": person,
+        }
+        await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
+        return cookie
+
     async def read(self, cookie: str | None) -> Session | None:
         """The session a cookie names; None when there is none (never was, logged out, expired, or its key is
         no longer the administrator's)."""
@@ -126,18 +159,47 @@ class Sessions:
             return None
         try:
             record = json.loads(value)
-            session = Session(str(record["a"]), str(record["c"]), float(record["e"]), str(record["k"]), name)
+            session = Session(
+                str(record["a"]),
+                str(record["c"]),
+                float(record["e"]),
+                str(record["k"]),
+                name,
+                *(None if record.get(field) is None else str(record[field]) for field in ("i", "s", "p")),
+            )
         except (ValueError, KeyError, TypeError):
             return None
-        key = self._keys().get(session.admin)
-        if session.expires <= self._clock() or key is None or not hmac.compare_digest(fingerprint(key), session.key):
-            await self._store.delete(name)  # expired, or the key it logged in with was removed or changed
+        if session.issuer is not None:  # signed in: the settings that made them an administrator still hold
+            held = self._sso()
+        else:
+            key = self._keys().get(session.admin)
+            held = None if key is None else fingerprint(key)
+        if session.expires <= self._clock() or held is None or not hmac.compare_digest(held, session.key):
+            await self._store.delete(name)  # expired, or what it logged in with was removed or changed
             return None
         return session
 
 
 def _name(cookie: str) -> str:
     return hashlib.sha256(cookie.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def store(cluster: Cluster | None, clock: Callable[[], float] = time.time, kind: str = "admin-session") -> Records:
+    """Where records live while they last: in this process's memory, or in the cluster's Redis (under
+    `mcp-hub:KIND:...`)."""
+    return _Shared(cluster, KEY_PREFIX + kind + ":") if cluster is not None else _Memory(clock)
+
+
+class Records(Protocol):
+    """Records kept by name until they expire (sessions here; sign-ins under way in sso.py)."""
+
+    async def put(self, name: str, value: bytes, ttl: float) -> None: ...
+    async def get(self, name: str) -> bytes | None: ...
+    async def take(self, name: str) -> bytes | None:
+        """The record, deleted as it is read: good once, whatever the replica."""
+        ...
+
+    async def delete(self, name: str) -> None: ...
 
 
 class _Memory:
@@ -157,6 +219,11 @@ class _Memory:
         found = self._records.get(name)
         return found[0] if found is not None and found[1] > self._clock() else None
 
+    async def take(self, name: str) -> bytes | None:
+        value = await self.get(name)
+        self._records.pop(name, None)
+        return value
+
     async def delete(self, name: str) -> None:
         self._records.pop(name, None)
 
@@ -167,8 +234,9 @@ class _Memory:
 class _Shared:
     """Sessions in the cluster's Redis, expiring with them; in this replica's memory while Redis is down."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, prefix: str) -> None:
         self._cluster = cluster
+        self._prefix = prefix
         self._local = _Memory()
         cluster.on_recovered.append(self._recovered)
 
@@ -176,7 +244,7 @@ class _Shared:
         if self._cluster.up:
             try:
                 with anyio.fail_after(TIMEOUT):
-                    await self._cluster.client.set(_SHARED_PREFIX + name, value, px=max(1, int(ttl * 1000)))
+                    await self._cluster.client.set(self._prefix + name, value, px=max(1, int(ttl * 1000)))
                 return
             except errors() as exc:  # a TimeoutError is an OSError
                 self._cluster.failed(exc)
@@ -186,18 +254,28 @@ class _Shared:
         if self._cluster.up:
             try:
                 with anyio.fail_after(TIMEOUT):
-                    value = await self._cluster.client.get(_SHARED_PREFIX + name)
+                    value = await self._cluster.client.get(self._prefix + name)
                 return value if isinstance(value, bytes) else None
             except errors() as exc:
                 self._cluster.failed(exc)
         return await self._local.get(name)
+
+    async def take(self, name: str) -> bytes | None:
+        if self._cluster.up:
+            try:
+                with anyio.fail_after(TIMEOUT):
+                    value = await self._cluster.client.getdel(self._prefix + name)
+                return value if isinstance(value, bytes) else None
+            except errors() as exc:
+                self._cluster.failed(exc)
+        return await self._local.take(name)
 
     async def delete(self, name: str) -> None:
         await self._local.delete(name)
         if self._cluster.up:
             try:
                 with anyio.fail_after(TIMEOUT):
-                    await self._cluster.client.delete(_SHARED_PREFIX + name)
+                    await self._cluster.client.delete(self._prefix + name)
             except errors() as exc:
                 self._cluster.failed(exc)
 

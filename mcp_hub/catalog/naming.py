@@ -24,6 +24,11 @@ Resources and resource templates
     it: the prefix goes after ``ui://``, ``apps`` + ``ui://demo/app.html`` ->
     ``ui://apps+demo/app.html``. :func:`map_ui_references` gives the ``ui://``
     references a tool or a tool result makes in ``_meta`` their public URIs.
+    A skill's file (a ``skill://`` URI, extension ``io.modelcontextprotocol/skills``)
+    keeps its scheme too, and the mount becomes the first segment of its skill path:
+    ``docs`` + ``skill://pdf/SKILL.md`` -> ``skill://docs/pdf/SKILL.md``. A ``/``
+    rather than a ``+`` because the extension requires the last segment of a skill's
+    path to be its name, and lets the segments before it be any prefix.
 
 Pagination cursors
     Opaque url-safe base64 of ``{"o": offset, "r": revision}``. A cursor from an
@@ -53,6 +58,8 @@ _URI_SEPARATOR = "+"
 
 UI_SCHEME = "ui://"
 """The scheme of MCP Apps pages (extension ``io.modelcontextprotocol/ui``)."""
+SKILL_SCHEME = "skill://"
+"""The scheme of skills' files (extension ``io.modelcontextprotocol/skills``)."""
 UI_META_KEY = "ui"
 UI_LEGACY_URI_KEY = "ui/resourceUri"
 _MOUNT_RE = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
@@ -124,22 +131,30 @@ def split_prefixed(public: str) -> tuple[str, str] | None:
 
 def public_uri(mount: str, uri: str, *, prefixed: bool = True) -> str:
     """The URI (or URI template) clients see: ``f"{mount}+{uri}"``, or ``uri`` if not prefixed;
-    a ``ui://`` URI keeps its scheme in front: ``f"ui://{mount}+{rest}"``."""
+    a ``ui://`` URI keeps its scheme in front: ``f"ui://{mount}+{rest}"``, and a ``skill://`` URI
+    its scheme with the mount as its first segment: ``f"skill://{mount}/{rest}"``."""
     if not prefixed:
         return uri
     if uri.startswith(UI_SCHEME):
         return f"{UI_SCHEME}{mount}{_URI_SEPARATOR}{uri[len(UI_SCHEME) :]}"
+    if uri.startswith(SKILL_SCHEME):
+        return f"{SKILL_SCHEME}{mount}/{uri[len(SKILL_SCHEME) :]}"
     return f"{mount}{_URI_SEPARATOR}{uri}"
 
 
 def split_uri(public: str, mounts: Collection[str]) -> tuple[str, str] | None:
     """Inverse of :func:`public_uri` for prefixed mounts: ``(mount, uri)``, or ``None``
     when the text before the first ``+`` (after ``ui://`` in a ``ui://`` URI) is not one
-    of ``mounts``. The plain form of a ``ui://`` URI (``apps+ui://...``) is read too."""
+    of ``mounts``, nor (in a ``skill://`` URI) the first segment. The plain forms of a ``ui://`` and
+    a ``skill://`` URI (``apps+ui://...``, ``docs+skill://...``) are read too."""
     if public.startswith(UI_SCHEME):
         mount, sep, rest = public[len(UI_SCHEME) :].partition(_URI_SEPARATOR)
         if sep and mount in mounts:
             return mount, UI_SCHEME + rest
+    if public.startswith(SKILL_SCHEME):
+        mount, sep, rest = public[len(SKILL_SCHEME) :].partition("/")
+        if sep and mount in mounts:
+            return mount, SKILL_SCHEME + rest
     mount, sep, uri = public.partition(_URI_SEPARATOR)
     return (mount, uri) if sep and mount in mounts else None
 

@@ -97,6 +97,9 @@ SCAN_THREADS = 2
 
 _SECRET_NAMES = ("password", "passwd", "secret", "token", "authorization", "cookie", "key", "credential")
 
+URI_CALLS = ("resources/read", "skills/get", "resources/directory/read")
+"""Calls that name a resource (or a skill's, or a folder of skill files) by its URI: the URI is what they send."""
+
 
 def configured_secrets(config: HubConfig) -> list[str]:
     """The hub's own secret values, for the "secrets" detector: the API keys of `[auth]`, and the values of
@@ -114,6 +117,26 @@ def configured_secrets(config: HubConfig) -> list[str]:
                 if credential and scheme.isalpha():
                     values.append(credential)
     return values
+
+
+def hub_secrets(config: HubConfig) -> set[str]:
+    """Every secret value of `config` worth masking where the hub shows text (six characters or more): those of
+    `configured_secrets`, the admin console's keys, the mounts' OAuth client secrets, token keys, signing keys and
+    assertions, and the hub's and the console's OpenID Connect client secrets."""
+    values = [*configured_secrets(config), *config.admin.keys.values(), *config.auth.api_keys.values()]
+    values += [s.auth.client_secret for s in config.servers.values() if s.auth.client_secret]
+    for server in config.servers.values():
+        auth = server.auth
+        values += [
+            value
+            for value in (auth.token_key, auth.idp_client_secret, auth.id_token, auth.assertion, auth.client_key)
+            if value
+        ]
+    if config.auth.oauth is not None and config.auth.oauth.client_secret:
+        values.append(config.auth.oauth.client_secret)
+    if config.admin.oidc is not None and config.admin.oidc.client_secret:
+        values.append(config.admin.oidc.client_secret)
+    return {value for value in values if len(value) >= 6}
 
 
 _STRENGTH = {"flagged": 1, "redacted": 2, "blocked": 3}
@@ -143,7 +166,7 @@ class Guardrails:
         revision = policy.revision
         sending = policy.guarding(ctx.principal, ctx.kind, ctx.mount, ctx.native, "arguments")
         if sending:
-            if ctx.method == "resources/read":
+            if ctx.method in URI_CALLS:
                 self._guard_uri(ctx, sending, revision)
             else:
                 ctx, blocked = await self._guard_sent(ctx, sending, revision)

@@ -26,7 +26,7 @@ from mcp_types import (
 from mcp_hub.catalog.catalog import Catalog, Kind, Target
 from mcp_hub.chain.context import CallContext
 from mcp_hub.errors import UnknownName, UpstreamUnavailable
-from mcp_hub.upstream import UI_EXTENSION, Origin, Upstream
+from mcp_hub.upstream import SKILLS_EXTENSION, UI_EXTENSION, Origin, Upstream
 from mcp_hub.upstream.startup import Startup
 
 _HOP_BY_HOP_META = frozenset(
@@ -79,6 +79,13 @@ class Router:
         if method == "resources/read":
             target, public, via = self._resource(params.get("uri"))
             return Route("resource", target.mount, target.native, public, {**params, "uri": target.native}, via)
+        if method in ("skills/get", "resources/directory/read"):
+            target, public, _ = self._resource(params.get("uri"))
+            skills = self.skills_settings(target.mount)
+            if skills is None or (method == "resources/directory/read" and skills.get("directoryRead") is not True):
+                # Not a server's that serves skills (or reads folders): no such skill or folder, as it would say.
+                raise self._unknown("skill" if method == "skills/get" else "directory", public, target.mount)
+            return Route("resource", target.mount, target.native, public, {**params, "uri": target.native})
         if method == "completion/complete":
             ref = params.get("ref")
             if not isinstance(ref, dict):
@@ -125,6 +132,10 @@ class Router:
             contents = result.get("contents")
             if isinstance(contents, list):
                 result["contents"] = [self._map_uri_field(mount, c) for c in contents]
+        elif method == "skills/get" and isinstance(result.get("skill"), dict):
+            result["skill"] = self.map_skill(mount, result["skill"])
+        elif method == "resources/directory/read" and isinstance(result.get("resources"), list):
+            result["resources"] = [self._map_uri_field(mount, r) for r in result["resources"]]
         return result
 
     # -- resolution -------------------------------------------------------------
@@ -159,6 +170,14 @@ class Router:
         if capabilities is not None and UI_EXTENSION in (capabilities.extensions or {}):
             return True
         return self._catalog.names_pages(mount)
+
+    def skills_settings(self, mount: str) -> Mapping[str, Any] | None:
+        """The settings of the skills extension a mount declared (`directoryRead`), or None: it serves no skills
+        (or has not connected yet)."""
+        upstream = self._upstreams.get(mount)
+        capabilities = upstream.known_capabilities if upstream is not None else None
+        settings = (capabilities.extensions or {}).get(SKILLS_EXTENSION) if capabilities is not None else None
+        return settings if isinstance(settings, Mapping) else None
 
     def _resource(self, uri: Any) -> tuple[Target, str, str | None]:
         if not isinstance(uri, str):
@@ -229,6 +248,16 @@ class Router:
         if block.get("type") == "resource" and isinstance(block.get("resource"), dict):
             return {**block, "resource": self._map_uri_field(mount, block["resource"])}
         return block
+
+    def map_skill(self, mount: str, skill: Any) -> Any:
+        """A skill's entry with its URI and its files' given the hub's; digests, sizes and frontmatter untouched."""
+        if not isinstance(skill, dict):
+            return skill
+        mapped = self._map_uri_field(mount, skill)
+        files = skill.get("resources")
+        if isinstance(files, list):
+            mapped["resources"] = [self._map_uri_field(mount, f) for f in files]
+        return mapped
 
     def _map_uri_field(self, mount: str, item: Any) -> Any:
         if isinstance(item, dict) and isinstance(item.get("uri"), str):

@@ -6,7 +6,10 @@ A remote mount's `[servers.NAME.auth]` table (config.py `ServerAuth`) chooses on
 - "client_credentials": a token the hub fetches for itself (client_credentials.py);
 - "token_exchange": the caller's token exchanged for one meant for the server (token_exchange.py);
 - "authorization_code": the hub logs in to the server's authorization server (login.py);
-- "user": each person's own login there, their tokens kept encrypted (user.py, connections.py).
+- "user": each person's own login there, their tokens kept encrypted (user.py, connections.py);
+- "workload": the hub's own token by its workload's identity token, the JWT bearer grant (workload.py);
+- "enterprise": each person's identity assertion from the organisation's identity provider traded for an
+  ID-JAG, and that for their token (enterprise.py; kept as "user" keeps theirs).
 
 Modules: credential.py (what a credential is to the HTTP clients), token.py (a
 token kept until shortly before it expires, fetched once for all who wait),
@@ -29,11 +32,19 @@ def credential_for(config: ServerConfig, *, for_clients: bool = False) -> Creden
     A "token_exchange" mount has two: its clients' sessions (`for_clients`) present each caller's exchanged
     token; its own session (listing, health checks, list changes; never a client's request) presents the
     hub's own token, by the client credentials grant with the same client at the same authorization server.
-    A "user" mount's clients' sessions present each person's own token; its own session only its headers.
+    A "user" mount's clients' sessions present each person's own token; its own session only its headers. So
+    does an "enterprise" mount that takes each caller's assertion; one configured with the one person's
+    `id_token` presents that person's token on every session.
     """
     auth = config.auth
     if config.url is None or auth.mode == "static":
         return None
+    if auth.mode == "enterprise":
+        if auth.per_caller and not for_clients:
+            return None
+        from mcp_hub.credentials.enterprise import EnterpriseLogin
+
+        return EnterpriseLogin(config.name, config.url, auth)
     if auth.mode == "user":
         if not for_clients:
             return None
@@ -44,6 +55,10 @@ def credential_for(config: ServerConfig, *, for_clients: bool = False) -> Creden
         from mcp_hub.credentials.token_exchange import TokenExchange
 
         return TokenExchange(config.name, config.url, auth)
+    if auth.mode == "workload":
+        from mcp_hub.credentials.workload import WorkloadIdentity
+
+        return WorkloadIdentity(config.name, config.url, auth)
     if auth.mode in ("client_credentials", "token_exchange"):
         from mcp_hub.credentials.client_credentials import ClientCredentials
 

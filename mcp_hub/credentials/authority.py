@@ -22,6 +22,7 @@ from mcp.client.auth.utils import (
 )
 from mcp.shared.auth_utils import check_resource_allowed
 
+from mcp_hub.config import ServerAuth, signing_algorithm
 from mcp_hub.credentials.credential import CredentialError
 
 if TYPE_CHECKING:
@@ -38,6 +39,31 @@ def oauth_client(**settings: Any) -> AsyncOAuth2Client:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
 
     return AsyncOAuth2Client(timeout=TIMEOUT_SECONDS, **settings)
+
+
+def client_settings(auth: ServerAuth, audience: str) -> dict[str, Any]:
+    """The hub's client at the authorization server, as `oauth_client` takes it: its id, and how it authenticates
+    at the token endpoint (`token_endpoint_auth_method`; unset: client_secret_basic with a secret,
+    private_key_jwt with a client_key, else none). private_key_jwt (RFC 7523 section 2.2, authlib's
+    `PrivateKeyJWT`): a JWT signed with `client_key` (`iss` and `sub` the client id, a fresh `jti`, a short
+    life), whose `aud` is `audience` (the issuer, as SEP-1046 asks, or the token endpoint when no issuer is
+    known)."""
+    method = auth.token_endpoint_auth_method or (
+        "client_secret_basic" if auth.client_secret else "private_key_jwt" if auth.client_key else "none"
+    )
+    if method != "private_key_jwt":
+        return {"client_id": auth.client_id, "client_secret": auth.client_secret, "token_endpoint_auth_method": method}
+    from authlib.oauth2.rfc7523 import PrivateKeyJWT
+    from joserfc.jwk import ECKey, OKPKey, RSAKey
+
+    assert auth.client_key is not None
+    alg = signing_algorithm(auth.client_key)
+    kind = RSAKey if alg == "RS256" else OKPKey if alg == "EdDSA" else ECKey
+    return {
+        "client_id": auth.client_id,
+        "client_secret": kind.import_key(auth.client_key),
+        "token_endpoint_auth_method": PrivateKeyJWT(audience, alg=alg),
+    }
 
 
 class Authority:

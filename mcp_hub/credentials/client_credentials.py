@@ -1,7 +1,8 @@
 """OAuth client credentials: the hub's own token for a server (RFC 6749 section 4.4).
 
 The hub asks the authorization server's token endpoint for a token with its
-client ID and secret (`client_secret_basic` unless configured otherwise), the
+client ID and secret (`client_secret_basic` unless configured otherwise), or a JWT
+signed with its private key (`private_key_jwt`, RFC 7523; SEP-1046), the
 configured scope and, as resource indicator (RFC 8707), the server's URL or the
 configured `resource`. The request is authlib's OAuth 2 client's. The token is
 kept until shortly before it expires and fetched anew then, once for all the
@@ -20,7 +21,7 @@ import httpx2
 from authlib.common.errors import AuthlibBaseError
 
 from mcp_hub.config import ServerAuth
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, client_settings, oauth_client
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
 
@@ -52,18 +53,14 @@ class ClientCredentials:
         return True
 
     async def _fetch(self) -> Token:
-        auth = self._auth
-        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
         endpoint = await self._authority.token_endpoint()
-        async with oauth_client(
-            client_id=auth.client_id,
-            client_secret=auth.client_secret,
-            token_endpoint_auth_method=method,
-            scope=auth.scope,
-        ) as oauth:
-            return await request_token(
-                self.server, oauth, endpoint, grant_type="client_credentials", resource=self._resource
-            )
+        settings = client_settings(self._auth, self._authority.issuer or endpoint)
+        async with oauth_client(**settings, scope=self._auth.scope) as oauth:
+            return await request_token(self.server, oauth, endpoint, **self.grant(), resource=self._resource)
+
+    def grant(self) -> dict[str, str]:
+        """The grant's own parameters."""
+        return {"grant_type": "client_credentials"}
 
 
 async def request_token(server: str, oauth: AsyncOAuth2Client, endpoint: str, **params: str) -> Token:

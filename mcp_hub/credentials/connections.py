@@ -3,7 +3,9 @@ connection, keyed by principal, mount and issuer; and, in the same file, the con
 per (principal, MCP client, mount, browser), so that a person's client is not asked again at their next
 sign-in in the same browser (credentials/consent.py). Revoking a person's connection forgets their
 consents toward that mount too; withdrawing a consent (`withdraw`: the admin console, `mcp-hub connections
-withdraw`) forgets it alone, so that the client's next sign-in asks again, and leaves the tokens be.
+withdraw`) forgets it alone, so that the client's next sign-in asks again, and leaves the tokens be. The
+clients the hub registered at authorization servers (RFC 7591, registration.py) are kept there too, per
+mount and issuer, so that a restarted hub refreshes people's tokens as the client they were issued to.
 
 The whole file is one Fernet token (cryptography's authenticated encryption: AES-128-CBC and
 HMAC-SHA256) of a JSON object: `connections`, a list of records, and `consents`, a list of
@@ -27,9 +29,9 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,9 @@ class ConnectionStore:
         self._consents: dict[tuple[str, str, str, str], float] = {}
         """(principal, client, mount, browser) a person allowed, and when: the browser is the SHA-256 of its
         cookie."""
+        self._clients: dict[tuple[str, str], dict[str, str]] = {}
+        """(mount, issuer) -> the client the hub registered there (RFC 7591: client_id, and client_secret and
+        token_endpoint_auth_method when issued), for the people's sign-ins at that mount (registration.py)."""
         self._seen: tuple[int, int] | None = None
         """(size, mtime_ns) of the file when last read or written; None: never read."""
 
@@ -186,6 +191,20 @@ class ConnectionStore:
                 self._write()
         return _grouped(given)
 
+    def registered(self, mount: str, issuer: str) -> dict[str, str] | None:
+        """The client the hub registered at `issuer` for `mount`, if it did."""
+        with self._lock:
+            self._reload()
+            found = self._clients.get((mount, issuer))
+            return dict(found) if found is not None else None
+
+    def register(self, mount: str, issuer: str, client: Mapping[str, str]) -> None:
+        """Keep the client the hub registered at `issuer` for `mount`."""
+        with self._lock, self._changing():
+            self._reload()
+            self._clients[(mount, issuer)] = dict(client)
+            self._write()
+
     @contextmanager
     def _changing(self) -> Iterator[None]:
         """Hold the file's lock (`NAME.lock` beside it) while its records are read and written back, so that a
@@ -214,7 +233,7 @@ class ConnectionStore:
         if stat is not None and stat == self._seen:
             return
         if stat is None:
-            self._records, self._consents, self._seen = {}, {}, None
+            self._records, self._consents, self._clients, self._seen = {}, {}, {}, None
             return
         try:
             data = self._fernet.decrypt(self.path.read_bytes())
@@ -230,16 +249,22 @@ class ConnectionStore:
             consents = {
                 (str(p), str(c), str(m), str(b)): float(at[0]) if at else 0.0 for p, c, m, b, *at in content["consents"]
             }
+            clients = {
+                (str(mount), str(issuer)): {str(k): str(v) for k, v in client.items()}
+                for mount, issuer, client in content.get("clients", [])
+            }
         except (ValueError, TypeError, KeyError) as exc:
             raise StoreError(f"{self.path} holds no token records: {exc}") from None
         self._records = {record.key: record for record in records}
         self._consents = consents
+        self._clients = clients
         self._seen = stat
 
     def _write(self) -> None:
         content = {
             "connections": [asdict(r) for r in self._records.values()],
             "consents": sorted([*key, at] for key, at in self._consents.items()),
+            "clients": [[*key, client] for key, client in sorted(self._clients.items())],
         }
         data = self._fernet.encrypt(json.dumps(content).encode())
         try:
@@ -255,6 +280,35 @@ class ConnectionStore:
         except OSError as exc:
             raise StoreError(f"cannot write {self.path}: {exc}") from exc
         self._seen = self._stat()
+
+
+def issued_connection(
+    principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
+) -> Connection:
+    """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
+    sent a new one for)."""
+    now = time.time()
+    expires_in = issued.get("expires_in")
+    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
+    refresh = issued.get("refresh_token")
+    fresh = Connection(
+        principal=principal,
+        mount=server,
+        issuer=issuer,
+        access_token=str(issued["access_token"]),
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        token_type=str(issued.get("token_type") or "Bearer"),
+        expires_at=None if lifetime is None else now + lifetime,
+        scope=issued.get("scope") if isinstance(issued.get("scope"), str) else None,
+        connected_at=now,
+    )
+    if before is not None:
+        fresh = replace(
+            fresh,
+            refresh_token=fresh.refresh_token or before.refresh_token,
+            scope=fresh.scope or before.scope,
+        )
+    return fresh
 
 
 def _grouped(consents: Iterable[tuple[tuple[str, str, str, str], float]]) -> list[Consent]:

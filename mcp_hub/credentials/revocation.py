@@ -1,11 +1,12 @@
-"""Revoking a person's sign-in toward a `mode = "user"` mount: forgotten at the hub, revoked at the
+"""Revoking a person's sign-in toward a `mode = "user"` (or "enterprise") mount: forgotten at the hub, revoked at the
 authorization server (RFC 7009) when it can be.
 
 The tokens are forgotten first (the mount's token file, connections.py), whatever the authorization server
 answers later: a revoke never leaves them in the hub. Then, when the issuer's metadata (RFC 8414, through
 `Authority`) names a `revocation_endpoint`, the refresh token (hint `refresh_token`) and the access token
 (hint `access_token`) are revoked there, the hub authenticating as the mount's client, as at the token
-endpoint (`token_endpoint_auth_method`: client_secret_basic, client_secret_post or none). An authorization
+endpoint (`token_endpoint_auth_method`: client_secret_basic, client_secret_post or none), as the client
+configured, the hub's client ID metadata document or the client it registered (registration.py). An authorization
 server that does not revoke access tokens (`unsupported_token_type`, as oidc-provider for its JWTs) has
 revoked the refresh token, and the grant with it: the last access token stays good until it expires, and the
 outcome says so. An authorization server that refuses, cannot be reached, or names no revocation endpoint
@@ -26,9 +27,10 @@ import httpx2
 from authlib.common.errors import AuthlibBaseError
 
 from mcp_hub.config import ServerConfig
-from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, oauth_client
+from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority, client_settings, oauth_client
 from mcp_hub.credentials.connections import Connection, store_at
 from mcp_hub.credentials.credential import CredentialError
+from mcp_hub.credentials.registration import Registration
 
 if TYPE_CHECKING:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
@@ -106,16 +108,25 @@ async def revoke_at_server(server: ServerConfig, connection: Connection) -> Revo
             connection.issuer,
         )
         return Revoked(connection, "forgotten")
-    method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
+    if auth.client_id is not None:
+        settings = client_settings(auth, connection.issuer)
+    else:  # a "user" mount's client: its metadata document, or the client the hub registered
+        assert auth.token_key is not None
+        registration = Registration(server.name, auth, authority, store_at(auth.token_store, auth.token_key))
+        try:
+            client = await registration.client()
+        except CredentialError as exc:
+            return _failed(connection, f"the hub's client there is not known: {exc.reason}")
+        settings = {
+            "client_id": client.client_id,
+            "client_secret": client.client_secret,
+            "token_endpoint_auth_method": client.token_endpoint_auth_method,
+        }
     tokens = [(connection.refresh_token, "refresh_token"), (connection.access_token, "access_token")]
     problems: list[str] = []
     access_token_kept = False
-    async with oauth_client(
-        client_id=auth.client_id,
-        client_secret=auth.client_secret,
-        token_endpoint_auth_method=method,
-        revocation_endpoint_auth_method=method,
-    ) as oauth:
+    method = settings["token_endpoint_auth_method"]
+    async with oauth_client(**settings, revocation_endpoint_auth_method=method) as oauth:
         for token, hint in tokens:
             if not token:
                 continue

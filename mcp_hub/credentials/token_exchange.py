@@ -35,7 +35,7 @@ import httpx2
 from cachetools import LRUCache
 
 from mcp_hub.config import ServerAuth
-from mcp_hub.credentials.authority import Authority, oauth_client
+from mcp_hub.credentials.authority import Authority, client_settings, oauth_client
 from mcp_hub.credentials.client_credentials import request_token
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
 from mcp_hub.credentials.token import CachedToken, Token
@@ -106,7 +106,6 @@ class TokenExchange:
 
     async def _exchange(self, subject_token: str) -> Token:
         auth = self._auth
-        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
         params = {
             "grant_type": GRANT_TYPE,
             "subject_token": subject_token,
@@ -117,12 +116,8 @@ class TokenExchange:
         if auth.audience is not None:
             params["audience"] = auth.audience
         endpoint = await self._authority.token_endpoint()
-        async with oauth_client(
-            client_id=auth.client_id,
-            client_secret=auth.client_secret,
-            token_endpoint_auth_method=method,
-            scope=auth.scope,
-        ) as oauth:
+        settings = client_settings(auth, self._authority.issuer or endpoint)
+        async with oauth_client(**settings, scope=auth.scope) as oauth:
             return await request_token(self.server, oauth, endpoint, **params)
 
 

@@ -1,7 +1,9 @@
 """Each person's own login toward a server (`mode = "user"`): their calls carry their own token.
 
-The hub is an OAuth client of the server's authorization server, registered there beforehand
-(`client_id`, `client_secret`): one static client for every MCP client that calls through the hub. A
+The hub is an OAuth client of the server's authorization server, one client for every MCP client that calls
+through the hub: registered there beforehand (`client_id`, `client_secret`), or, with none configured, the
+hub's client ID metadata document where the authorization server takes them, else one it registers
+dynamically (registration.py). A
 person (a principal of the hub) with no token for the mount is sent to sign in: `login_required`
 answers their call with a URL-mode elicitation (MCP 2025-11-25: the error -32042,
 `URLElicitationRequiredError`; a client that takes URL elicitation is asked `elicitation/create`
@@ -46,7 +48,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -58,13 +60,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from mcp_hub.config import USER_CALLBACK_PATH, ServerAuth
+from mcp_hub.config import CLIENT_DOCUMENT_PATH, USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials import consent
 from mcp_hub.credentials.authority import Authority, oauth_client
 from mcp_hub.credentials.client_credentials import fetch_issued
-from mcp_hub.credentials.connections import Connection, StoreError, store_at
+from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.registration import Registration, client_document
 from mcp_hub.credentials.token import EARLY_SECONDS
 
 if TYPE_CHECKING:
@@ -133,12 +136,14 @@ class UserLogin:
     channel_ok = True
 
     def __init__(self, server: str, url: str, auth: ServerAuth) -> None:
-        assert auth.client_id is not None and auth.token_key is not None
+        assert auth.token_key is not None
         self.server = server
         self._auth = auth
         self._resource = auth.resource or url
         self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
         self.store = store_at(auth.token_store, auth.token_key)
+        self.registration = Registration(server, auth, self._authority, self.store)
+        """The hub's client at the authorization server."""
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
@@ -217,7 +222,7 @@ class UserLogin:
             logger.info("server %r: the refresh of %s's token was refused: %s", self.server, connection.principal, exc)
             self._forget(connection)
             return None
-        refreshed = _record(connection.principal, self.server, connection.issuer, issued, connection)
+        refreshed = issued_connection(connection.principal, self.server, connection.issuer, issued, connection)
         self._keep(refreshed)
         return refreshed
 
@@ -253,7 +258,7 @@ class UserLogin:
 
         async def allow(browser: str) -> str:
             state, verifier = consent.new_id(), secrets.token_urlsafe(48)
-            async with self._client() as oauth:
+            async with await self._client() as oauth:
                 url, _ = oauth.create_authorization_url(
                     endpoint, state=state, code_verifier=verifier, resource=self._resource
                 )
@@ -312,7 +317,7 @@ class UserLogin:
             code_verifier=pending.verifier,
             resource=self._resource,
         )
-        connection = _record(pending.principal, self.server, issuer, issued, None)
+        connection = issued_connection(pending.principal, self.server, issuer, issued, None)
         self._keep(connection)
         try:
             self.store.consent(pending.principal, pending.client, self.server, pending.browser)
@@ -322,13 +327,13 @@ class UserLogin:
         pending.signed_in.done.set()
         return connection
 
-    def _client(self) -> AsyncOAuth2Client:
+    async def _client(self) -> AsyncOAuth2Client:
         auth = self._auth
-        method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
+        client = await self.registration.client()
         return oauth_client(
-            client_id=auth.client_id,
-            client_secret=auth.client_secret,
-            token_endpoint_auth_method=method,
+            client_id=client.client_id,
+            client_secret=client.client_secret,
+            token_endpoint_auth_method=client.token_endpoint_auth_method,
             scope=auth.scope,
             redirect_uri=auth.redirect_uri,
             code_challenge_method="S256",
@@ -336,42 +341,13 @@ class UserLogin:
 
     async def _token_request(self, **params: str) -> dict[str, Any]:
         endpoint = await self._authority.token_endpoint()
-        async with self._client() as oauth:
+        async with await self._client() as oauth:
             return await fetch_issued(self.server, oauth, endpoint, **params)
 
 
 def _header(connection: Connection) -> str:
     kind = "Bearer" if connection.token_type.lower() == "bearer" else connection.token_type
     return f"{kind} {connection.access_token}"
-
-
-def _record(
-    principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
-) -> Connection:
-    """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
-    sent a new one for)."""
-    now = time.time()
-    expires_in = issued.get("expires_in")
-    lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
-    refresh = issued.get("refresh_token")
-    fresh = Connection(
-        principal=principal,
-        mount=server,
-        issuer=issuer,
-        access_token=str(issued["access_token"]),
-        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
-        token_type=str(issued.get("token_type") or "Bearer"),
-        expires_at=None if lifetime is None else now + lifetime,
-        scope=issued.get("scope") if isinstance(issued.get("scope"), str) else None,
-        connected_at=now,
-    )
-    if before is not None:
-        fresh = replace(
-            fresh,
-            refresh_token=fresh.refresh_token or before.refresh_token,
-            scope=fresh.scope or before.scope,
-        )
-    return fresh
 
 
 def _forget_expired() -> None:
@@ -423,4 +399,8 @@ def sign_in_routes(replica: str | None = None) -> list[BaseRoute]:
     `replica`: with replicas (`[cluster]`), this replica's id, which the consent IDs and `state`s made from now on
     begin with (`consent.issue_as`), so that the others send a browser that brings one here."""
     consent.issue_as(replica)
-    return [*consent.consent_routes(), Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"])]
+    return [
+        *consent.consent_routes(),
+        Route(USER_CALLBACK_PATH, endpoint=callback, methods=["GET"]),
+        Route(CLIENT_DOCUMENT_PATH, endpoint=client_document, methods=["GET"]),
+    ]

@@ -15,6 +15,11 @@ the hub until the disk catches up: a bounded queue that blocks would turn a slow
 and an unbounded one into unbounded memory. Dropping the newest line (not the oldest) keeps what is written a
 gap-free prefix in order; the gap is visible in `dropped` and on "mcp_hub.audit.errors".
 
+Beside the file, each event's line goes to the sinks `[[audit.sinks]]` asks for (audit_sinks.py): syslog, OTLP log
+records, more files, in the hub's JSON or as OCSF. `record()` hands them the line it made for the file, and each
+buffers it on its own (audit_sink.py), so a sink that is down changes nothing of what the file gets, nor of how
+long `record()` takes.
+
 A line keeps non-ASCII text readable (é, 日本), and escapes the characters that would deceive a person reading
 it in a terminal or a viewer (bidi overrides, invisible characters, C1 controls, line separators: see shown.py);
 the line stays JSON, and parses to the same values.
@@ -40,9 +45,29 @@ from pathlib import Path
 from typing import Any
 
 from mcp_hub.errors import ConfigError
+from mcp_hub.observe.audit_sink import AuditSink
 from mcp_hub.shown import shown
 
 errors_log = logging.getLogger("mcp_hub.audit.errors")
+
+
+@dataclass(frozen=True)
+class Administrator:
+    """Who acts as an administrator: a console login's name (an admin key's, or a person's email or name), the
+    system user of `mcp-hub`; for a person signed in through the identity provider, its issuer, their subject
+    there, and their name and email as it gave them (`person`)."""
+
+    name: str
+    issuer: str | None = None
+    subject: str | None = None
+    person: str | None = None
+
+    def __str__(self) -> str:
+        """How a reason names them: `'root'`, or `'alice@example.com' (Alice Admin <alice@example.com>, subject
+        alice at https://idp.example.com)`."""
+        if self.issuer is None:
+            return repr(self.name)
+        return f"{self.name!r} ({self.person + ', ' if self.person else ''}subject {self.subject} at {self.issuer})"
 
 
 @dataclass(frozen=True)
@@ -78,7 +103,7 @@ class AuditEvent:
     @classmethod
     def by_administrator(
         cls,
-        admin: str,
+        admin: str | Administrator,
         *,
         method: str,
         mount: str | None,
@@ -90,11 +115,13 @@ class AuditEvent:
         via: str = "admin-console",
     ) -> AuditEvent:
         """The line of an administrator's action (principal `admin:NAME`), made now: in the admin console
-        (`via` "admin-console", NAME the console's login) or with `mcp-hub` ("cli", NAME the system user)."""
+        (`via` "admin-console", NAME the console's login) or with `mcp-hub` ("cli", NAME the system user). A person
+        signed in through the identity provider is named by their issuer and subject too."""
+        who = admin if isinstance(admin, Administrator) else Administrator(admin)
         return cls(
             time=AuditLog.now(),
             decision_id=AuditLog.new_decision_id(),
-            principal=f"admin:{admin}",
+            principal=f"admin:{who.name}",
             session=None,
             method=method,
             mount=mount,
@@ -106,11 +133,21 @@ class AuditEvent:
             reason=reason,
             latency_ms=None,
             policy_revision=policy_revision,
+            issuer=who.issuer,
+            subject=who.subject,
         )
 
     @classmethod
     def revoked(
-        cls, admin: str, *, principal: str, mount: str, issuer: str, message: str, policy_revision: str | None, via: str
+        cls,
+        admin: str | Administrator,
+        *,
+        principal: str,
+        mount: str,
+        issuer: str,
+        message: str,
+        policy_revision: str | None,
+        via: str,
     ) -> AuditEvent:
         """The line of an administrator's revoke of `principal`'s sign-in at `mount` (`message`: what became of
         its tokens), in the console or with the CLI (`via`), as both write it."""
@@ -120,8 +157,8 @@ class AuditEvent:
             mount=mount,
             arguments={"principal": principal, "issuer": issuer},
             outcome="revoked",
-            reason=f"the sign-in of {principal!r} at {mount} ({issuer}) was revoked by the administrator {admin!r}; "
-            f"{message}",
+            reason=f"the sign-in of {principal!r} at {mount} ({issuer}) was revoked by the administrator "
+            f"{_named(admin)}; {message}",
             policy_revision=policy_revision,
             via=via,
         )
@@ -129,7 +166,7 @@ class AuditEvent:
     @classmethod
     def withdrawn(
         cls,
-        admin: str,
+        admin: str | Administrator,
         *,
         principal: str,
         client: str,
@@ -147,7 +184,8 @@ class AuditEvent:
             arguments={"principal": principal, "client": client},
             outcome="withdrawn",
             reason=f"the consent of {principal!r} for the client {client!r} at {mount} ({browsers} browser(s)) was "
-            f"withdrawn by the administrator {admin!r}; the client's next sign-in asks again; the tokens are kept",
+            f"withdrawn by the administrator {_named(admin)}; the client's next sign-in asks again; the tokens are "
+            "kept",
             policy_revision=policy_revision,
             via=via,
         )
@@ -163,6 +201,10 @@ class AuditEvent:
         except Exception:  # field by field, so one bad value spoils only itself
             line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
         return shown(line, json_escapes=True)
+
+
+def _named(admin: str | Administrator) -> str:
+    return str(admin) if isinstance(admin, Administrator) else repr(admin)
 
 
 def _repr(value: object) -> str:  # json.dumps(default=): what JSON cannot hold becomes its repr
@@ -217,20 +259,25 @@ class AuditLog:
     Lost events (the queue was full, a write failed, recorded before `start()` or after `stop()`) are counted in
     `dropped` and reported as errors on "mcp_hub.audit.errors" with the count so far: at once, then at most once
     per `REPORT_INTERVAL` (at the next loss after it); `stop()` reports any the interval held back.
-    `path=None`: discard events. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file.
+    `path=None`: no file. `max_bytes=0`: no rotation. `handler`: a test seam replacing the rotating file. `sinks`:
+    more places each event goes ([[audit.sinks]], audit_sink.py), each buffering on its own; with neither a file nor
+    sinks, events are discarded.
     """
 
     # fmt: off
     def __init__(self, path: str | os.PathLike[str] | None, *, max_bytes: int = 10_000_000, backups: int = 5,
-                 queue_size: int = 100_000, handler: logging.Handler | None = None) -> None:
+                 queue_size: int = 100_000, handler: logging.Handler | None = None,
+                 sinks: Sequence[AuditSink] = ()) -> None:
         # fmt: on
         self.path = None if path is None else Path(path)
+        self.sinks = tuple(sinks)
+        self._file = path is not None or handler is not None
         self.dropped = 0
         self._reported = 0  # `dropped` when it was last reported
         self._latest_loss = ""
         self._next_report = -math.inf  # monotonic time from which a loss is reported at once
         self._max_bytes, self._backups = max_bytes, backups
-        self._discard = path is None and handler is None
+        self._discard = not self._file and not self.sinks
         self._handler = handler
         self._queue: deque[str] = deque()
         """Lines not yet taken by the writer, at most `queue_size` (a soft bound: producers racing past the check
@@ -254,11 +301,11 @@ class AuditLog:
         return datetime.now(UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
     def start(self) -> None:
-        """Open the file (creating parent directories) and start the writer thread. Once only."""
+        """Open the file (creating parent directories) and start the writer thread, and the sinks. Once only."""
         with self._state_lock:
-            if self._discard or self._writer is not None or self._closed:
+            if self._discard or self._writer is not None or self._closed or self._running:
                 return
-            if self._handler is None:
+            if self._file and self._handler is None:
                 assert self.path is not None
                 try:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,8 +313,18 @@ class AuditLog:
                 except OSError as exc:
                     why = f"{exc.strerror or exc}; set it to a writable path, or fix the permissions of its directory"
                     raise ConfigError(str(self.path), "audit.file", f"cannot write the audit log: {why}") from exc
-            self._writer = threading.Thread(target=self._write, name="mcp-hub audit log", daemon=True)
-            self._writer.start()
+            try:
+                for sink in self.sinks:
+                    sink.start()  # a file sink's unwritable file: ConfigError
+            except BaseException:
+                for sink in self.sinks:
+                    sink.stop()
+                if self._handler is not None:
+                    self._handler.close()
+                raise
+            if self._file:
+                self._writer = threading.Thread(target=self._write, name="mcp-hub audit log", daemon=True)
+                self._writer.start()
             self._running = True
 
     def record(self, event: AuditEvent) -> None:
@@ -277,17 +334,32 @@ class AuditLog:
         if not self._running:
             self._lost("the audit log is not running (recorded before start() or after stop())")
             return
+        line = None
+        if self.sinks:
+            line = event.to_json()
+            for sink in self.sinks:
+                sink.offer(line)
+            if not self._file:
+                return
         if len(self._queue) >= self._queue_size:
             self._lost(f"the queue is full ({self._queue_size} lines): the disk is not keeping up")
             return
-        self._queue.append(event.to_json())
+        self._queue.append(event.to_json() if line is None else line)
         if not self._pending.is_set():  # the first line since the writer last looked: wake it
             self._pending.set()
         if self._closed:  # stop() finished while we were putting: no one else will take it
             self._drop_leftovers()
 
     def stop(self) -> None:
-        """Write every line queued so far, fsync, close the file and end the thread. Idempotent."""
+        """Write every line queued so far, fsync, close the file and end the thread; then stop the sinks (each sends
+        what it buffered, for a few seconds at most). Idempotent."""
+        try:
+            self._stop_file()
+        finally:
+            for sink in self.sinks:
+                sink.stop()
+
+    def _stop_file(self) -> None:
         with self._state_lock:
             self._running = False
             if self._writer is None or self._closed:
@@ -411,11 +483,12 @@ class AuditLog:
 
 
 @contextlib.contextmanager
-def appending(path: str | os.PathLike[str] | None) -> Iterator[AuditLog]:
+def appending(path: str | os.PathLike[str] | None, sinks: Sequence[AuditSink] = ()) -> Iterator[AuditLog]:
     """The audit log of a command run beside the hub (`mcp-hub connections revoke`, say): its lines are
-    appended to `path` (None: discarded), which it never rotates, since a running hub may hold the file open
-    and rotates it itself."""
-    log = AuditLog(path, max_bytes=0)
+    appended to `path` (None: not written there), which it never rotates, since a running hub may hold the file
+    open and rotates it itself, and sent to `sinks` (those [[audit.sinks]] asks for, files among them not rotated
+    either); leaving it waits for the sinks to send them (a few seconds at most for one that is down)."""
+    log = AuditLog(path, max_bytes=0, sinks=sinks)
     log.start()
     try:
         yield log

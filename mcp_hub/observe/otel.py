@@ -19,9 +19,11 @@ What the hub reports, by OpenTelemetry's MCP conventions where they name it:
   prompt, outcome and `error.type`;
 - `mcp_hub.upstream.up`, `mcp_hub.upstream.state`, `mcp_hub.upstream.restarts` and
   `mcp_hub.upstream.sessions`, read from the supervisors when metrics are collected.
+- `mcp_hub.audit.sink.up`, `.buffered`, `.sent` and `.dropped`, read from the audit sinks
+  ([[audit.sinks]]) when metrics are collected.
 
 Metrics are on when `[telemetry] metrics` exports them, and when the admin console's dashboard reads them in
-the hub's own process (`add_reader`; admin/dashboard.py), exported or not.
+the hub's own process (`add_reader`; observe/dashboard.py), exported or not.
 
 `CURRENT` holds the telemetry of the hub a task works for, set only while telemetry
 is on: with it off, a request to a mounted server costs one context-variable read.
@@ -33,7 +35,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import anyio
 from mcp.shared.exceptions import MCPError
@@ -63,8 +65,25 @@ TARGET_ATTRIBUTE = {
     "tools/call": "gen_ai.tool.name",
     "prompts/get": "gen_ai.prompt.name",
     "resources/read": "mcp.resource.uri",
+    "skills/get": "mcp.resource.uri",
+    "resources/directory/read": "mcp.resource.uri",
 }
 """Method -> the attribute that names what it is about (the value is `params.name`, or `params.uri`)."""
+
+
+class SinkStatus(Protocol):
+    """One audit sink as its instruments report it (audit_sink.AuditSink)."""
+
+    @property
+    def description(self) -> str: ...
+    @property
+    def buffered(self) -> int: ...
+    @property
+    def dropped(self) -> int: ...
+    @property
+    def sent(self) -> int: ...
+    @property
+    def down_since(self) -> float | None: ...
 
 
 class MountStatus(NamedTuple):
@@ -137,8 +156,11 @@ class Telemetry:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self, mounts: Callable[[], Iterable[MountStatus]]) -> None:
-        """Build the providers (their export threads start here); `mounts` feeds the upstream gauges."""
+    def start(
+        self, mounts: Callable[[], Iterable[MountStatus]], sinks: Callable[[], Iterable[SinkStatus]] = tuple
+    ) -> None:
+        """Build the providers (their export threads start here); `mounts` feeds the upstream gauges, `sinks` the
+        audit sinks'."""
         if not self.enabled:
             return
         resource = self._resource()
@@ -173,6 +195,7 @@ class Telemetry:
                     explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
                 )
             _observe_mounts(meter, mounts)
+            _observe_sinks(meter, sinks)
 
     def flush(self) -> None:
         """Export what is buffered now (blocks until exported)."""
@@ -329,19 +352,53 @@ def target_of(method: str, params: Mapping[str, Any] | None) -> tuple[str, str] 
     attribute = TARGET_ATTRIBUTE.get(method)
     if attribute is None or not params:
         return None
-    value = params.get("uri" if method == "resources/read" else "name")
+    value = params.get("uri" if attribute == "mcp.resource.uri" else "name")
     return (attribute, value) if isinstance(value, str) else None
 
 
 def span_name(method: str, target: tuple[str, str] | None) -> str:
     """`{method} {tool or prompt}`; the method alone for the rest (URIs are too many to name spans by)."""
-    if target is None or method == "resources/read":
+    if target is None or target[0] == "mcp.resource.uri":
         return method
     return f"{method} {target[1]}"
 
 
 def _signal_url(endpoint: str | None, signal: str) -> str | None:
     return f"{endpoint.rstrip('/')}/v1/{signal}" if endpoint else None
+
+
+def _observe_sinks(meter: Any, sinks: Callable[[], Iterable[SinkStatus]]) -> None:
+    def observe(read: Callable[[SinkStatus], int]) -> Callable[[CallbackOptions], Iterator[Observation]]:
+        def callback(options: CallbackOptions) -> Iterator[Observation]:
+            for sink in sinks():
+                yield Observation(read(sink), {"mcp_hub.audit.sink": sink.description})
+
+        return callback
+
+    meter.create_observable_gauge(
+        "mcp_hub.audit.sink.up",
+        callbacks=[observe(lambda sink: int(sink.down_since is None))],
+        unit="1",
+        description="0 while the audit sink's destination is down (its last send failed), else 1.",
+    )
+    meter.create_observable_gauge(
+        "mcp_hub.audit.sink.buffered",
+        callbacks=[observe(lambda sink: sink.buffered)],
+        unit="{event}",
+        description="Audit events the sink holds, not yet sent.",
+    )
+    meter.create_observable_counter(
+        "mcp_hub.audit.sink.sent",
+        callbacks=[observe(lambda sink: sink.sent)],
+        unit="{event}",
+        description="Audit events the sink's destination took.",
+    )
+    meter.create_observable_counter(
+        "mcp_hub.audit.sink.dropped",
+        callbacks=[observe(lambda sink: sink.dropped)],
+        unit="{event}",
+        description="Audit events the sink lost: the oldest beyond its buffer, or left when the hub stopped.",
+    )
 
 
 def _observe_mounts(meter: Any, mounts: Callable[[], Iterable[MountStatus]]) -> None:

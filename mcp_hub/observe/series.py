@@ -141,15 +141,16 @@ class Rings:
 
     def __init__(self, slots: int = SLOTS) -> None:
         self.slots = slots
-        self._cells: dict[int, dict[Key, Cell]] = {}
+        self.cells: dict[int, dict[Key, Cell]] = {}
+        """slot -> key -> cell (read it; write through `cell`, which keeps the ring bounded)."""
 
     def cell(self, slot: int, key: Key) -> Cell:
         """The cell of `key` in `slot`, made if new; slots older than the ring is deep are dropped."""
-        cells = self._cells.get(slot)
+        cells = self.cells.get(slot)
         if cells is None:
-            cells = self._cells[slot] = {}
-            for old in [s for s in self._cells if s <= slot - self.slots]:
-                del self._cells[old]
+            cells = self.cells[slot] = {}
+            for old in [s for s in self.cells if s <= slot - self.slots]:
+                del self.cells[old]
         found = cells.get(key)
         if found is None:
             found = cells[key] = Cell()
@@ -157,15 +158,15 @@ class Rings:
 
     def prune(self, oldest: int) -> None:
         """Drop the slots before `oldest`."""
-        for old in [s for s in self._cells if s < oldest]:
-            del self._cells[old]
+        for old in [s for s in self.cells if s < oldest]:
+            del self.cells[old]
 
     def slot(self, slot: int) -> Mapping[Key, Cell]:
-        return self._cells.get(slot, {})
+        return self.cells.get(slot, {})
 
     def slot_json(self, slot: int) -> list[list[Any]]:
         """One slot's cells as JSON (for the other replicas): [[key...], cell] pairs."""
-        return [[list(key), cell.to_json()] for key, cell in self._cells.get(slot, {}).items()]
+        return [[list(key), cell.to_json()] for key, cell in self.cells.get(slot, {}).items()]
 
     def merge_json(self, slot: int, cells: Iterable[Any]) -> None:
         """Add another replica's cells of `slot` (`slot_json`'s form) to this ring; malformed entries are skipped."""
@@ -180,17 +181,17 @@ class Rings:
 
     def keys(self, kind: str) -> set[Key]:
         """Every key of `kind` ("mount", "tool"...) with a cell in the ring."""
-        return {key for cells in self._cells.values() for key in cells if key[0] == kind}
+        return {key for cells in self.cells.values() for key in cells if key[0] == kind}
 
     def points(self, key: Key, last: int, count: int) -> list[Cell]:
         """`key`'s cells of the `count` slots ending with `last`, oldest first (empty cells where nothing was)."""
-        return [self._cells.get(slot, {}).get(key) or Cell() for slot in range(last - count + 1, last + 1)]
+        return [self.cells.get(slot, {}).get(key) or Cell() for slot in range(last - count + 1, last + 1)]
 
     def total(self, key: Key, last: int, count: int) -> Cell:
         """`key`'s cells of the `count` slots ending with `last`, summed."""
         summed = Cell()
         for slot in range(last - count + 1, last + 1):
-            cell = self._cells.get(slot, {}).get(key)
+            cell = self.cells.get(slot, {}).get(key)
             if cell is not None:
                 summed.add(cell)
         return summed
@@ -201,8 +202,8 @@ class Rings:
         copied: for reading only)."""
         rings = cls()
         for layer in layers:
-            rings._cells.update(layer._cells)
+            rings.cells.update(layer.cells)
         return rings
 
     def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self._cells))
+        return iter(sorted(self.cells))

@@ -58,6 +58,7 @@ from mcp_hub.server.origin import (
 )
 from mcp_hub.server.parking import ParkingLot, StateRefused, sealed_by_hub
 from mcp_hub.server.reading import Reader
+from mcp_hub.server.skills import SKILL_CALLS, SkillListing
 from mcp_hub.server.subscriptions import Subscriptions
 from mcp_hub.server.tasks import TASK_METHODS, Tasks
 from mcp_hub.upstream import Upstream
@@ -157,6 +158,10 @@ class Endpoint:
         self._guardrails = guardrails
         self._tasks = Tasks(router, guardrails)
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
+        # Skills (SEP-2640, skills.py): the listing merged here, a skill's entry and a folder read as calls.
+        self._skills = SkillListing(router, lambda: tuple(upstreams), self.selection)
+        handlers.append(("skills/list", types.PaginatedRequestParams, self._list_skills))
+        handlers += [(method, _UriParams, self._caller(method)) for method in SKILL_CALLS]
         for method, params_type, handler in handlers:
             self.server.add_request_handler(method, params_type, handler)
         # The SDK's own span per message gives way to the hub's observer (`observe`), or to nothing.
@@ -268,6 +273,14 @@ class Endpoint:
         named = ctx.request.headers.get("mcp-name") if ctx.request is not None else None
         origin = ClientOrigin(ctx, None)
         return await self._tasks.follow(ctx.method, principal_of(ctx), ctx.params or {}, origin, named)
+
+    async def _list_skills(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> Any:
+        """`skills/list`: the skills of every mount serving them, as the caller may see them (skills.py)."""
+        origin = ClientOrigin(ctx, self._clients.of(ctx))
+        listed = await self._skills.list(
+            ctx.params or {}, principal_of(ctx), self._policy(), origin, modern=origin.modern
+        )
+        return _complete_result(listed)
 
     def _visible(self, principal: str, kind: str, mount: str, native: str) -> bool:
         return self.selection.visible(self._policy(), principal, kind, mount, native)
@@ -430,6 +443,13 @@ class Endpoint:
         for event in events.values():
             await self._events.publish(event)
         await self._clients.notify_changed(kinds)
+
+
+class _UriParams(types.RequestParams):
+    """The params of `skills/get` and `resources/directory/read`: a URI (and, for a folder, a cursor)."""
+
+    uri: str
+    cursor: str | None = None
 
 
 def _list_budget(selection: Selection, results: ResultSettings | None) -> ListBudget | None:

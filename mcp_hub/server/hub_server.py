@@ -19,7 +19,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_hub import wire
 from mcp_hub.server.lane import CallLane
 from mcp_hub.server.origin import SoleClient
-from mcp_hub.upstream import CARRIED_EXTENSIONS, Upstream
+from mcp_hub.server.skills import skills_settings
+from mcp_hub.upstream import CARRIED_EXTENSIONS, SKILLS_EXTENSION, Upstream
+
+_SERVED_EXTENSIONS: Mapping[str, Mapping[str, Any]] = {
+    **CARRIED_EXTENSIONS,
+    SKILLS_EXTENSION: {"directoryRead": True},
+}
+"""The extensions a mount that has not connected yet counts as declaring: those the hub can carry, MCP Apps,
+and Skills, whose requests the hub serves itself (skills.py)."""
 
 NO_CACHING: dict[CacheableMethod, CacheHint] = {
     method: CacheHint(ttl_ms=0, scope="private")
@@ -93,9 +101,14 @@ class HubServer(Server[Any]):
 
     def declared_extensions(self) -> dict[str, dict[str, Any]]:
         """The extensions the enabled mounts declared; one not connected yet counts as declaring those the
-        hub can carry (`CARRIED_EXTENSIONS`)."""
+        hub can carry (`_SERVED_EXTENSIONS`). Skills' settings are the hub's own (`skills_settings`)."""
         known = [u.known_capabilities for u in self._upstreams.values() if u.config.enabled]
-        return merged_extensions(c.extensions if c is not None else CARRIED_EXTENSIONS for c in known)
+        declared = [c.extensions if c is not None else _SERVED_EXTENSIONS for c in known]
+        merged = merged_extensions(declared)
+        skills = skills_settings([(d or {}).get(SKILLS_EXTENSION) for d in declared])
+        if skills is not None:
+            merged[SKILLS_EXTENSION] = skills
+        return merged
 
     def create_initialization_options(
         self,

@@ -7,13 +7,14 @@ none (sse.py). transports.py opens a mount's transport by kind; relay.py carries
 a server asks back to the client whose request it serves.
 """
 
-from mcp_hub.upstream.connection import CARRIED_EXTENSIONS, UI_EXTENSION
+from mcp_hub.upstream.connection import CARRIED_EXTENSIONS, SKILLS_EXTENSION, UI_EXTENSION
 from mcp_hub.upstream.relay import ClientAs, ClientCannotAnswer, Origin
 from mcp_hub.upstream.supervisor import LIST_METHODS, State, Upstream
 
 __all__ = [
     "CARRIED_EXTENSIONS",
     "LIST_METHODS",
+    "SKILLS_EXTENSION",
     "UI_EXTENSION",
     "ClientAs",
     "ClientCannotAnswer",

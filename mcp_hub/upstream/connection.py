@@ -62,6 +62,9 @@ _SAMPLING = types.SamplingCapability(context=types.SamplingContextCapability(), 
 
 UI_EXTENSION = "io.modelcontextprotocol/ui"
 """MCP Apps: tools that name an HTML page (`ui://`) the host renders, which calls tools back."""
+SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
+"""Skills (SEP-2640): a server's Agent Skills, their files as resources (`skill://`), listed by `skills/list`,
+described by `skills/get`, their folders read by `resources/directory/read` (setting `directoryRead`)."""
 CARRIED_EXTENSIONS: Mapping[str, Mapping[str, Any]] = {UI_EXTENSION: {"mimeTypes": ["text/html;profile=mcp-app"]}}
 """The extensions the hub can carry between a client and a server, which it declares as its own to a shared
 handshake-era session. MCP Apps: it relays a page's `ui://` resource and the page's calls (the client renders
@@ -91,10 +94,10 @@ class TransportChoice:
         """"stdio", "streamable-http", "sse", or "auto" until a connection has found out."""
         self.credential = credential_for(config)
         """What the mount presents to its server besides its headers; kept across its connections."""
-        exchanged = config.auth.mode in ("token_exchange", "user")
+        exchanged = config.auth.per_caller
         self.client_credential = credential_for(config, for_clients=True) if exchanged else self.credential
         """What a client's own session presents (a "token_exchange" mount: each caller's exchanged token; a
-        "user" mount: each person's own)."""
+        "user" mount, or an "enterprise" one without a configured `id_token`: each person's own)."""
 
 
 class Connection:

@@ -5,7 +5,8 @@ a mount's supervisor connects (`StderrTail.capturing()`), the child is given a
 pipe instead of the hub's stderr, read by the event loop (no task, no thread):
 each chunk is passed on to the hub's stderr at once, and its last
 `StderrTail.size` lines are kept. `mcp-hub check --connect` prints them under a
-server that did not come up. How the child of the attempt under way ended, when it
+server that did not come up; the admin console shows them, masked, beside its last error (and /healthz, when
+`[http] health_stderr` says so). How the child of the attempt under way ended, when it
 exited on its own, is kept beside them (`ended`: "the server exited with status 3"),
 for the error that says the connection closed.
 
@@ -19,10 +20,11 @@ import asyncio
 import codecs
 import collections
 import contextlib
+import itertools
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import IO, Any
 
 _LINE_CHARS = 500
@@ -41,6 +43,12 @@ class StderrTail:
         self._cutting = False
         """Whether the line under way was kept cut already (the rest of it is dropped)."""
         self._pipes: set[asyncio.ReadTransport] = set()
+        self._kept = 0
+        """Lines kept so far, in all (those the deque has let go of too)."""
+        self._attempt_began = 0
+        """`_kept` when the connection attempt under way (or the last one) began."""
+        self._before: tuple[int, int] = (0, 0)
+        """The lines the attempt before it kept: `_kept` when it began, and when it ended."""
         self.ended: str | None = None
         """How the child of the current connection attempt ended (None: it has not, or it is not known)."""
         self.limit: str | None = None
@@ -68,12 +76,34 @@ class StderrTail:
             lines.append(self._open[:_LINE_CHARS])
         return lines[-self.size :]
 
+    def last_attempt(self) -> list[str]:
+        """The last lines the child of the latest connection attempt wrote; when it has written none (yet), those
+        of the attempt before it; when that wrote none either, the last lines: a server that fails the same way
+        at each restart is shown once."""
+        lines = list(self._lines)
+        first = self._kept - len(lines)
+        """The number of the oldest line still kept."""
+        if self._kept > self._attempt_began or self._open.strip():
+            shown = lines[max(0, self._attempt_began - first) :]
+            return [*shown, self._open[:_LINE_CHARS]] if self._open.strip() else shown
+        began, ended = self._before
+        if ended > began and ended > first:
+            return lines[max(0, began - first) : ended - first]
+        return self.lines()
+
     @contextlib.contextmanager
     def capturing(self) -> Iterator[None]:
         """Stop reading the stderr of the children given this tail (`stderr_for_child`) on exit; how the
         previous attempt's child ended is forgotten on entry."""
         self.ended = self.limit = None
         self._ended = asyncio.Event()
+        if self._open.strip():  # the last child's unfinished line is kept as it is, not continued by the next's
+            self._lines.append(self._open[:_LINE_CHARS])
+            self._kept += 1
+        self._open, self._cutting = "", False
+        self._decoder.reset()
+        self._before = (self._attempt_began, self._kept)
+        self._attempt_began = self._kept
         try:
             yield
         finally:
@@ -88,9 +118,12 @@ class StderrTail:
                 return
             text, self._cutting = text[end + 1 :], False
         *ended, self._open = (self._open + text).split("\n")
-        self._lines.extend(line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip())
+        kept = [line.rstrip("\r")[:_LINE_CHARS] for line in ended if line.strip()]
+        self._lines.extend(kept)
+        self._kept += len(kept)
         if len(self._open) > _LINE_CHARS:  # a line without end is kept cut, not grown
             self._lines.append(self._open[:_LINE_CHARS])
+            self._kept += 1
             self._open, self._cutting = "", True
 
     async def open_pipe(self) -> int:
@@ -107,6 +140,12 @@ class StderrTail:
 
     def pipe_closed(self, pipe: asyncio.ReadTransport) -> None:
         self._pipes.discard(pipe)
+
+
+def collapsed(lines: Sequence[str]) -> list[str]:
+    """`lines`, a run of the same line written once (a server that fails the same way at each restart)."""
+    runs = [(line, len(list(run))) for line, run in itertools.groupby(lines)]
+    return [line if count == 1 else f"{line} ({count} times)" for line, count in runs]
 
 
 def exit_status(returncode: int) -> str:

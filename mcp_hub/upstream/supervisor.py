@@ -30,7 +30,9 @@ client's own session when the mount is
 client's connection, an authenticated 2026-07-28 caller's principal; see
 pool.py). A client's request to a `mode = "token_exchange"` mount goes only to
 its own session, with its caller's token to exchange (`CALLER_TOKEN`), and fails
-at once for a caller who has none; one to a `mode = "user"` mount, with its
+at once for a caller who has none (so does one to a `mode = "enterprise"` mount that
+takes each caller's identity assertion, with the caller's principal, whose token
+it keeps: `CALLER_PRINCIPAL`); one to a `mode = "user"` mount, with its
 person's own token (`CALLER_PRINCIPAL`), or, when they have none, is answered
 with the URL-mode elicitation that sends them to sign in (credentials/user.py).
 """
@@ -187,6 +189,13 @@ class Upstream:
         self._awaiting = "initialize"
         """What the connection attempt under way waits for: the handshake, then each first listing."""
         self.restarts = 0
+        """Connection attempts after the first, counted as each begins (a restart after a healthy run, or another
+        try after a failed one), since the hub started."""
+        self.failures = 0
+        """Connection attempts in a row that failed, or came up and ended before a healthy run; 0 once the mount is
+        up."""
+        self._retry_at: float | None = None
+        """While backing off: when (`time.monotonic()`) the next attempt begins."""
         self.up_since: float | None = None
         """When (`time.monotonic()`) the current connection came up; None while there is none."""
         self._moved = anyio.Event()
@@ -203,8 +212,9 @@ class Upstream:
         self._beside: HandshakeSession | None = None
         """An "auto" mount: the handshake-era session for its handshake-era clients, beside a 2026-07-28
         connection (see era.py)."""
-        self._exchanges = config.auth.mode == "token_exchange"
-        """Each client's request carries its caller's token, exchanged (its clients' sessions only)."""
+        self._exchanges = config.auth.per_caller and config.auth.mode in ("token_exchange", "enterprise")
+        """Each client's request carries its caller's token, exchanged (its clients' sessions only): by token
+        exchange, or for an ID-JAG and that for the person's token (enterprise-managed authorization)."""
         self._callers: WeakValueDictionary[Hashable, CallerToken] = WeakValueDictionary()
         """A "token_exchange" mount: each client's `CallerToken`, held by its session's task while it lives."""
         self._users = config.auth.mode == "user"
@@ -271,6 +281,13 @@ class Upstream:
         if waited >= self.config.connect_timeout:
             return f"no answer to {self._awaiting} within {self.config.connect_timeout:g}s"
         return f"waiting for an answer to {self._awaiting} ({waited:.0f}s so far)"
+
+    @property
+    def next_attempt_in(self) -> float | None:
+        """While the mount is down, backing off: seconds until its next connection attempt."""
+        if self.state != State.DOWN or self._retry_at is None:
+            return None
+        return max(0.0, self._retry_at - time.monotonic())
 
     @property
     def client_sessions(self) -> int:
@@ -390,9 +407,11 @@ class Upstream:
             caller = self._callers[key] = CallerToken(token)
         caller.token = token
         reset = CALLER_TOKEN.set(caller)
+        person = CALLER_PRINCIPAL.set(origin.principal)  # whose token an "enterprise" mount keeps
         try:
             return await self._client_request(method, params, on_progress=on_progress, origin=origin)
         finally:
+            CALLER_PRINCIPAL.reset(person)
             CALLER_TOKEN.reset(reset)
 
     async def _user_request(
@@ -714,14 +733,19 @@ class Upstream:
                     backoff = _BACKOFF_FIRST
                     logger.info("server %r: reconnecting now (it was up %.0fs)", self.name, ran)
                 else:
-                    self._move(State.DOWN)
+                    self.failures += 1
                     if missing:  # no child started: looked for again now and then, quietly, until it is installed
                         backoff = _BACKOFF_MAX
                     else:
                         logger.info("server %r: reconnecting in %.1fs", self.name, backoff)
-                    await anyio.sleep(backoff)
+                    self._retry_at = time.monotonic() + backoff
+                    self._move(State.DOWN)
+                    try:
+                        await anyio.sleep(backoff)
+                    finally:
+                        self._retry_at = None
                     backoff = min(backoff * 2, _BACKOFF_MAX)
-                self.restarts += 1
+                self.restarts += 1  # counted as the attempt begins, whether or not it comes up
                 self.state = State.STARTING
         finally:
             self._connection = None
@@ -781,6 +805,7 @@ class Upstream:
                 connecting.deadline = math.inf
                 self.up_since = time.monotonic()
                 self.last_error = None
+                self.failures = 0
                 self._move(State.UP)
                 self.settled.set()
                 logger.info("server %r: up (%s)", self.name, self.protocol_version)

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from tests.conftest import fixture_server, write_config
+from mcp_hub.admin import console
+from mcp_hub.config import load_config
+from mcp_hub.hub import Hub
+from mcp_hub.server.http import build_app
+from tests.conftest import fixture_server, serve_app, write_config
 
 ADMIN_KEY = "admin-key-" + "k" * 24
 ALICE_KEY = "alice-key-" + "a" * 24
@@ -65,6 +71,28 @@ def console_config(
             f"\n[admin]\nenabled = true\nkeys = {{ {keys} }}\n{tail}"
         )
     return path.replace(tmp_path / "hub.toml")  # renamed over the old one, as editors and deployment tools do
+
+
+@asynccontextmanager
+async def console_hub(tmp_path: Path, *, live: bool = False, **settings: Any) -> AsyncIterator[tuple[Hub, str]]:
+    """The hub of `console_config` (`settings`: its), its HTTP endpoint and console served on loopback: the hub
+    and the base URL. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve` does (live.py); the
+    environment it reads them with is the process's."""
+    environ = None if live else {"ADMIN_KEY": ADMIN_KEY}
+    config = load_config(console_config(tmp_path, **settings), environ=environ)
+    hub = Hub(config)
+    async with hub.running(live=live):
+        await hub.wait_settled(20.0)
+        app = build_app(
+            hub.endpoint.server,
+            host="127.0.0.1",
+            path="/mcp",
+            health=hub.served_health,
+            api_keys=config.auth.api_keys,
+            admin=console(hub, "127.0.0.1"),
+        )
+        async with serve_app(app) as base:
+            yield hub, base
 
 
 async def logged_in(web: httpx2.AsyncClient, base: str) -> str:

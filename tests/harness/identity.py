@@ -107,12 +107,18 @@ SERVICE_TOKEN = "the-hubs-own-token-for-listing"
 
 @asynccontextmanager
 async def user_hub(
-    tmp_path: Path, *, service_token: bool = False, admin_key: str | None = None, oauth: bool = False
+    tmp_path: Path,
+    *,
+    service_token: bool = False,
+    admin_key: str | None = None,
+    oauth: bool = False,
+    registered: bool = True,
 ) -> AsyncIterator[Setup]:
     """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys. The upstream lists its
     tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub. With
     `admin_key`, the admin console is served too (administrator "root"), and the audit log is `audit.jsonl`.
-    With `oauth`, the hub also takes access tokens of its own sign-in issuer ([auth.oauth]; `Setup.signin`)."""
+    With `oauth`, the hub also takes access tokens of its own sign-in issuer ([auth.oauth]; `Setup.signin`).
+    Without `registered`, the mount names no client: the hub registers itself at the authorization server."""
     hub_port, upstream_port, signin_port = free_port(), free_port(), free_port()
     signin = SignInIssuer(f"http://127.0.0.1:{signin_port}") if oauth else None
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
@@ -131,8 +137,7 @@ async def user_hub(
             "auth": {
                 "mode": "user",
                 "issuer": issuer,
-                "client_id": "the-hub",
-                "client_secret": SECRET,
+                **({"client_id": "the-hub", "client_secret": SECRET} if registered else {}),
                 "scope": "tracker",
                 "redirect_uri": f"http://127.0.0.1:{hub_port}/oauth/callback",
                 "token_key": "${HUB_TOKEN_KEY}",

@@ -11,6 +11,12 @@ redirect URI with a code, which the client trades, with its PKCE verifier, for a
 and a refresh token (authorization code grant, RFC 6749 4.1, RFC 7636); refresh tokens are
 rotated on use. It revokes tokens (RFC 7009) at `/revoke`, for the client they were issued to, and
 answers 200 for a token it does not know (`revocation = False`: no such endpoint, none in its metadata).
+It also takes both parts of enterprise-managed authorization (SEP-990): as the organisation's identity provider,
+it exchanges a subject token it issued for an ID-JAG (`requested_token_type`
+`urn:ietf:params:oauth:token-type:id-jag`: a JWT, `typ` `oauth-id-jag+jwt`, signed with its own EC key, for the
+`audience` and `resource` asked, naming `jag_client_id` as the client at that authorization server); as a server's
+authorization server, it takes the JWT bearer grant (RFC 7523) with an ID-JAG its `trusts` identity provider
+signed, for it (`aud`), naming the authenticated client, and issues a token for the ID-JAG's resource and subject.
 It keeps every token it issued and every token and revocation
 request it was sent, so a test can check what a client asked for, and it can revoke a
 token or refuse every request.
@@ -31,12 +37,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlencode
 
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 @dataclass
@@ -68,6 +79,14 @@ class AuthorizationServer:
     """Serve `/revoke` and publish it in the metadata."""
     revocations: list[dict[str, Any]] = field(default_factory=list)
     """Every revocation request: its form fields, the client it authenticated as, and the status answered."""
+    key: ECKey = field(default_factory=lambda: ECKey.generate_key("P-256", parameters={"kid": "idp-1"}))
+    """What it signs ID-JAGs with."""
+    jag_client_id: str = "the-hub"
+    """As an identity provider: the client an ID-JAG names (the hub's client at the server's authorization server)."""
+    id_jags: list[dict[str, Any]] = field(default_factory=list)
+    """As an identity provider: the claims of every ID-JAG it issued."""
+    trusts: AuthorizationServer | None = None
+    """As a server's authorization server: the identity provider whose ID-JAGs it takes."""
 
     def app(self) -> Starlette:
         return Starlette(
@@ -194,6 +213,10 @@ class AuthorizationServer:
             if exchanged is None or exchanged.subject is None:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             subject = exchanged.subject
+            if form.get("requested_token_type") == ID_JAG:
+                return self._id_jag(form, subject)
+        elif form.get("grant_type") == JWT_BEARER:
+            return self._jwt_bearer(client_id, form)
         elif form.get("grant_type") != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         token = secrets.token_urlsafe(24)
@@ -202,6 +225,47 @@ class AuthorizationServer:
             {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in},
             headers={"cache-control": "no-store"},
         )
+
+    def _id_jag(self, form: dict[str, Any], subject: str) -> Response:
+        """As an identity provider: an ID-JAG for `subject`, for the authorization server `audience`."""
+        audience, resource = form.get("audience"), form.get("resource")
+        if not audience or not resource:
+            return JSONResponse({"error": "invalid_request", "error_description": "audience and resource"}, 400)
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "sub": subject,
+            "aud": audience,
+            "client_id": self.jag_client_id,
+            "resource": resource,
+            "jti": secrets.token_urlsafe(12),
+            "iat": now,
+            "exp": now + 300,
+        }
+        self.id_jags.append(claims)
+        grant = jwt.encode({"alg": "ES256", "typ": "oauth-id-jag+jwt"}, claims, self.key, algorithms=["ES256"])
+        answer = {"access_token": grant, "issued_token_type": ID_JAG, "token_type": "N_A", "expires_in": 300}
+        return JSONResponse(answer, headers={"cache-control": "no-store"})
+
+    def _jwt_bearer(self, client_id: str, form: dict[str, Any]) -> Response:
+        """As a server's authorization server: a token for the subject and resource of an ID-JAG from `trusts`."""
+        if self.trusts is None:
+            return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+        try:
+            grant = jwt.decode(str(form.get("assertion", "")), self.trusts.key, algorithms=["ES256"])
+        except (JoseError, ValueError):
+            return JSONResponse({"error": "invalid_grant", "error_description": "not a signed ID-JAG"}, 400)
+        claims = grant.claims
+        if (
+            grant.header.get("typ") != "oauth-id-jag+jwt"
+            or claims.get("iss") != self.trusts.issuer
+            or claims.get("aud") != self.issuer
+            or claims.get("client_id") != client_id
+            or not isinstance(claims.get("exp"), int)
+            or claims["exp"] < time.time()
+        ):
+            return JSONResponse({"error": "invalid_grant", "error_description": "not an ID-JAG for this client"}, 400)
+        return self._issue(client_id, claims.get("resource"), claims.get("sub"), refresh=False)
 
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009: the client authenticates; a token issued to it is revoked (an access token is refused from

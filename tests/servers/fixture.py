@@ -13,6 +13,7 @@ Options:
   --page-size K        paginate its own lists, K items a page (0: no pagination)
   --hang-on-start      never answer anything (a server that hangs at start-up)
   --exit-on-start      exit at once with status 3 (a server that cannot start)
+  --say TEXT           first write TEXT to stderr, its $VARIABLES expanded (a server telling why it fails)
   --start-delay S      wait S seconds before serving (a server that is slow to start)
 """
 
@@ -39,6 +40,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
 
+ECHO_ICON = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAHElEQVR42mP4TyJgoKMG/ejLeNCohuGjYdAkPgCN"
+    "Blqf8x6REAAAAABJRU5ErkJggg=="
+)
+"""A 16x16 picture (a blue square), the echo tool's second icon: one a page can draw without fetching anything."""
+
 BASE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "echo",
@@ -47,7 +54,10 @@ BASE_TOOLS: list[dict[str, Any]] = [
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
         "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}, "server": {"type": "string"}}},
         "annotations": {"readOnlyHint": True},
-        "icons": [{"src": "https://example.com/echo.png", "mimeType": "image/png"}],
+        "icons": [
+            {"src": "https://example.com/echo.png", "mimeType": "image/png"},
+            {"src": ECHO_ICON, "mimeType": "image/png", "sizes": ["16x16"]},
+        ],
         "_meta": {"example.com/owner": "tests"},
     },
     {
@@ -528,9 +538,12 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--hang-on-start", action="store_true")
     parser.add_argument("--exit-on-start", action="store_true")
+    parser.add_argument("--say", default="")
     parser.add_argument("--start-delay", type=float, default=0.0)
     parser.add_argument("--tools-only", action="store_true", help="offer tools and nothing else")
     opts = parser.parse_args()
+    if opts.say:
+        print(os.path.expandvars(opts.say), file=sys.stderr, flush=True)
     if opts.exit_on_start:
         print("fixture: refusing to start", file=sys.stderr)
         sys.exit(3)

@@ -45,6 +45,7 @@ from mcp_hub.auth.middleware import Credentials, StepUp
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
+from mcp_hub.server.http.cards import Cards
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
 from mcp_hub.server.http.handshake import HandshakeRequests
@@ -85,6 +86,7 @@ def build_app(
     parkings: Mapping[str, ParkingLot] | None = None,
     routes: Sequence[BaseRoute] = (),
     step_up: StepUp | None = None,
+    cards: Cards | None = None,
 ) -> ASGIApp:
     """The ASGI app: MCP at `path`, hub and mount status at `/healthz` and `/readyz`; each curated endpoint's
     server of `endpoints` (`[endpoints.NAME]`, server/curated.py) at `path/NAME`, behind the same door (the
@@ -109,6 +111,9 @@ def build_app(
     seconds is closed (its id is then answered 404); None: sessions never expire.
 
     `admin`: the admin console (mcp_hub/admin/), served at `/admin`.
+
+    `cards`: the server cards of the endpoints, at `path/server-card` and `path/NAME/server-card`, and their
+    catalog at `/.well-known/mcp/catalog.json` (cards.py), served without credentials.
 
     With a `cluster` (and the endpoint's `parking` lot; `parkings`: each curated endpoint's), requests for
     another replica's session or parked call are forwarded to it, and so are the sign-in pages and callbacks
@@ -219,6 +224,7 @@ def build_app(
             Route("/readyz", endpoint=readyz, methods=["GET"]),
             *([Route("/", endpoint=home, methods=["GET"])] if path != "/" else ()),
             *routes,
+            *(cards.routes() if cards is not None else ()),
             *(_metadata_routes(oauth, [path, *curated]) if oauth is not None else ()),
             *([Mount("/admin", app=admin)] if admin is not None else ()),
         ],
@@ -228,7 +234,8 @@ def build_app(
     if cluster is not None:  # a sign-in another replica began goes to it
         routed = SignIns(app, cluster, path, max_request_body)
         replicas.append(routed)
-    return _Front(routed, path, endpoint, curated, unknown)
+    card_paths = frozenset(cards.paths()) if cards is not None else frozenset()
+    return _Front(routed, path, endpoint, curated, unknown, card_paths)
 
 
 def _metadata_routes(oauth: OAuthSettings, paths: Sequence[str]) -> list[Route]:
@@ -308,9 +315,17 @@ class _Front:
     hub's own routing of a call; the endpoint's middleware handles its own errors."""
 
     def __init__(
-        self, app: ASGIApp, path: str, endpoint: ASGIApp, curated: Mapping[str, ASGIApp], unknown: ASGIApp
+        self,
+        app: ASGIApp,
+        path: str,
+        endpoint: ASGIApp,
+        curated: Mapping[str, ASGIApp],
+        unknown: ASGIApp,
+        cards: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
+        self._cards = cards
+        """The server cards' paths, below the endpoint's but the app's to serve (cards.py)."""
         self._path = path
         self._endpoint = endpoint
         self._curated = curated
@@ -323,7 +338,7 @@ class _Front:
             await self.app(scope, receive, send)
         elif scope["path"] == self._path:
             await self._endpoint(scope, receive, send)
-        elif scope["path"].startswith(self._below):
+        elif scope["path"].startswith(self._below) and scope["path"] not in self._cards:
             await self._curated.get(scope["path"], self._unknown)(scope, receive, send)
         else:
             await self.app(scope, receive, send)
