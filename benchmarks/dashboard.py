@@ -18,7 +18,8 @@ without a console, and the hub's CPU per call (from /proc, the mean over rounds;
 Then, in this process, what the one measurement a call adds costs (a histogram record, timed over 100,000), and
 what one collection costs (every 2 s: the OpenTelemetry SDK's part in a worker thread,
 adding it to the rings on the hub's event loop): a hub's telemetry with the dashboard's reader, 50 and `--series`
-distinct tool x principal pairs recorded, collected and added to the rings, each part timed.
+distinct tool x principal pairs recorded, collected and added to the rings, each part timed; and what drawing the
+overview's live part costs with 50 tools x 10 principals busy in every slot of the hour.
 """
 
 from __future__ import annotations
@@ -169,6 +170,38 @@ def recording(records: int = 100_000) -> None:
     print(f"one call's measurement (histogram record, a fresh attribute dict): median {median:.1f} µs")
 
 
+def drawing(tools: int = 50, principals: int = 10) -> None:
+    """What drawing the overview's live part costs (on the event loop, once per collection, however many pages
+    follow it), with `tools` x `principals` pairs busy in every slot of the hour."""
+    from mcp_hub.admin import dashboard as pages
+    from mcp_hub.observe.series import SLOTS, Rings
+
+    rings, last = Rings(), 100_000
+    for slot in range(last - SLOTS + 1, last + 1):
+        for tool in range(tools):
+            principal = f"p{tool % principals}"
+            keys = [("hub",), ("mount", f"m{tool % 10}"), ("tool", f"t{tool}"), ("principal", principal)]
+            for key in [*keys, ("principal_tool", principal, f"t{tool}")]:
+                cell = rings.cell(slot, key)
+                cell.calls += 1
+                cell.buckets[5] = cell.buckets.get(5, 0) + 1
+    timings = []
+    for _ in range(5):
+        rings.cell(last, ("hub",)).calls += 1  # a collection came: the sums kept for the last drawing are dropped
+        started = time.perf_counter()
+        points = rings.points(("hub",), last, SLOTS)
+        html = pages._headline(rings.total(("hub",), last, 30)) + pages._charts("hub", points, last)
+        html += pages._decision_chart(points, last)
+        html += pages._timelines("", [f"m{i}" for i in range(10)], rings, last, SLOTS)
+        html += pages._table("", "tool", rings, last, SLOTS, 10) + pages._decisions(rings, last, SLOTS, "mount", "")
+        html += pages._table("", "principal", rings, last, SLOTS, 20)
+        timings.append(time.perf_counter() - started)
+    print(
+        f"drawing the overview ({tools} tools x {principals} principals busy all hour): median "
+        f"{statistics.median(timings) * 1e3:.0f} ms, {len(html) // 1024} KiB, once per collection"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="The dashboard's cost on a call, and one collection's.")
     parser.add_argument("--rounds", type=int, default=8)
@@ -180,6 +213,7 @@ def main() -> None:
     recording()
     for series in (50, args.series):
         collection(series)
+    drawing()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+from cachetools import LRUCache
 from sse_starlette import ServerSentEvent
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -77,6 +78,8 @@ class DashboardPages:
 
     def __init__(self, console: ConsoleParts) -> None:
         self._pages = console
+        self._drawn: LRUCache[str, tuple[int, str]] = LRUCache(64)
+        """Page (path and query) -> the collection it was drawn in, and its live part as drawn."""
 
     def routes(self) -> list[Route]:
         page, stream = self._pages.page, self._pages.stream
@@ -124,8 +127,15 @@ class DashboardPages:
             if dashboard is None:
                 return
             last = None
+            page = f"{request.url.path}?{request.url.query}"
             while True:
-                html = self._pages.masked(await live(request, await dashboard.view()))
+                drawn = self._drawn.get(page)
+                if drawn is not None and drawn[0] == dashboard.generation:
+                    html = drawn[1]
+                else:  # drawn once per collection, however many pages follow it
+                    generation = dashboard.generation
+                    html = self._pages.masked(await live(request, await dashboard.view()))
+                    self._drawn[page] = (generation, html)
                 if html != last:
                     last = html
                     yield ServerSentEvent(html, event="replace")

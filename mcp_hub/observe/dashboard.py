@@ -91,6 +91,8 @@ class Dashboard:
         self.cluster = cluster
         self.changed = anyio.Event()
         """Set (and replaced) at each collection: the console's live pages redraw."""
+        self.generation = 0
+        """Counts the collections: a page drawn in one is the same until the next (the console keeps it)."""
         self._clock = clock
         self._reader = _reader()
         telemetry.add_reader(self._reader)
@@ -133,6 +135,7 @@ class Dashboard:
         """Add what `read` returned to the current slot (on the event loop: the console reads the rings there)."""
         if data is not None:
             self.feed(data, self.now())
+        self.generation += 1
         changed, self.changed = self.changed, anyio.Event()
         changed.set()
 

@@ -61,14 +61,19 @@ class Cell:
         self.calls += other.calls
         self.errors += other.errors
         self.seconds += other.seconds
-        for index, count in other.buckets.items():
-            self.buckets[index] = self.buckets.get(index, 0) + count
-        for kind, count in other.decisions.items():
-            self.decisions[kind] = self.decisions.get(kind, 0) + count
-        for kind, count in other.failures.items():
-            self.failures[kind] = self.failures.get(kind, 0) + count
-        self.states |= other.states
         self.restarts += other.restarts
+        if other.buckets:
+            mine = self.buckets
+            for index, count in other.buckets.items():
+                mine[index] = mine.get(index, 0) + count
+        if other.decisions:
+            for kind, count in other.decisions.items():
+                self.decisions[kind] = self.decisions.get(kind, 0) + count
+        if other.failures:
+            for kind, count in other.failures.items():
+                self.failures[kind] = self.failures.get(kind, 0) + count
+        if other.states:
+            self.states |= other.states
 
     def record(self, count: int, seconds: float, buckets: Iterable[tuple[int, int]], errors: bool) -> None:
         """`count` calls that took `seconds` in all, as (index into `BOUNDARIES`, calls) pairs (`sparse`)."""
@@ -143,9 +148,13 @@ class Rings:
         self.slots = slots
         self.cells: dict[int, dict[Key, Cell]] = {}
         """slot -> key -> cell (read it; write through `cell`, which keeps the ring bounded)."""
+        self._sums: dict[tuple[int, int], dict[Key, Cell]] = {}
+        """(last, count) -> every key's cells of those slots summed, until the next write (`totals`)."""
 
     def cell(self, slot: int, key: Key) -> Cell:
-        """The cell of `key` in `slot`, made if new; slots older than the ring is deep are dropped."""
+        """The cell of `key` in `slot` (to write to), made if new; slots older than the ring is deep are dropped."""
+        if self._sums:
+            self._sums.clear()
         cells = self.cells.get(slot)
         if cells is None:
             cells = self.cells[slot] = {}
@@ -181,20 +190,30 @@ class Rings:
 
     def keys(self, kind: str) -> set[Key]:
         """Every key of `kind` ("mount", "tool"...) with a cell in the ring."""
-        return {key for cells in self.cells.values() for key in cells if key[0] == kind}
+        return {key for key in self.totals(max(self.cells, default=0), self.slots) if key[0] == kind}
 
     def points(self, key: Key, last: int, count: int) -> list[Cell]:
         """`key`'s cells of the `count` slots ending with `last`, oldest first (empty cells where nothing was)."""
         return [self.cells.get(slot, {}).get(key) or Cell() for slot in range(last - count + 1, last + 1)]
 
     def total(self, key: Key, last: int, count: int) -> Cell:
-        """`key`'s cells of the `count` slots ending with `last`, summed."""
-        summed = Cell()
-        for slot in range(last - count + 1, last + 1):
-            cell = self.cells.get(slot, {}).get(key)
-            if cell is not None:
-                summed.add(cell)
-        return summed
+        """`key`'s cells of the `count` slots ending with `last`, summed (to read: not to change)."""
+        return self.totals(last, count).get(key) or Cell()
+
+    def totals(self, last: int, count: int) -> Mapping[Key, Cell]:
+        """Every key's cells of the `count` slots ending with `last`, summed in one pass, and kept until the next
+        write: a page asks for many keys' totals over the same slots."""
+        sums = self._sums.get((last, count))
+        if sums is None:
+            sums = {}
+            for slot in range(last - count + 1, last + 1):
+                for key, cell in self.cells.get(slot, {}).items():
+                    summed = sums.get(key)
+                    if summed is None:
+                        summed = sums[key] = Cell()
+                    summed.add(cell)
+            self._sums[(last, count)] = sums
+        return sums
 
     @classmethod
     def overlaid(cls, *layers: Rings) -> Rings:
