@@ -874,6 +874,11 @@ class AdminSettings(BaseModel):
     reload: the console's sessions signed in with a key removed or changed end (see mcp_hub/admin/sessions.py)."""
     session_hours: float = Field(default=8.0, gt=0, le=24 * 30, allow_inf_nan=False, strict=False)
     """How long a login lasts."""
+    dashboard: bool = True
+    """The console's dashboard (overview, and pages per mount, tool and principal): calls, errors and latency of
+    the last hour, read in-process from the hub's own metrics (which this turns on, exported or not as
+    `[telemetry] metrics` says; their cost on the call path is measured in benchmarks/dashboard.py). With
+    `[cluster]`, the sum over the replicas. False: no dashboard, and no metrics unless `[telemetry]` asks."""
 
     @field_validator("keys")
     @classmethod

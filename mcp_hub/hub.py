@@ -55,6 +55,7 @@ from mcp_hub.guardrails import Detectors, expand, poisoned, redacted
 from mcp_hub.live import LiveConfig, MountsChanged
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.audit_sinks import sinks_of
+from mcp_hub.observe.dashboard import Dashboard
 from mcp_hub.observe.otel import CURRENT, MountStatus, Telemetry
 from mcp_hub.policy.store import PolicyStore
 from mcp_hub.results import KeptResults, tokens
@@ -128,6 +129,8 @@ class Hub:
         self.pins = PinStore(config.pins_file(), on_flag=self.audit.record_tool_changed)
         self._tool_detectors = Detectors()
         self.telemetry = telemetry if telemetry is not None else Telemetry(config.telemetry)
+        self.dashboard = Dashboard(self.telemetry) if config.admin.enabled and config.admin.dashboard else None
+        """The console's dashboard (the hub's metrics read in-process: observe/dashboard.py), or None."""
         access = config.hub.access_log and access_log.isEnabledFor(logging.INFO)
         observer = None
         if self.telemetry.enabled or access:
@@ -142,6 +145,8 @@ class Hub:
             links.append(trail)
         self.cluster = Cluster(config.cluster.redis, config.cluster.secret) if config.cluster.redis else None
         """The Redis replicas share rate limits and kept results in (`[cluster]`), or None."""
+        if self.dashboard is not None:
+            self.dashboard.cluster = self.cluster
         self._shared_pins = SharedPins(self.cluster, self.pins) if self.cluster and self.pins.enabled else None
         """The pins this replica shares with the others (`[cluster]` and `[policy] pins`), or None."""
         self.budgets: BudgetCounter | None = None
@@ -274,6 +279,8 @@ class Hub:
                 tg.start_soon(self.search.index.run, self._searched, self._settled)
                 if self.cluster is not None:
                     tg.start_soon(self.cluster.run)
+                if self.dashboard is not None:
+                    tg.start_soon(self.dashboard.run)
                 try:
                     yield self
                 finally:
@@ -360,7 +367,7 @@ class Hub:
         ends, unless a call wants it first: children that start a few at a time leave the CPU to
         the hub and its clients, which the catalog snapshot already serves.
         """
-        if self.telemetry.enabled:
+        if self.telemetry.upstream:
             CURRENT.set(self.telemetry)  # in this task's own context: nothing to reset
         if pace is None or not await _take_place(pace, upstream.wanted):
             await upstream.run()
@@ -376,7 +383,9 @@ class Hub:
 
     def _mount_status(self) -> list[MountStatus]:
         return [
-            MountStatus(name, upstream.state == State.UP, upstream.restarts, upstream.client_sessions)
+            MountStatus(
+                name, upstream.state == State.UP, upstream.restarts, upstream.client_sessions, str(upstream.state)
+            )
             for name, upstream in list(self.upstreams.items())  # read by the metrics exporter's thread
         ]
 

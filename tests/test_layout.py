@@ -43,7 +43,7 @@ ALLOWED = {
     "config_reference": {"config"},
     "registry": {"errors", "config", "shown", "__init__"},
     "server_json": {"errors", "config", "importer", "registry", "shown"},
-    "observe": {"errors", "config", "shown", "__init__"},
+    "observe": {"errors", "config", "shown", "cluster", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},

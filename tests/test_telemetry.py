@@ -253,6 +253,7 @@ async def test_metrics_count_requests_and_report_mounts(tmp_path: Path) -> None:
         upstream = points(reader, "mcp.client.operation.duration")
         up = points(reader, "mcp_hub.upstream.up")
         restarts = points(reader, "mcp_hub.upstream.restarts")
+        states = points(reader, "mcp_hub.upstream.state")
         sessions = points(reader, "mcp_hub.upstream.sessions")
         spans = finished(hub, exporter)
 
@@ -261,11 +262,12 @@ async def test_metrics_count_requests_and_report_mounts(tmp_path: Path) -> None:
         "mcp_hub.outcome": "ok",
         "mcp_hub.mount": "a",
         "gen_ai.tool.name": "a_echo",
+        "mcp_hub.principal": "stdio",
     }
     assert [p.count for a, p in requests if a == echo] == [3]
-    # lists are counted by method alone
+    # lists are counted by method (and principal) alone
     assert [a for a, _ in requests if a["mcp.method.name"] == "tools/list"] == [
-        {"mcp.method.name": "tools/list", "mcp_hub.outcome": "ok"}
+        {"mcp.method.name": "tools/list", "mcp_hub.outcome": "ok", "mcp_hub.principal": "stdio"}
     ]
     to_server = {"mcp.method.name": "tools/call", "mcp_hub.mount": "a", "gen_ai.tool.name": "echo"}
     assert [p.count for a, p in upstream if a == to_server] == [3]
@@ -274,6 +276,8 @@ async def test_metrics_count_requests_and_report_mounts(tmp_path: Path) -> None:
     assert not [s for s in spans if s.name == "tools/list" and s.kind == SpanKind.CLIENT]
     assert {a["mcp_hub.mount"]: p.value for a, p in up} == {"a": 1, "bad": 0}
     assert {a["mcp_hub.mount"] for a, _ in restarts} == {"a", "bad"}
+    state = {a["mcp_hub.mount"]: a["mcp_hub.state"] for a, _ in states}
+    assert state["a"] == "up" and state["bad"] in ("down", "starting")  # backing off, or trying again
     assert {a["mcp_hub.mount"]: p.value for a, p in sessions} == {"a": 0, "bad": 0}
 
 

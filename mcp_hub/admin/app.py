@@ -36,6 +36,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
+from mcp_hub.admin.dashboard import ConsoleParts, DashboardPages
 from mcp_hub.admin.guard import Guard
 from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
 from mcp_hub.admin.sso import SingleSignOn, fingerprint
@@ -53,6 +54,7 @@ from mcp_hub.upstream import Upstream
 
 if TYPE_CHECKING:
     from mcp_hub.chain.budgets import BudgetCounter
+    from mcp_hub.observe.dashboard import Dashboard
 
 logger = logging.getLogger("mcp_hub.admin")
 
@@ -97,6 +99,7 @@ class ConsoleHub(Protocol):
     upstreams: Mapping[str, Upstream]
     cluster: Cluster | None
     budgets: BudgetCounter | None
+    dashboard: Dashboard | None
 
     def policy(self) -> PolicySet: ...
     def health(self, *, stderr: bool = False) -> dict[str, Any]: ...
@@ -145,6 +148,9 @@ class _Pages:
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
+        self.dashboard = DashboardPages(
+            ConsoleParts(hub, self._render, self._page, self._stream, self._closing, self._masked, self._session)
+        )
 
     def app(self) -> Starlette:
         page, action = self._page, self._action
@@ -155,6 +161,7 @@ class _Pages:
                 Route("/login", self._login, methods=["POST"]),
                 Route("/logout", action(self._logout), methods=["POST"]),
                 *self.sso.routes(),
+                *self.dashboard.routes(),
                 Route("/status", page(self._status)),
                 Route("/status/events", self._stream(self._status_events)),
                 Route("/catalog", page(self._catalog)),

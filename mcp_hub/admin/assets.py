@@ -44,6 +44,27 @@ a.button { display: block; text-align: center; background: var(--accent); color:
 .login { max-width: 360px; margin: 10vh auto; }
 details summary { cursor: pointer; }
 h2.section { margin-top: 1.6rem; }
+.charts { display: flex; flex-wrap: wrap; gap: .6rem; margin-bottom: .6rem; }
+svg.chart { background: #fff; border: 1px solid var(--line); max-width: 100%; height: auto; }
+svg.chart text { font-size: 10px; fill: var(--muted); }
+svg.chart text.title { font-size: 11px; font-weight: 600; fill: var(--fg); }
+svg.chart text.title .now { fill: var(--accent); }
+svg.chart line.grid { stroke: var(--line); stroke-width: 1; }
+svg.chart polyline { fill: none; stroke-width: 1.6; stroke-linejoin: round; }
+svg.chart .line-0 { stroke: #2f5bd3; fill: #2f5bd3; } svg.chart polyline.line-0 { fill: none; }
+svg.chart .line-1 { stroke: #b42318; fill: #b42318; } svg.chart polyline.line-1 { fill: none; }
+svg.chart .line-2 { stroke: #067647; fill: #067647; } svg.chart polyline.line-2 { fill: none; }
+svg.chart .line-3 { stroke: #b54708; fill: #b54708; } svg.chart polyline.line-3 { fill: none; }
+svg.chart .line-4 { stroke: #7a5af8; fill: #7a5af8; } svg.chart polyline.line-4 { fill: none; }
+svg.chart .line-5 { stroke: #0e9384; fill: #0e9384; } svg.chart polyline.line-5 { fill: none; }
+svg.chart text.legend { stroke: none; }
+svg.timeline { border: 0; background: transparent; display: block; width: 100%; height: auto; }
+.windows a { margin-right: .2rem; } .windows a.here { font-weight: 600; color: var(--fg); text-decoration: none; }
+svg.timeline .state-up { fill: #a6e3b8; } svg.timeline .state-warn { fill: #fedf89; }
+svg.timeline .state-bad { fill: #f97066; } svg.timeline .state-muted { fill: #d0d5dd; }
+svg.timeline .restart { fill: #b42318; }
+.timelines { background: #fff; border: 1px solid var(--line); padding: .4rem .6rem; }
+.columns { display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }
 .failing { color: var(--bad); font-weight: 400; font-size: .8rem; }
 .icons img.icon { vertical-align: middle; margin-right: .35rem; object-fit: contain; }
 .icon-src { display: block; color: var(--muted); font-size: .75rem; word-break: break-all; }

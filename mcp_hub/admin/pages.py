@@ -15,6 +15,7 @@ from mcp_hub.admin.icons import icons
 from mcp_hub.credentials.connections import Connection, Consent
 
 PAGES = (
+    ("dashboard", "Dashboard"),
     ("status", "Status"),
     ("catalog", "Catalog"),
     ("pins", "Pins"),

@@ -50,6 +50,9 @@ class Verdict:
     """The result budget the matching policy rules set (`max_result_tokens`; 0: none), or None (chain/results.py)."""
     cut: Mapping[str, Any] | None = None
     """What the result budget cut of the result, for the audit line: its size and where the whole is kept."""
+    guarded: str | None = None
+    """What the guardrails did to this call, the strongest of what they did: "blocked", "redacted" or "flagged"
+    (for the request's measurement: the dashboard counts guardrail hits by it); None: they found nothing."""
 
 
 @dataclass(frozen=True, slots=True)

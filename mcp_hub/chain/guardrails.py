@@ -139,6 +139,10 @@ def hub_secrets(config: HubConfig) -> set[str]:
     return {value for value in values if len(value) >= 6}
 
 
+_STRENGTH = {"flagged": 1, "redacted": 2, "blocked": 3}
+"""Which of what guards did a call's measurement names (`Verdict.guarded`): the strongest."""
+
+
 class Guardrails:
     def __init__(self, policy: Callable[[], PolicySet], detectors: Detectors, audit: AuditLog) -> None:
         self._policy = policy
@@ -432,11 +436,14 @@ class Guardrails:
             if refused and action == "redact":
                 action = "block"
             counts = ", ".join(f"{kind} x{count}" for kind, count in sorted(kinds.items()))
+            done = {"redact": "redacted", "block": "blocked", "flag": "flagged"}[action]
+            if _STRENGTH[done] > _STRENGTH.get(ctx.verdict.guarded or "", 0):
+                ctx.verdict.guarded = done
             self._audit.record(
                 call_event(
                     ctx,
                     arguments=None,
-                    outcome={"redact": "redacted", "block": "blocked", "flag": "flagged"}[action],
+                    outcome=done,
                     rule=guard_id,
                     reason=f"{detector} found {counts} in the {where}",
                     latency_ms=None,

@@ -10,8 +10,12 @@ access line). Neither is installed when
 telemetry is off and the access log is disabled.
 
 Outcomes: `ok`; `tool_error` (a tool answered `isError`); the policy's verdict when
-it stopped the call (`denied`, `refused`, `rate_limited`, `declined`); `error` (a
-JSON-RPC error, its code in `error.type`); `cancelled`.
+it stopped the call (`denied`, `refused`, `rate_limited`, `over_budget`, `declined`); `error` (a
+JSON-RPC error, its code in `error.type`); `cancelled`. The measurement of a request also names its
+principal (`mcp_hub.principal`), the policy's verdict when it was not a plain allow (`mcp_hub.decision`:
+confirmed, declined, cached, denied...) and what the guardrails did to it (`mcp_hub.guard`: blocked,
+redacted, flagged), so the console's dashboard (admin/dashboard.py) can show who called what and what was
+stopped.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from mcp_hub.observe.otel import CURRENT, Failure, Telemetry, span_name, target_
 access_log = logging.getLogger("mcp_hub.access")
 """One line per client request, at info: method, name, mount, principal, outcome, duration."""
 
-_STOPPED_BY_POLICY = frozenset({"denied", "refused", "rate_limited", "declined"})
+_STOPPED_BY_POLICY = frozenset({"denied", "refused", "rate_limited", "over_budget", "declined"})
 
 
 @dataclass(slots=True)
@@ -85,7 +89,7 @@ class RequestObserver:
         telemetry = self._telemetry
         request = _Request()
         request_token = _REQUEST.set(request)
-        telemetry_token = CURRENT.set(telemetry) if telemetry is not None else None
+        telemetry_token = CURRENT.set(telemetry) if telemetry is not None and telemetry.upstream else None
         principal = self._principal(ctx)
         target = target_of(ctx.method, ctx.params)
         span = None
@@ -132,7 +136,9 @@ class RequestObserver:
             if context_token is not None:
                 otel_context.detach(context_token)
             if telemetry is not None and telemetry.request_duration is not None:
-                telemetry.request_duration.record(elapsed, _metric_attributes(ctx.method, call, outcome, failure))
+                attributes = _metric_attributes(ctx.method, call, outcome, failure)
+                attributes["mcp_hub.principal"] = principal
+                telemetry.request_duration.record(elapsed, attributes)
             if telemetry_token is not None:
                 CURRENT.reset(telemetry_token)
             _REQUEST.reset(request_token)
@@ -182,6 +188,10 @@ def _metric_attributes(method: str, call: CallContext | None, outcome: str, fail
     attributes: dict[str, Any] = {"mcp.method.name": method, "mcp_hub.outcome": outcome}
     if call is not None:
         attributes["mcp_hub.mount"] = call.mount
+        if call.verdict.outcome != "allowed":  # confirmed, declined, cached, denied...
+            attributes["mcp_hub.decision"] = call.verdict.outcome
+        if call.verdict.guarded is not None:
+            attributes["mcp_hub.guard"] = call.verdict.guarded
         if call.kind == "tool":
             attributes["gen_ai.tool.name"] = call.public
         elif call.kind == "prompt":

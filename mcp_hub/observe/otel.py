@@ -17,10 +17,13 @@ What the hub reports, by OpenTelemetry's MCP conventions where they name it:
   (requests to mounted servers, including the hub's own listings and pings):
   histograms in seconds whose counts are the request counts, by method, mount, tool or
   prompt, outcome and `error.type`;
-- `mcp_hub.upstream.up`, `mcp_hub.upstream.restarts` and `mcp_hub.upstream.sessions`,
-  read from the supervisors when metrics are collected.
+- `mcp_hub.upstream.up`, `mcp_hub.upstream.state`, `mcp_hub.upstream.restarts` and
+  `mcp_hub.upstream.sessions`, read from the supervisors when metrics are collected.
 - `mcp_hub.audit.sink.up`, `.buffered`, `.sent` and `.dropped`, read from the audit sinks
   ([[audit.sinks]]) when metrics are collected.
+
+Metrics are on when `[telemetry] metrics` exports them, and when the admin console's dashboard reads them in
+the hub's own process (`add_reader`; observe/dashboard.py), exported or not.
 
 `CURRENT` holds the telemetry of the hub a task works for, set only while telemetry
 is on: with it off, a request to a mounted server costs one context-variable read.
@@ -90,6 +93,8 @@ class MountStatus(NamedTuple):
     up: bool
     restarts: int
     sessions: int
+    state: str = "up"
+    """The supervisor's state (starting, up, down, disabled, stopped)."""
 
 
 CURRENT: ContextVar[Telemetry | None] = ContextVar("mcp_hub.telemetry", default=None)
@@ -116,9 +121,13 @@ class Telemetry:
     ) -> None:
         self.settings = settings
         self.tracing = span_exporter is not None or settings.traces != "off"
-        self.measuring = metric_reader is not None or settings.metrics != "off"
+        self.exporting = metric_reader is not None or settings.metrics != "off"
+        """Metrics leave the process (or a reader given here reads them all)."""
+        self.measuring = self.exporting
         self._span_exporter = span_exporter
         self._metric_reader = metric_reader
+        self._readers: list[MetricReader] = []
+        """Readers in the hub's own process (the console's dashboard: admin/dashboard.py), beside the exporter."""
         self._tracer_provider: TracerProvider | None = None
         self._meter_provider: MeterProvider | None = None
         self.tracer: Tracer | None = None
@@ -131,6 +140,19 @@ class Telemetry:
     @property
     def enabled(self) -> bool:
         return self.tracing or self.measuring
+
+    @property
+    def upstream(self) -> bool:
+        """Requests to mounted servers are traced or measured (`CURRENT` is set for them): with traces on, or
+        metrics exported. The console's dashboard reads the client requests' measurements only, so with it
+        alone the requests to servers cost nothing more."""
+        return self.tracing or self.exporting
+
+    def add_reader(self, reader: MetricReader) -> None:
+        """Read the metrics in-process with `reader` too (before `start`): metrics are on from then on, exported
+        only as `[telemetry] metrics` says."""
+        self._readers.append(reader)
+        self.measuring = True
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -153,8 +175,10 @@ class Telemetry:
         if self.measuring:
             from opentelemetry.sdk.metrics import MeterProvider
 
-            reader = self._metric_reader or self._configured_reader()
-            meter_provider = MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+            readers = list(self._readers)
+            if self.exporting:
+                readers.insert(0, self._metric_reader or self._configured_reader())
+            meter_provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
             self._meter_provider = meter_provider
             meter = meter_provider.get_meter(SCOPE, __version__)
             self.request_duration = meter.create_histogram(
@@ -163,12 +187,13 @@ class Telemetry:
                 description="Client requests to the hub, from receipt until answered.",
                 explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
             )
-            self.upstream_duration = meter.create_histogram(
-                "mcp.client.operation.duration",
-                unit="s",
-                description="Requests from the hub to mounted servers, from sending until answered.",
-                explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
-            )
+            if self.exporting:
+                self.upstream_duration = meter.create_histogram(
+                    "mcp.client.operation.duration",
+                    unit="s",
+                    description="Requests from the hub to mounted servers, from sending until answered.",
+                    explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
+                )
             _observe_mounts(meter, mounts)
             _observe_sinks(meter, sinks)
 
@@ -395,6 +420,17 @@ def _observe_mounts(meter: Any, mounts: Callable[[], Iterable[MountStatus]]) -> 
         callbacks=[observe(lambda mount: mount.restarts)],
         unit="{restart}",
         description="Reconnections (restarts, for stdio servers) since the hub started.",
+    )
+
+    def states(options: CallbackOptions) -> Iterator[Observation]:
+        for mount in mounts():
+            yield Observation(1, {"mcp_hub.mount": mount.name, "mcp_hub.state": mount.state})
+
+    meter.create_observable_gauge(
+        "mcp_hub.upstream.state",
+        callbacks=[states],
+        unit="1",
+        description="1 for the state each mount is in (starting, up, down, disabled, stopped), by `mcp_hub.state`.",
     )
     meter.create_observable_gauge(
         "mcp_hub.upstream.sessions",
