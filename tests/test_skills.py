@@ -33,7 +33,7 @@ from mcp_hub.config import load_config
 from mcp_hub.errors import InvalidCursor
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
-from mcp_hub.server.skills import decode_cursor, encode_cursor, skills_settings
+from mcp_hub.server.skills import Cursors, merge_meta, skills_settings
 from mcp_hub.skills_server import FolderSkills
 from mcp_hub.skills_server import build_server as skills_server
 from tests.conftest import ROOT, hub_client, module_server, running_hub, script_server, serve_app, write_config
@@ -73,6 +73,13 @@ async def declared(client: Client, mode: str) -> dict[str, Any]:
     return dict(discovered["capabilities"].get("extensions") or {})
 
 
+def page_meta(page: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 page's `_meta` but the identity stamp of who answered (through the hub, the hub's own)."""
+    meta = dict(page.get("_meta") or {})
+    assert meta.pop("io.modelcontextprotocol/serverInfo", {"name": "mcp-hub"})["name"] == "mcp-hub"
+    return meta
+
+
 def body(contents: dict[str, Any]) -> bytes:
     return contents["text"].encode() if "text" in contents else base64.b64decode(contents["blob"])
 
@@ -88,8 +95,9 @@ def in_hub_form(mount: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator[Hub]:
-    """A hub mounting `docs` (stdio, a skill a page) and `ops` (streamable HTTP), with `policy` as its policy file."""
+async def skills_hub(tmp_path: Path, policy: str | None = None, extra: str = "") -> AsyncIterator[Hub]:
+    """A hub mounting `docs` (stdio, a skill a page) and `ops` (streamable HTTP), with `policy` as its policy file and
+    `extra` added to its hub.toml."""
     async with serve_app(build_server(DATA / "ops", name="ops").streamable_http_app()) as ops:
         servers = {
             "docs": script_server(SERVER, str(DATA / "docs"), "--page", "1"),
@@ -101,6 +109,8 @@ async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator
             (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
             with path.open("a", encoding="utf-8") as file:
                 file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+        with path.open("a", encoding="utf-8") as file:
+            file.write(textwrap.dedent(extra))
         async with running_hub(load_config(path)) as hub:
             yield hub
 
@@ -194,6 +204,34 @@ async def test_unknown_skills_folders_and_cursors_are_invalid_params(tmp_path: P
         assert refusals[-1][1].startswith("Invalid cursor")
 
 
+@slow  # ~1 s: a hub with a stdio server and one over HTTP
+async def test_a_cursor_is_opaque_and_one_for_a_mount_the_caller_does_not_list_is_invalid(tmp_path: Path) -> None:
+    async with (
+        skills_hub(tmp_path, extra='\n[endpoints.ops-only]\nservers = ["ops"]\n') as hub,
+        hub_client(hub, "2026-07-28") as client,
+        Client(hub.endpoints["ops-only"].server, mode="2026-07-28", cache=None) as ops_only,
+    ):
+        first = await send(client, "skills/list")
+        cursor = first["nextCursor"]  # docs serves a skill a page: the cursor resumes at docs' second page
+        assert "docs" not in cursor and b"docs" not in base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        # The page's _meta is its server's (the identity stamp the hub's own, as on every 2026-07-28 answer).
+        assert page_meta(first) == {"example.com/folder": "docs", "example.com/index": "tests"}
+        # At the endpoint that lists ops only: the main endpoint's cursor, and one sealed with this endpoint's own
+        # key naming docs (which it does not list), answer as a cursor the hub never gave.
+        sealer = hub.endpoints["ops-only"].skill_cursors
+        for given in (cursor, sealer.seal("docs", "1", "stdio", "ops-only")):
+            with pytest.raises(MCPError) as refused:
+                await send(ops_only, "skills/list", cursor=given)
+            assert refused.value.error.code == INVALID_PARAMS
+            assert refused.value.error.message.startswith("Invalid cursor")
+        assert [e["uri"] for e in (await listing(ops_only))[0]] == [
+            "skill://ops/git-workflow/SKILL.md",
+            "skill://ops/release-notes/SKILL.md",
+        ]
+        resumed = await send(ops_only, "skills/list", cursor=sealer.seal("ops", None, "stdio", "ops-only"))
+        assert len(resumed["skills"]) == 2
+
+
 POLICY = """
 [principals]
 stdio = "reader"
@@ -238,6 +276,30 @@ async def test_a_policy_shows_only_the_skills_its_profile_may_read_and_audits_ea
         ("docs", "skill://acme/billing/refunds/SKILL.md", "denied"),
         ("ops", "skill://git-workflow/SKILL.md", "denied"),
     ]
+
+
+OPS_POLICY = """
+[principals]
+stdio = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "git-only"
+effect = "allow"
+resources = ["ops/skill://git-workflow/*"]
+"""
+
+
+@slow
+async def test_a_page_made_of_several_servers_pages_keeps_the_meta_they_agree_on(tmp_path: Path) -> None:
+    """docs' two pages show nothing to this profile: the hub's first page is made of them and ops' page, whose
+    `_meta` name other folders; the key they all give alike is kept."""
+    async with skills_hub(tmp_path, OPS_POLICY) as hub, hub_client(hub, "2026-07-28") as client:
+        page = await send(client, "skills/list")
+    assert [e["uri"] for e in page["skills"]] == ["skill://ops/git-workflow/SKILL.md"]
+    assert page_meta(page) == {"example.com/index": "tests"}
+    assert "nextCursor" not in page
 
 
 # --- the conformance suite's skills scenarios ------------------------------------------------------------------------
@@ -300,20 +362,42 @@ def test_the_hubs_settings_read_folders_when_any_mount_does() -> None:
     assert skills_settings([True, None]) is None  # not settings: as if not declared
 
 
-def test_a_listing_cursor_names_the_mount_and_its_servers_cursor_and_nothing_else_is_one() -> None:
+def test_a_listing_cursor_is_sealed_for_its_caller_and_endpoint_and_nothing_else_opens() -> None:
+    cursors = Cursors()
     for mount, inner in [("docs", None), ("docs", "2"), ("ops", "opaque=+/")]:
-        assert decode_cursor(encode_cursor(mount, inner)) == (mount, inner)
+        sealed = cursors.seal(mount, inner, "alice", None)
+        assert cursors.open(sealed, "alice", None) == (mount, inner)
+        # Opaque: neither the mount nor the server's cursor can be read in it, even decoded.
+        decoded = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+        assert mount.encode() not in decoded and mount not in sealed
+        for caller, endpoint in [("bob", None), ("alice", "pdf")]:  # another caller, another endpoint
+            with pytest.raises(InvalidCursor):
+                cursors.open(sealed, caller, endpoint)
+    sealed = cursors.seal("docs", None, "alice", None)
     forged = [
         "",
         "not base64!",
-        base64.urlsafe_b64encode(b"[1]").decode(),
-        base64.urlsafe_b64encode(b'{"m": 1, "c": null}').decode(),
-        encode_cursor("docs", None) + "A",
-        base64.urlsafe_b64encode(b'{"m": "docs", "c": null}').decode(),  # spaced: not what the hub gives
+        base64.urlsafe_b64encode(b'{"m":"docs","c":null}').decode().rstrip("="),  # the hub's former, readable form
+        sealed[:-2] + ("AA" if not sealed.endswith("AA") else "BB"),  # altered
+        Cursors().seal("docs", None, "alice", None),  # another hub's (another key)
     ]
     for cursor in forged:
         with pytest.raises(InvalidCursor):
-            decode_cursor(cursor)
+            cursors.open(cursor, "alice", None)
+    # The replicas' shared key seals from then on; what the old key sealed still opens.
+    cursors.use_key(b"k" * 32)
+    assert cursors.open(sealed, "alice", None) == ("docs", None)
+    other = Cursors()
+    other.use_key(b"k" * 32)
+    assert other.open(cursors.seal("ops", "1", "alice", None), "alice", None) == ("ops", "1")
+
+
+def test_the_meta_of_merged_pages_keeps_each_key_the_pages_agree_on() -> None:
+    assert merge_meta([]) is None and merge_meta([None, "x"]) is None
+    assert merge_meta([{"a": 1}]) == {"a": 1}
+    assert merge_meta([{"a": 1, "b": 2}, None, {"a": 1, "c": 3}]) == {"a": 1, "b": 2, "c": 3}
+    assert merge_meta([{"a": 1, "b": 2}, {"a": 9}]) == {"b": 2}  # two values for "a": neither describes the page
+    assert merge_meta([{"a": 1}, {"a": 2}]) is None
 
 
 # --- mcp-hub-skills: a folder of skills served by the hub's own server -----------------------------------------------
