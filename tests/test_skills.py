@@ -29,8 +29,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import TypeAdapter
 
-from mcp_hub.config import load_config
-from mcp_hub.errors import InvalidCursor
+from mcp_hub.config import load_config, parse_config
+from mcp_hub.errors import ConfigError, InvalidCursor
 from mcp_hub.hub import Hub
 from mcp_hub.server.http import build_app
 from mcp_hub.server.skills import Cursors, merge_meta, skills_settings
@@ -611,3 +611,120 @@ async def test_a_third_party_skills_server_through_the_hub_is_as_direct(
                         file["size"],
                         file["digest"],
                     )
+
+
+# --- [skills] folder: the hub serves a folder of skills itself -------------------------------------------------------
+
+TEAM_POLICY = """
+[principals]
+stdio = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "deploy-only"
+effect = "allow"
+resources = ["team/skill://deploy/*"]
+"""
+
+
+@slow  # ~2 s: the hub starts mcp-hub-skills (in its sandbox, where there is one) and a server over HTTP
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_skills_folder_in_hub_toml_is_served_beside_the_servers_skills(tmp_path: Path, mode: str) -> None:
+    """`[skills] folder` (relative to hub.toml) is a mount of its own: listed after the servers' skills, each entry,
+    `skills/get`, folder read and file as `mcp-hub-skills` serves them directly, in the hub's form."""
+    root = team_folder(tmp_path / "team-skills")
+    async with (
+        serve_app(build_server(DATA / "docs").streamable_http_app()) as docs,
+        Client(skills_server(root), mode=mode, cache=None) as direct,
+    ):
+        path = write_config(tmp_path / "hub.toml", {"docs": {"url": f"{docs}/mcp"}})
+        with path.open("a", encoding="utf-8") as file:
+            file.write('\n[skills]\nfolder = "team-skills"\nmount = "team"\n')
+        config = load_config(path)
+        assert config.servers["team"].args == ("--name", "team", str(root))
+        assert config.servers["team"].sandbox is not None and config.servers["team"].sandbox.read == (str(root),)
+        async with running_hub(config) as hub, hub_client(hub, mode) as client:
+            assert (await declared(client, mode))[SKILLS] == {"directoryRead": True}
+            entries, _ = await listing(client)
+            own, _ = await listing(direct)
+            assert [e["uri"] for e in entries[:2]] == [
+                "skill://docs/acme/billing/refunds/SKILL.md",
+                "skill://docs/pdf-processing/SKILL.md",
+            ]
+            assert entries[2:] == [in_hub_form("team", e) for e in own]
+            for entry in entries[2:]:
+                native = "skill://" + entry["uri"].split("/", 3)[3]
+                got = await send(client, "skills/get", uri=entry["uri"])
+                assert got["skill"] == in_hub_form("team", (await send(direct, "skills/get", uri=native))["skill"])
+                for file in entry["resources"]:
+                    data = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
+                    assert data == (root / file["uri"].removeprefix("skill://team/")).read_bytes()
+                    assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+            folder = await send(client, "resources/directory/read", uri="skill://team/deploy")
+            assert [r["uri"] for r in folder["resources"]] == [
+                "skill://team/deploy/SKILL.md",
+                "skill://team/deploy/logo.bin",
+                "skill://team/deploy/run.sh",
+            ]
+
+
+@slow  # ~1.5 s: a hub starting mcp-hub-skills
+async def test_a_skills_folders_skills_are_under_the_policy_and_audited_as_a_servers(tmp_path: Path) -> None:
+    team_folder(tmp_path / "skills")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(TEAM_POLICY), encoding="utf-8")
+    path = tmp_path / "hub.toml"
+    path.write_text(
+        '[skills]\nfolder = "skills"\nmount = "team"\n\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n',
+        encoding="utf-8",
+    )
+    async with running_hub(load_config(path)) as hub, hub_client(hub, "2026-07-28") as client:
+        entries, _ = await listing(client)
+        assert [e["uri"] for e in entries] == ["skill://team/deploy/SKILL.md"]
+        assert (await send(client, "skills/get", uri="skill://team/deploy/SKILL.md"))["skill"] == entries[0]
+        with pytest.raises(MCPError) as hidden:
+            await send(client, "skills/get", uri="skill://team/team/review/SKILL.md")
+        assert (hidden.value.error.code, hidden.value.error.message) == (
+            INVALID_PARAMS,
+            "Unknown resource: skill://team/team/review/SKILL.md",
+        )
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    gets = [(line["mount"], line["name"], line["outcome"]) for line in lines if line["method"] == "skills/get"]
+    assert gets == [
+        ("team", "skill://deploy/SKILL.md", "allowed"),
+        ("team", "skill://team/review/SKILL.md", "denied"),
+    ]
+
+
+def test_a_skills_folder_that_is_not_one_or_whose_mount_is_taken_is_refused_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "skills").mkdir()
+    cases = [
+        ('[skills]\nfolder = "missing"\n', "skills.folder", "is not a folder; create it"),
+        ('[skills]\nfolder = "skills"\nmount = "Team_Skills"\n', "skills.mount", "write mount = 'team-skills'"),
+        ('[skills]\nfoldr = "skills"\n', "skills.foldr", "did you mean 'folder'?"),
+        (
+            '[servers.skills]\ncommand = "x"\n\n[skills]\nfolder = "skills"\n',
+            "skills.mount",
+            "[servers.skills] is in this file already",
+        ),
+        (
+            '[servers.only]\ncommand = "x"\nprefix = false\n\n[skills]\nfolder = "skills"\n',
+            "servers.only.prefix",
+            "the skills folder is mounted beside it",
+        ),
+    ]
+    for text, key, reason in cases:
+        with pytest.raises(ConfigError) as refused:
+            parse_config(text, str(tmp_path / "hub.toml"))
+        assert refused.value.key == key and reason in str(refused.value), (text, str(refused.value))
+    config = parse_config('[skills]\nfolder = "skills"\n', str(tmp_path / "hub.toml"))
+    server = config.servers["skills"]
+    assert (server.command, server.args) == ("mcp-hub-skills", ("--name", "skills", str(tmp_path / "skills")))
+    assert server.sandbox is not None
+    assert (server.sandbox.profile, server.sandbox.network, server.sandbox.read) == (
+        "standard",
+        "none",
+        (str(tmp_path / "skills"),),
+    )
+    assert parse_config("", str(tmp_path / "hub.toml")).servers == {}  # no folder: no mount
