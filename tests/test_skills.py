@@ -32,6 +32,7 @@ from pydantic import TypeAdapter
 from mcp_hub.config import load_config, parse_config
 from mcp_hub.errors import ConfigError, InvalidCursor
 from mcp_hub.hub import Hub
+from mcp_hub.live import folder_signature
 from mcp_hub.server.http import build_app
 from mcp_hub.server.skills import Cursors, merge_meta, skills_settings
 from mcp_hub.skills_server import FolderSkills
@@ -728,3 +729,49 @@ def test_a_skills_folder_that_is_not_one_or_whose_mount_is_taken_is_refused_with
         (str(tmp_path / "skills"),),
     )
     assert parse_config("", str(tmp_path / "hub.toml")).servers == {}  # no folder: no mount
+
+
+@slow  # ~6 s: a live hub starting mcp-hub-skills twice
+async def test_a_skill_added_to_the_folder_is_served_after_a_list_changed(tmp_path: Path) -> None:
+    """The hub watches the `[skills]` folder: a new skill restarts its mount, and clients hear
+    `resources/list_changed` once its files are listed."""
+    root = tmp_path / "skills"
+    skill(root / "deploy", "---\nname: deploy\ndescription: Ship a release\n---\n")
+    path = tmp_path / "hub.toml"
+    path.write_text('[skills]\nfolder = "skills"\n', encoding="utf-8")
+    hub = Hub(load_config(path))
+    changed = [anyio.Event()]
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceListChangedNotification):
+            changed[0].set()
+
+    async with hub.running(live=True), hub_client(hub, message_handler=on_message) as client:
+        await hub.wait_settled(30)
+        assert [e["uri"] for e in (await listing(client))[0]] == ["skill://skills/deploy/SKILL.md"]
+        skill(root / "review", "---\nname: review\ndescription: Review a change\n---\n", **{"notes.md": b"# Notes\n"})
+        with anyio.fail_after(30):  # the resources are listed again after each list_changed, until the new ones are
+            while "skill://skills/review/notes.md" not in {r.uri for r in (await client.list_resources()).resources}:
+                await changed[0].wait()
+                changed[0] = anyio.Event()
+        assert [e["uri"] for e in (await listing(client))[0]] == [
+            "skill://skills/deploy/SKILL.md",
+            "skill://skills/review/SKILL.md",
+        ]
+
+
+def test_the_folders_signature_changes_with_any_file_under_it(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    assert folder_signature(str(root)) is None
+    skill(root / "deploy", "---\nname: deploy\ndescription: Ship\n---\n")
+    seen = [folder_signature(str(root))]
+    assert seen[0] == folder_signature(str(root))  # nothing changed: the same
+    (root / "deploy" / "run.sh").write_bytes(b"#!/bin/sh\n")  # added
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "run.sh").write_bytes(b"#!/bin/bash\n")  # written (another size)
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "run.sh").rename(root / "deploy" / "go.sh")  # renamed
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "go.sh").unlink()  # removed: as at first, but for the folder's own time
+    seen.append(folder_signature(str(root)))
+    assert len(set(seen)) == len(seen)
