@@ -775,3 +775,28 @@ def test_the_folders_signature_changes_with_any_file_under_it(tmp_path: Path) ->
     (root / "deploy" / "go.sh").unlink()  # removed: as at first, but for the folder's own time
     seen.append(folder_signature(str(root)))
     assert len(set(seen)) == len(seen)
+
+
+@slow  # ~3 s: two hubs (replicas sharing a Redis) each with a stdio skills server
+async def test_replicas_open_each_others_cursors(tmp_path: Path, redis_server: Any) -> None:
+    """With `[cluster]`, a cursor one replica gave resumes the listing at another (the replicas' shared key)."""
+    hubs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        path = write_config(folder / "hub.toml", {"docs": script_server(SERVER, str(DATA / "docs"), "--page", "1")})
+        with path.open("a", encoding="utf-8") as file:
+            file.write(f'\n[cluster]\nredis = "{redis_server.url}"\nsecret = "replicas-secret"\n')
+        hubs.append(load_config(path))
+    async with (
+        running_hub(hubs[0]) as a,
+        running_hub(hubs[1]) as b,
+        hub_client(a, "2026-07-28") as at_a,
+        hub_client(b, "2026-07-28") as at_b,
+    ):
+        first = await send(at_a, "skills/list")
+        second = await send(at_b, "skills/list", cursor=first["nextCursor"])
+    assert [e["uri"] for e in first["skills"] + second["skills"]] == [
+        "skill://docs/acme/billing/refunds/SKILL.md",
+        "skill://docs/pdf-processing/SKILL.md",
+    ]
