@@ -1578,20 +1578,10 @@ class HubConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _sandbox_each_stdio_server(self) -> HubConfig:
-        """Each stdio server's `sandbox` becomes the one it runs in (`effective_sandbox`)."""
-        for name, server in self.servers.items():
-            if server.command is not None:
-                sandbox = effective_sandbox(self.sandbox, server.sandbox)
-                if sandbox != server.sandbox:
-                    self.servers[name] = server.model_copy(update={"sandbox": sandbox})
-        return self
-
-    @model_validator(mode="after")
     def _mount_skills_folder(self) -> HubConfig:
         """`[skills] folder` becomes the last mount (`SkillsSettings.server`), beside the servers of this file."""
         server = self.skills.server(self.path, self.sandbox)
-        if server is None or (self.servers.get(server.name) == server):  # validated again after ${VAR} expansion
+        if server is None or self.servers.get(server.name) == server:  # (a config validated again from its dump)
             return self
         if server.name in self.servers:
             raise rule_error(
@@ -1607,6 +1597,19 @@ class HubConfig(BaseModel):
                 *("servers", unprefixed, "prefix"),
             )
         self.servers[server.name] = server
+        return self
+
+    @model_validator(mode="after")
+    def _sandbox_each_stdio_server(self) -> HubConfig:
+        """Each stdio server's `sandbox` becomes the one it runs in (`effective_sandbox`); the `[skills]` folder's
+        mount has its own already (`SkillsSettings.server`)."""
+        for name, server in self.servers.items():
+            if self.skills.folder is not None and name == self.skills.mount:
+                continue
+            if server.command is not None:
+                sandbox = effective_sandbox(self.sandbox, server.sandbox)
+                if sandbox != server.sandbox:
+                    self.servers[name] = server.model_copy(update={"sandbox": sandbox})
         return self
 
     @model_validator(mode="after")
