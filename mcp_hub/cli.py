@@ -338,6 +338,11 @@ def _check(args: argparse.Namespace) -> int:
             needs = "pip install -e '.[search]' or -e '.[search-model]' from the checkout"
             ranking = f'bm25 ("{asked}" needs an embedding: {needs})'
         print(f"tool search: on, ranked by {ranking}")
+    if config.skills.folder is not None:
+        folder = config.servers[config.skills.mount].args[-1]
+        print(
+            f"[skills]: the skills of {folder}, served by the hub's mcp-hub-skills as the mount {config.skills.mount!r}"
+        )
     if not args.connect:
         unusable = 0
         for name, server in config.servers.items():

@@ -1295,6 +1295,53 @@ def _sandbox_table(value: Any) -> Any:
     return value
 
 
+class SkillsSettings(BaseModel):
+    """The [skills] table: a folder of Agent Skills (SEP-2640) the hub serves itself, for skills a team writes for its
+    own tool set. Unset `folder`: none (skills come only from the servers that publish them)."""
+
+    model_config = _MODEL_CONFIG
+
+    folder: str | None = Field(default=None, min_length=1)
+    """The folder whose subfolders holding a SKILL.md are skills (relative: to this hub.toml's folder). One folder:
+    folders nested in it give nested skill paths (`acme/billing/refunds` -> `skill://MOUNT/acme/billing/refunds`)."""
+    mount: str = "skills"
+    """The name its skills are mounted under, as a server's ([servers.NAME] must not use it):
+    `skill://skills/deploy/SKILL.md`, and `skills/skill://deploy/*` in policy rules and endpoint selectors."""
+
+    def server(self, config_path: str, hub_sandbox: SandboxSettings) -> ServerConfig | None:
+        """The mount that serves the folder: `mcp-hub-skills` as a stdio child (None: no folder), in the sandbox
+        ("standard", no network) with only the folder to read besides its own program, or unconfined with a
+        warning where no sandbox can be set up and [sandbox] does not require one."""
+        if self.folder is None:
+            return None
+        folder = os.path.normpath(Path(config_path).parent.absolute() / Path(self.folder).expanduser())
+        if not os.path.isdir(folder):
+            raise rule_error(
+                f"{folder} is not a folder; create it (each skill a subfolder with a SKILL.md), or name the folder "
+                "that holds your skills (a relative path is from this hub.toml's folder)",
+                *("skills", "folder"),
+            )
+        sandbox = SandboxSettings(
+            profile="standard", read=(folder,), network="none", required=bool(hub_sandbox.required)
+        )
+        return ServerConfig(
+            name=self.mount,
+            command="mcp-hub-skills",
+            args=("--name", self.mount, folder),
+            sandbox=sandbox,
+        )
+
+    @field_validator("mount")
+    @classmethod
+    def _mount_name(cls, mount: str) -> str:
+        if not MOUNT_NAME_PATTERN.match(mount):
+            raise rule_error(
+                f"invalid mount name {mount!r}: a name starts with a lowercase letter and has at most 32 lowercase "
+                f"letters, digits and hyphens; write mount = {to_mount_name(mount)!r}"
+            )
+        return mount
+
+
 class ServerConfig(BaseModel):
     """One [servers.NAME] table: a stdio child process (`command`) or a remote server (`url`)."""
 
@@ -1489,6 +1536,7 @@ class HubConfig(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
     admin: AdminSettings = Field(default_factory=AdminSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
     path: str = "hub.toml"
 
     def relative(self, path: str) -> Path:
@@ -1535,9 +1583,34 @@ class HubConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _mount_skills_folder(self) -> HubConfig:
+        """`[skills] folder` becomes the last mount (`SkillsSettings.server`), beside the servers of this file."""
+        server = self.skills.server(self.path, self.sandbox)
+        if server is None or self.servers.get(server.name) == server:  # (a config validated again from its dump)
+            return self
+        if server.name in self.servers:
+            raise rule_error(
+                f"[servers.{server.name}] is in this file already; name the skills folder's mount otherwise "
+                '(mount = "team-skills"), or rename that server',
+                *("skills", "mount"),
+            )
+        unprefixed = next((name for name, s in self.enabled_servers().items() if not s.prefix), None)
+        if unprefixed is not None:
+            raise rule_error(
+                f"prefix = false is only allowed when {unprefixed!r} is the only enabled server, and the skills folder "
+                "is mounted beside it; remove 'prefix = false', or the [skills] folder",
+                *("servers", unprefixed, "prefix"),
+            )
+        self.servers[server.name] = server
+        return self
+
+    @model_validator(mode="after")
     def _sandbox_each_stdio_server(self) -> HubConfig:
-        """Each stdio server's `sandbox` becomes the one it runs in (`effective_sandbox`)."""
+        """Each stdio server's `sandbox` becomes the one it runs in (`effective_sandbox`); the `[skills]` folder's
+        mount has its own already (`SkillsSettings.server`)."""
         for name, server in self.servers.items():
+            if self.skills.folder is not None and name == self.skills.mount:
+                continue
             if server.command is not None:
                 sandbox = effective_sandbox(self.sandbox, server.sandbox)
                 if sandbox != server.sandbox:
@@ -1718,6 +1791,7 @@ _TOP_KEYS = (
     "sandbox",
     "endpoints",
     "admin",
+    "skills",
 )
 _SECTION_KEYS = {
     "hub": tuple(HubSettings.model_fields),
@@ -1733,6 +1807,7 @@ _SECTION_KEYS = {
     "guardrails": tuple(GuardrailsSettings.model_fields),
     "cluster": tuple(ClusterSettings.model_fields),
     "sandbox": tuple(SandboxSettings.model_fields),
+    "skills": tuple(SkillsSettings.model_fields),
 }
 _OAUTH_KEYS = tuple(OAuthSettings.model_fields)
 _SERVER_KEYS = tuple(key for key in ServerConfig.model_fields if key not in ("name", "unusable"))
@@ -1908,6 +1983,8 @@ def _expand_servers(data: dict[str, Any], config: HubConfig, environ: Mapping[st
     tables = data.get("servers", {})
     servers = {}
     for name, server in config.servers.items():
+        if name not in tables:  # the [skills] folder's mount, made again from [skills] once expanded
+            continue
         if not server.enabled:
             servers[name] = tables[name]
             continue

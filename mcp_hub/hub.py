@@ -227,9 +227,10 @@ class Hub:
             for served in (self.endpoint, *self.endpoints.values()):
                 parking = served.parking
                 parking.owner, parking.claim = self.cluster.replica, self.cluster.claim
-                if self.cluster.sealing is not None:
-                    parking.use_key(self.cluster.sealing)
-                self.cluster.on_sealing_key.append(parking.use_key)
+                for sealer in (parking, served.skill_cursors):  # skills/list cursors: one key on every replica
+                    if self.cluster.sealing is not None:
+                        sealer.use_key(self.cluster.sealing)
+                    self.cluster.on_sealing_key.append(sealer.use_key)
         self._tg: anyio.abc.TaskGroup | None = None
         self._settled_once = False
         self._mount_tasks: dict[str, tuple[anyio.CancelScope, anyio.Event]] = {}

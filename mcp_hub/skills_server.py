@@ -15,7 +15,8 @@ path order), `skills/get` and `resources/directory/read` (a skill's folders; -32
 entry with its frontmatter as YAML reads it and each file's `sha256:` digest and size.
 
 The folder is read once, at start: a change is served from the next start (the hub restarts a server whose
-table changes). What is not a skill it can serve is left out, with a line on stderr naming the file, why, and the
+table changes, and the mount of hub.toml's `[skills] folder`, which runs this server, when the folder changes).
+What is not a skill it can serve is left out, with a line on stderr naming the file, why, and the
 fix: a `SKILL.md` without frontmatter, or whose `name` is missing, not the folder's, or not a valid skill name; a
 skill over the extension's limits (512 files, 16 MiB); files and folders whose name starts with `.`, and
 `__pycache__` folders; links that lead out of FOLDER.

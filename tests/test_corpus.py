@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
-import venv
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -59,6 +57,7 @@ from tests.conftest import (
     write_config,
 )
 from tests.harness.everything import Asked, Script, everything_over_http
+from tests.harness.venvs import python_with
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -74,41 +73,10 @@ KINDS = ["tools", "prompts", "resources", "resource_templates"]
 
 
 def sdk1_python() -> Path:
-    """`tests/.venv-sdk1/bin/python`, with `sdk1-requirements.txt` installed; made when missing or stale.
-
-    Lock-free: the venv is built under a name of its own and renamed into place (atomic); it records
-    the requirements it holds, so a changed requirements file makes a new one, and a run that finds
-    a current one already in place (another run's) uses it and drops its own. It has no pip of its own:
-    this Python's pip installs into it (`pip --python`), without compiling what it installs (a module is
-    compiled when a server first imports it).
-    """
-    wanted = SDK1_REQUIREMENTS.read_text(encoding="utf-8")
-    python = VENV_SDK1 / "bin" / "python"
-
-    def current() -> bool:
-        stamp = VENV_SDK1 / "requirements.txt"
-        return python.exists() and stamp.exists() and stamp.read_text(encoding="utf-8") == wanted
-
-    if current():
-        return python
-    building = VENV_SDK1.with_name(f"{VENV_SDK1.name}.{os.getpid()}")
-    venv.EnvBuilder(with_pip=False, clear=True).create(building)
-    pip = [sys.executable, "-m", "pip", "--python", str(building / "bin" / "python")]
-    subprocess.run(
-        [*pip, "install", "-q", "--no-compile", "--requirement", str(SDK1_REQUIREMENTS)],
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
-    (building / "requirements.txt").write_text(wanted, encoding="utf-8")
-    stale = VENV_SDK1.with_name(f"{VENV_SDK1.name}.stale.{os.getpid()}")
-    if VENV_SDK1.exists() and not current():
-        VENV_SDK1.rename(stale)
-    if not VENV_SDK1.exists():
-        with contextlib.suppress(OSError):  # another run may put its own in place first: that one is used
-            building.rename(VENV_SDK1)
-    shutil.rmtree(building, ignore_errors=True)
-    shutil.rmtree(stale, ignore_errors=True)
-    return python
+    """`tests/.venv-sdk1/bin/python`, with `sdk1-requirements.txt` installed; made when missing or stale, by the
+    helper that makes the tests' other Pythons of their own (tests/harness/venvs.py: lock-free, renamed into place,
+    stamped with its requirements; this Python's pip installs into it, without compiling)."""
+    return python_with(VENV_SDK1, SDK1_REQUIREMENTS, sys.executable)
 
 
 # -- the workspace: a directory to serve, a git repository, pages to fetch ------------------------

@@ -29,11 +29,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 from pydantic import TypeAdapter
 
-from mcp_hub.config import load_config
-from mcp_hub.errors import InvalidCursor
+from mcp_hub.config import load_config, parse_config
+from mcp_hub.errors import ConfigError, InvalidCursor
 from mcp_hub.hub import Hub
+from mcp_hub.live import folder_signature
 from mcp_hub.server.http import build_app
-from mcp_hub.server.skills import decode_cursor, encode_cursor, skills_settings
+from mcp_hub.server.skills import Cursors, merge_meta, skills_settings
 from mcp_hub.skills_server import FolderSkills
 from mcp_hub.skills_server import build_server as skills_server
 from tests.conftest import ROOT, hub_client, module_server, running_hub, script_server, serve_app, write_config
@@ -73,6 +74,13 @@ async def declared(client: Client, mode: str) -> dict[str, Any]:
     return dict(discovered["capabilities"].get("extensions") or {})
 
 
+def page_meta(page: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 page's `_meta` but the identity stamp of who answered (through the hub, the hub's own)."""
+    meta = dict(page.get("_meta") or {})
+    assert meta.pop("io.modelcontextprotocol/serverInfo", {"name": "mcp-hub"})["name"] == "mcp-hub"
+    return meta
+
+
 def body(contents: dict[str, Any]) -> bytes:
     return contents["text"].encode() if "text" in contents else base64.b64decode(contents["blob"])
 
@@ -88,8 +96,9 @@ def in_hub_form(mount: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator[Hub]:
-    """A hub mounting `docs` (stdio, a skill a page) and `ops` (streamable HTTP), with `policy` as its policy file."""
+async def skills_hub(tmp_path: Path, policy: str | None = None, extra: str = "") -> AsyncIterator[Hub]:
+    """A hub mounting `docs` (stdio, a skill a page) and `ops` (streamable HTTP), with `policy` as its policy file and
+    `extra` added to its hub.toml."""
     async with serve_app(build_server(DATA / "ops", name="ops").streamable_http_app()) as ops:
         servers = {
             "docs": script_server(SERVER, str(DATA / "docs"), "--page", "1"),
@@ -101,6 +110,8 @@ async def skills_hub(tmp_path: Path, policy: str | None = None) -> AsyncIterator
             (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(policy), encoding="utf-8")
             with path.open("a", encoding="utf-8") as file:
                 file.write('\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n')
+        with path.open("a", encoding="utf-8") as file:
+            file.write(textwrap.dedent(extra))
         async with running_hub(load_config(path)) as hub:
             yield hub
 
@@ -194,6 +205,34 @@ async def test_unknown_skills_folders_and_cursors_are_invalid_params(tmp_path: P
         assert refusals[-1][1].startswith("Invalid cursor")
 
 
+@slow  # ~1 s: a hub with a stdio server and one over HTTP
+async def test_a_cursor_is_opaque_and_one_for_a_mount_the_caller_does_not_list_is_invalid(tmp_path: Path) -> None:
+    async with (
+        skills_hub(tmp_path, extra='\n[endpoints.ops-only]\nservers = ["ops"]\n') as hub,
+        hub_client(hub, "2026-07-28") as client,
+        Client(hub.endpoints["ops-only"].server, mode="2026-07-28", cache=None) as ops_only,
+    ):
+        first = await send(client, "skills/list")
+        cursor = first["nextCursor"]  # docs serves a skill a page: the cursor resumes at docs' second page
+        assert "docs" not in cursor and b"docs" not in base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        # The page's _meta is its server's (the identity stamp the hub's own, as on every 2026-07-28 answer).
+        assert page_meta(first) == {"example.com/folder": "docs", "example.com/index": "tests"}
+        # At the endpoint that lists ops only: the main endpoint's cursor, and one sealed with this endpoint's own
+        # key naming docs (which it does not list), answer as a cursor the hub never gave.
+        sealer = hub.endpoints["ops-only"].skill_cursors
+        for given in (cursor, sealer.seal("docs", "1", "stdio", "ops-only")):
+            with pytest.raises(MCPError) as refused:
+                await send(ops_only, "skills/list", cursor=given)
+            assert refused.value.error.code == INVALID_PARAMS
+            assert refused.value.error.message.startswith("Invalid cursor")
+        assert [e["uri"] for e in (await listing(ops_only))[0]] == [
+            "skill://ops/git-workflow/SKILL.md",
+            "skill://ops/release-notes/SKILL.md",
+        ]
+        resumed = await send(ops_only, "skills/list", cursor=sealer.seal("ops", None, "stdio", "ops-only"))
+        assert len(resumed["skills"]) == 2
+
+
 POLICY = """
 [principals]
 stdio = "reader"
@@ -238,6 +277,30 @@ async def test_a_policy_shows_only_the_skills_its_profile_may_read_and_audits_ea
         ("docs", "skill://acme/billing/refunds/SKILL.md", "denied"),
         ("ops", "skill://git-workflow/SKILL.md", "denied"),
     ]
+
+
+OPS_POLICY = """
+[principals]
+stdio = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "git-only"
+effect = "allow"
+resources = ["ops/skill://git-workflow/*"]
+"""
+
+
+@slow
+async def test_a_page_made_of_several_servers_pages_keeps_the_meta_they_agree_on(tmp_path: Path) -> None:
+    """docs' two pages show nothing to this profile: the hub's first page is made of them and ops' page, whose
+    `_meta` name other folders; the key they all give alike is kept."""
+    async with skills_hub(tmp_path, OPS_POLICY) as hub, hub_client(hub, "2026-07-28") as client:
+        page = await send(client, "skills/list")
+    assert [e["uri"] for e in page["skills"]] == ["skill://ops/git-workflow/SKILL.md"]
+    assert page_meta(page) == {"example.com/index": "tests"}
+    assert "nextCursor" not in page
 
 
 # --- the conformance suite's skills scenarios ------------------------------------------------------------------------
@@ -300,20 +363,42 @@ def test_the_hubs_settings_read_folders_when_any_mount_does() -> None:
     assert skills_settings([True, None]) is None  # not settings: as if not declared
 
 
-def test_a_listing_cursor_names_the_mount_and_its_servers_cursor_and_nothing_else_is_one() -> None:
+def test_a_listing_cursor_is_sealed_for_its_caller_and_endpoint_and_nothing_else_opens() -> None:
+    cursors = Cursors()
     for mount, inner in [("docs", None), ("docs", "2"), ("ops", "opaque=+/")]:
-        assert decode_cursor(encode_cursor(mount, inner)) == (mount, inner)
+        sealed = cursors.seal(mount, inner, "alice", None)
+        assert cursors.open(sealed, "alice", None) == (mount, inner)
+        # Opaque: neither the mount nor the server's cursor can be read in it, even decoded.
+        decoded = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
+        assert mount.encode() not in decoded and mount not in sealed
+        for caller, endpoint in [("bob", None), ("alice", "pdf")]:  # another caller, another endpoint
+            with pytest.raises(InvalidCursor):
+                cursors.open(sealed, caller, endpoint)
+    sealed = cursors.seal("docs", None, "alice", None)
     forged = [
         "",
         "not base64!",
-        base64.urlsafe_b64encode(b"[1]").decode(),
-        base64.urlsafe_b64encode(b'{"m": 1, "c": null}').decode(),
-        encode_cursor("docs", None) + "A",
-        base64.urlsafe_b64encode(b'{"m": "docs", "c": null}').decode(),  # spaced: not what the hub gives
+        base64.urlsafe_b64encode(b'{"m":"docs","c":null}').decode().rstrip("="),  # the hub's former, readable form
+        sealed[:-2] + ("AA" if not sealed.endswith("AA") else "BB"),  # altered
+        Cursors().seal("docs", None, "alice", None),  # another hub's (another key)
     ]
     for cursor in forged:
         with pytest.raises(InvalidCursor):
-            decode_cursor(cursor)
+            cursors.open(cursor, "alice", None)
+    # The replicas' shared key seals from then on; what the old key sealed still opens.
+    cursors.use_key(b"k" * 32)
+    assert cursors.open(sealed, "alice", None) == ("docs", None)
+    other = Cursors()
+    other.use_key(b"k" * 32)
+    assert other.open(cursors.seal("ops", "1", "alice", None), "alice", None) == ("ops", "1")
+
+
+def test_the_meta_of_merged_pages_keeps_each_key_the_pages_agree_on() -> None:
+    assert merge_meta([]) is None and merge_meta([None, "x"]) is None
+    assert merge_meta([{"a": 1}]) == {"a": 1}
+    assert merge_meta([{"a": 1, "b": 2}, None, {"a": 1, "c": 3}]) == {"a": 1, "b": 2, "c": 3}
+    assert merge_meta([{"a": 1, "b": 2}, {"a": 9}]) == {"b": 2}  # two values for "a": neither describes the page
+    assert merge_meta([{"a": 1}, {"a": 2}]) is None
 
 
 # --- mcp-hub-skills: a folder of skills served by the hub's own server -----------------------------------------------
@@ -527,3 +612,191 @@ async def test_a_third_party_skills_server_through_the_hub_is_as_direct(
                         file["size"],
                         file["digest"],
                     )
+
+
+# --- [skills] folder: the hub serves a folder of skills itself -------------------------------------------------------
+
+TEAM_POLICY = """
+[principals]
+stdio = "reader"
+
+[profiles.reader]
+default = "deny"
+[[profiles.reader.rules]]
+id = "deploy-only"
+effect = "allow"
+resources = ["team/skill://deploy/*"]
+"""
+
+
+@slow  # ~2 s: the hub starts mcp-hub-skills (in its sandbox, where there is one) and a server over HTTP
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_skills_folder_in_hub_toml_is_served_beside_the_servers_skills(tmp_path: Path, mode: str) -> None:
+    """`[skills] folder` (relative to hub.toml) is a mount of its own: listed after the servers' skills, each entry,
+    `skills/get`, folder read and file as `mcp-hub-skills` serves them directly, in the hub's form."""
+    root = team_folder(tmp_path / "team-skills")
+    async with (
+        serve_app(build_server(DATA / "docs").streamable_http_app()) as docs,
+        Client(skills_server(root), mode=mode, cache=None) as direct,
+    ):
+        path = write_config(tmp_path / "hub.toml", {"docs": {"url": f"{docs}/mcp"}})
+        with path.open("a", encoding="utf-8") as file:
+            file.write('\n[skills]\nfolder = "team-skills"\nmount = "team"\n')
+        config = load_config(path)
+        assert config.servers["team"].args == ("--name", "team", str(root))
+        assert config.servers["team"].sandbox is not None and config.servers["team"].sandbox.read == (str(root),)
+        async with running_hub(config) as hub, hub_client(hub, mode) as client:
+            assert (await declared(client, mode))[SKILLS] == {"directoryRead": True}
+            entries, _ = await listing(client)
+            own, _ = await listing(direct)
+            assert [e["uri"] for e in entries[:2]] == [
+                "skill://docs/acme/billing/refunds/SKILL.md",
+                "skill://docs/pdf-processing/SKILL.md",
+            ]
+            assert entries[2:] == [in_hub_form("team", e) for e in own]
+            for entry in entries[2:]:
+                native = "skill://" + entry["uri"].split("/", 3)[3]
+                got = await send(client, "skills/get", uri=entry["uri"])
+                assert got["skill"] == in_hub_form("team", (await send(direct, "skills/get", uri=native))["skill"])
+                for file in entry["resources"]:
+                    data = body((await send(client, "resources/read", uri=file["uri"]))["contents"][0])
+                    assert data == (root / file["uri"].removeprefix("skill://team/")).read_bytes()
+                    assert (len(data), "sha256:" + hashlib.sha256(data).hexdigest()) == (file["size"], file["digest"])
+            folder = await send(client, "resources/directory/read", uri="skill://team/deploy")
+            assert [r["uri"] for r in folder["resources"]] == [
+                "skill://team/deploy/SKILL.md",
+                "skill://team/deploy/logo.bin",
+                "skill://team/deploy/run.sh",
+            ]
+
+
+@slow  # ~1.5 s: a hub starting mcp-hub-skills
+async def test_a_skills_folders_skills_are_under_the_policy_and_audited_as_a_servers(tmp_path: Path) -> None:
+    team_folder(tmp_path / "skills")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "hub.toml").write_text(textwrap.dedent(TEAM_POLICY), encoding="utf-8")
+    path = tmp_path / "hub.toml"
+    path.write_text(
+        '[skills]\nfolder = "skills"\nmount = "team"\n\n[policy]\ndir = "policies"\n\n[audit]\nfile = "audit.jsonl"\n',
+        encoding="utf-8",
+    )
+    async with running_hub(load_config(path)) as hub, hub_client(hub, "2026-07-28") as client:
+        entries, _ = await listing(client)
+        assert [e["uri"] for e in entries] == ["skill://team/deploy/SKILL.md"]
+        assert (await send(client, "skills/get", uri="skill://team/deploy/SKILL.md"))["skill"] == entries[0]
+        with pytest.raises(MCPError) as hidden:
+            await send(client, "skills/get", uri="skill://team/team/review/SKILL.md")
+        assert (hidden.value.error.code, hidden.value.error.message) == (
+            INVALID_PARAMS,
+            "Unknown resource: skill://team/team/review/SKILL.md",
+        )
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+    gets = [(line["mount"], line["name"], line["outcome"]) for line in lines if line["method"] == "skills/get"]
+    assert gets == [
+        ("team", "skill://deploy/SKILL.md", "allowed"),
+        ("team", "skill://team/review/SKILL.md", "denied"),
+    ]
+
+
+def test_a_skills_folder_that_is_not_one_or_whose_mount_is_taken_is_refused_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "skills").mkdir()
+    cases = [
+        ('[skills]\nfolder = "missing"\n', "skills.folder", "is not a folder; create it"),
+        ('[skills]\nfolder = "skills"\nmount = "Team_Skills"\n', "skills.mount", "write mount = 'team-skills'"),
+        ('[skills]\nfoldr = "skills"\n', "skills.foldr", "did you mean 'folder'?"),
+        (
+            '[servers.skills]\ncommand = "x"\n\n[skills]\nfolder = "skills"\n',
+            "skills.mount",
+            "[servers.skills] is in this file already",
+        ),
+        (
+            '[servers.only]\ncommand = "x"\nprefix = false\n\n[skills]\nfolder = "skills"\n',
+            "servers.only.prefix",
+            "the skills folder is mounted beside it",
+        ),
+    ]
+    for text, key, reason in cases:
+        with pytest.raises(ConfigError) as refused:
+            parse_config(text, str(tmp_path / "hub.toml"))
+        assert refused.value.key == key and reason in str(refused.value), (text, str(refused.value))
+    config = parse_config('[skills]\nfolder = "skills"\n', str(tmp_path / "hub.toml"))
+    server = config.servers["skills"]
+    assert (server.command, server.args) == ("mcp-hub-skills", ("--name", "skills", str(tmp_path / "skills")))
+    assert server.sandbox is not None
+    assert (server.sandbox.profile, server.sandbox.network, server.sandbox.read) == (
+        "standard",
+        "none",
+        (str(tmp_path / "skills"),),
+    )
+    assert parse_config("", str(tmp_path / "hub.toml")).servers == {}  # no folder: no mount
+
+
+@slow  # ~6 s: a live hub starting mcp-hub-skills twice
+async def test_a_skill_added_to_the_folder_is_served_after_a_list_changed(tmp_path: Path) -> None:
+    """The hub watches the `[skills]` folder: a new skill restarts its mount, and clients hear
+    `resources/list_changed` once its files are listed."""
+    root = tmp_path / "skills"
+    skill(root / "deploy", "---\nname: deploy\ndescription: Ship a release\n---\n")
+    path = tmp_path / "hub.toml"
+    path.write_text('[skills]\nfolder = "skills"\n', encoding="utf-8")
+    hub = Hub(load_config(path))
+    changed = [anyio.Event()]
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceListChangedNotification):
+            changed[0].set()
+
+    async with hub.running(live=True), hub_client(hub, message_handler=on_message) as client:
+        await hub.wait_settled(30)
+        assert [e["uri"] for e in (await listing(client))[0]] == ["skill://skills/deploy/SKILL.md"]
+        skill(root / "review", "---\nname: review\ndescription: Review a change\n---\n", **{"notes.md": b"# Notes\n"})
+        with anyio.fail_after(30):  # the resources are listed again after each list_changed, until the new ones are
+            while "skill://skills/review/notes.md" not in {r.uri for r in (await client.list_resources()).resources}:
+                await changed[0].wait()
+                changed[0] = anyio.Event()
+        assert [e["uri"] for e in (await listing(client))[0]] == [
+            "skill://skills/deploy/SKILL.md",
+            "skill://skills/review/SKILL.md",
+        ]
+
+
+def test_the_folders_signature_changes_with_any_file_under_it(tmp_path: Path) -> None:
+    root = tmp_path / "skills"
+    assert folder_signature(str(root)) is None
+    skill(root / "deploy", "---\nname: deploy\ndescription: Ship\n---\n")
+    seen = [folder_signature(str(root))]
+    assert seen[0] == folder_signature(str(root))  # nothing changed: the same
+    (root / "deploy" / "run.sh").write_bytes(b"#!/bin/sh\n")  # added
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "run.sh").write_bytes(b"#!/bin/bash\n")  # written (another size)
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "run.sh").rename(root / "deploy" / "go.sh")  # renamed
+    seen.append(folder_signature(str(root)))
+    (root / "deploy" / "go.sh").unlink()  # removed: as at first, but for the folder's own time
+    seen.append(folder_signature(str(root)))
+    assert len(set(seen)) == len(seen)
+
+
+@slow  # ~3 s: two hubs (replicas sharing a Redis) each with a stdio skills server
+async def test_replicas_open_each_others_cursors(tmp_path: Path, redis_server: Any) -> None:
+    """With `[cluster]`, a cursor one replica gave resumes the listing at another (the replicas' shared key)."""
+    hubs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        path = write_config(folder / "hub.toml", {"docs": script_server(SERVER, str(DATA / "docs"), "--page", "1")})
+        with path.open("a", encoding="utf-8") as file:
+            file.write(f'\n[cluster]\nredis = "{redis_server.url}"\nsecret = "replicas-secret"\n')
+        hubs.append(load_config(path))
+    async with (
+        running_hub(hubs[0]) as a,
+        running_hub(hubs[1]) as b,
+        hub_client(a, "2026-07-28") as at_a,
+        hub_client(b, "2026-07-28") as at_b,
+    ):
+        first = await send(at_a, "skills/list")
+        second = await send(at_b, "skills/list", cursor=first["nextCursor"])
+    assert [e["uri"] for e in first["skills"] + second["skills"]] == [
+        "skill://docs/acme/billing/refunds/SKILL.md",
+        "skill://docs/pdf-processing/SKILL.md",
+    ]

@@ -86,6 +86,10 @@ class Selection:
             return False
         return self._globs[_SELECTOR_FIELD[kind]].admits(mount, native)
 
+    def admits_mount(self, mount: str) -> bool:
+        """Whether the endpoint selects anything of `mount` (its `servers`, all when omitted)."""
+        return self._mounts is None or mount in self._mounts
+
     def visible(self, policy: PolicySet, principal: str, kind: str, mount: str, native: str) -> bool:
         """Whether `principal` sees the item here: the endpoint selects it and the policy lets it see it."""
         return self.admits(kind, mount, native) and policy.visible(principal, kind, mount, native)

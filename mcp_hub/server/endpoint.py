@@ -160,6 +160,8 @@ class Endpoint:
         handlers += [(method, types.RequestParams, self._follow_task) for method in TASK_METHODS]
         # Skills (SEP-2640, skills.py): the listing merged here, a skill's entry and a folder read as calls.
         self._skills = SkillListing(router, lambda: tuple(upstreams), self.selection)
+        self.skill_cursors = self._skills.cursors
+        """What seals this endpoint's `skills/list` cursors (the replicas' shared key, as `parking`'s)."""
         handlers.append(("skills/list", types.PaginatedRequestParams, self._list_skills))
         handlers += [(method, _UriParams, self._caller(method)) for method in SKILL_CALLS]
         for method, params_type, handler in handlers:

@@ -109,6 +109,8 @@ class Skills(Extension):
         start = int(params.cursor) if params.cursor else 0
         page = self.skills[start : start + self.page]
         result: dict[str, Any] = {"skills": [self.entry(s) for s in page], "ttlMs": 60_000, "cacheScope": "public"}
+        # What a server may say of its page: one key its own (the folder it serves), one every such server gives alike.
+        result["_meta"] = {"example.com/folder": self.root.name, "example.com/index": "tests"}
         if start + self.page < len(self.skills):
             result["nextCursor"] = str(start + self.page)
         return result
