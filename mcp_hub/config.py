@@ -1031,6 +1031,10 @@ class ServerAuth(BaseModel):
     (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access token
     of the identity provider. Unset: "id_token" for a configured `id_token`, "access_token" for each caller's
     own token (an MCP client signs in to the hub with an access token)."""
+    dpop: Literal["auto", "always", "never"] = "auto"
+    """DPoP-bound tokens (RFC 9449): "auto" where the authorization server's metadata lists
+    `dpop_signing_alg_values_supported` (a token bound to a key the hub holds, each request with a fresh
+    proof of it); "always" even where it does not say; "never": Bearer tokens only."""
 
     @property
     def per_caller(self) -> bool:
