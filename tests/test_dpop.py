@@ -1,0 +1,198 @@
+"""DPoP (RFC 9449) at the hub as a resource server: a real authorization server's tokens bound to keys
+(`cnf.jkt`), proofs signed with joserfc by the test (not by the hub's own proof maker, except where the SDK's
+client is driven end to end), sent over HTTP to the hub's real endpoint; replicas sharing a real Redis."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from joserfc import jwt
+from joserfc.jwk import ECKey, Key, RSAKey
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_hub.auth.dpop import token_hash
+from mcp_hub.cluster import Cluster
+from mcp_hub.credentials.dpop import ProofKey
+from mcp_hub.server.http import build_app
+from tests.conftest import free_port, serve_app
+from tests.harness.oauth import ACCEPT
+from tests.servers.authorization import INTROSPECTION_CLIENT
+from tests.test_oauth import INITIALIZE, Setup, oauth_hub
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def proof(key: Key, url: str, token: str | None, *, alg: str = "ES256", header: Any = None, **claims: Any) -> str:
+    """A DPoP proof signed with `key` for a POST to `url` carrying `token` (`claims` and `header` override)."""
+    body: dict[str, Any] = {"jti": uuid.uuid4().hex, "htm": "POST", "htu": url, "iat": int(time.time())}
+    if token is not None:
+        body["ath"] = token_hash(token)
+    body.update(claims)
+    body = {name: value for name, value in body.items() if value is not None}
+    head = {"typ": "dpop+jwt", "alg": alg, "jwk": key.as_dict(private=False), **(header or {})}
+    return jwt.encode(head, body, key, algorithms=[alg])
+
+
+async def post(setup: Setup, authorization: str, *proofs: str) -> httpx2.Response:
+    headers = [*ACCEPT.items(), ("Authorization", authorization), *(("DPoP", each) for each in proofs)]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return await http.post(f"{setup.base}/mcp", json=INITIALIZE, headers=headers)
+
+
+async def metadata_of(setup: Setup) -> dict[str, Any]:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        return (await http.get(f"{setup.base}/.well-known/oauth-protected-resource/mcp")).json()
+
+
+def dpop_challenge(response: httpx2.Response) -> dict[str, str]:
+    value = response.headers["www-authenticate"]
+    assert value.startswith("DPoP "), value
+    return dict(re.findall(r'([a-z_]+)="([^"]*)"', value))
+
+
+async def test_a_bound_token_with_a_good_proof_is_taken_and_every_bad_proof_is_refused(tmp_path: Path) -> None:
+    key, other = ECKey.generate_key("P-256"), ECKey.generate_key("P-256")
+    async with oauth_hub(tmp_path) as setup:
+        url = f"{setup.base}/mcp"
+        token = setup.token(cnf={"jkt": key.thumbprint()})
+        good = await post(setup, f"DPoP {token}", proof(key, url, token))
+        assert good.status_code == 200, good.text
+
+        once = proof(key, url, token)
+        assert (await post(setup, f"DPoP {token}", once)).status_code == 200
+        rsa = RSAKey.generate_key(2048)
+        cases: dict[str, tuple[str, list[str], str]] = {
+            "replayed jti": (f"DPoP {token}", [once], "presented before"),
+            "wrong htu": (f"DPoP {token}", [proof(key, f"{setup.base}/other", token)], "htu"),
+            "htu with a query": (f"DPoP {token}", [proof(key, url + "?x=1", token)], "htu"),
+            "wrong htm": (f"DPoP {token}", [proof(key, url, token, htm="GET")], "htm"),
+            "stale iat": (f"DPoP {token}", [proof(key, url, token, iat=int(time.time()) - 1000)], "iat"),
+            "iat in the future": (f"DPoP {token}", [proof(key, url, token, iat=int(time.time()) + 600)], "iat"),
+            "no jti": (f"DPoP {token}", [proof(key, url, token, jti=None)], "jti"),
+            "wrong ath": (f"DPoP {token}", [proof(key, url, "another token")], "ath"),
+            "no ath": (f"DPoP {token}", [proof(key, url, None)], "ath"),
+            "another key than the token's": (f"DPoP {token}", [proof(other, url, token)], "cnf.jkt"),
+            "typ not dpop+jwt": (f"DPoP {token}", [proof(key, url, token, header={"typ": "JWT"})], "typ"),
+            "a private key in jwk": (
+                f"DPoP {token}",
+                [proof(key, url, token, header={"jwk": key.as_dict(private=True)})],
+                "private",
+            ),
+            "signed with another key than its jwk": (
+                f"DPoP {token}",
+                [proof(other, url, token, header={"jwk": key.as_dict(private=False)})],
+                "signature",
+            ),
+            "an algorithm not taken": (f"DPoP {token}", [proof(rsa, url, token, alg="RS384")], "RS384"),
+            "an RSA key of its own (PS256)": (f"DPoP {token}", [proof(rsa, url, token, alg="PS256")], "cnf.jkt"),
+            "no proof": (f"DPoP {token}", [], "one DPoP header"),
+            "two proofs": (f"DPoP {token}", [proof(key, url, token), proof(key, url, token)], "one DPoP header"),
+            "not a JWT": (f"DPoP {token}", ["not-a-proof"], "not a JWT"),
+            "the bound token as Bearer": (f"Bearer {token}", [], "bound to a key"),
+        }
+        for case, (authorization, proofs, said) in cases.items():
+            refused = await post(setup, authorization, *proofs)
+            assert refused.status_code == 401, (case, refused.text)
+            challenge = dpop_challenge(refused)
+            assert said in challenge["error_description"], (case, challenge)
+            assert challenge["algs"] == "ES256 PS256 RS256 EdDSA", case
+            assert challenge["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp"), case
+
+        unbound = setup.token()
+        refused = await post(setup, f"DPoP {unbound}", proof(key, url, unbound))
+        assert refused.status_code == 401
+        assert "bound to no key" in dpop_challenge(refused)["error_description"]
+        bearer = await post(setup, f"Bearer {unbound}")  # allowed by default: a Bearer token bound to no key
+        assert bearer.status_code == 200
+        document = await metadata_of(setup)
+        assert document["dpop_signing_alg_values_supported"] == ["ES256", "PS256", "RS256", "EdDSA"]
+        assert "dpop_bound_access_tokens_required" not in document
+
+
+async def test_require_takes_dpop_bound_tokens_only_and_says_so(tmp_path: Path) -> None:
+    key = ECKey.generate_key("P-256")
+    async with oauth_hub(tmp_path, 'dpop = "require"\n') as setup:
+        url = f"{setup.base}/mcp"
+        unbound = setup.token()
+        refused = await post(setup, f"Bearer {unbound}")
+        assert refused.status_code == 401
+        assert "DPoP-bound tokens only" in dpop_challenge(refused)["error_description"]
+        nothing = await setup.post(None)
+        assert nothing.status_code == 401
+        assert "error" not in dpop_challenge(nothing)
+        document = await metadata_of(setup)
+        assert document["dpop_bound_access_tokens_required"] is True
+        token = setup.token(cnf={"jkt": key.thumbprint()})
+        assert (await post(setup, f"DPoP {token}", proof(key, url, token))).status_code == 200
+
+
+async def test_an_introspected_token_is_bound_by_its_answers_cnf(tmp_path: Path) -> None:
+    key, other = ECKey.generate_key("P-256"), ECKey.generate_key("P-256")
+    client_id, secret = INTROSPECTION_CLIENT
+    extra = f'introspection_endpoint = "{{issuer}}/introspect"\nclient_id = "{client_id}"\nclient_secret = "{secret}"\n'
+    async with oauth_hub(tmp_path, extra) as setup:
+        url = f"{setup.base}/mcp"
+        answer = {**setup.issuer.claims(setup.resource), "active": True, "cnf": {"jkt": key.thumbprint()}}
+        setup.issuer.opaque["opaque-bound"] = answer
+        assert (await post(setup, "DPoP opaque-bound", proof(key, url, "opaque-bound"))).status_code == 200
+        assert (await post(setup, "DPoP opaque-bound", proof(other, url, "opaque-bound"))).status_code == 401
+        assert (await post(setup, "Bearer opaque-bound")).status_code == 401
+
+
+class Proving(httpx2.Auth):
+    """The test's client side: each request with the bound token and a fresh proof (the hub's `ProofKey`)."""
+
+    def __init__(self, key: ProofKey, token: str) -> None:
+        self.key, self.token = key, token
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        request.headers["Authorization"] = f"DPoP {self.token}"
+        request.headers["DPoP"] = self.key.proof(request.method, str(request.url), self.token)
+        yield request
+
+
+async def test_the_sdk_client_lists_and_calls_through_the_hub_with_a_proof_per_request(tmp_path: Path) -> None:
+    key = ProofKey()
+    async with oauth_hub(tmp_path) as setup:
+        token = setup.token(cnf={"jkt": key.thumbprint}, scope="mcp hub:read")
+        async with (
+            httpx2.AsyncClient(auth=Proving(key, token), timeout=30) as http,
+            Client(streamable_http_client(f"{setup.base}/mcp", http_client=http), mode="legacy", cache=None) as client,
+        ):
+            tools = await client.list_tools()
+            assert "srv_echo" in [tool.name for tool in tools.tools]
+            result = await client.call_tool("srv_echo", {"text": "bound"})
+            assert not result.is_error
+
+
+async def test_a_proof_used_at_one_replica_is_refused_at_another(tmp_path: Path, redis_server: Any) -> None:
+    key = ECKey.generate_key("P-256")
+    async with oauth_hub(tmp_path) as setup:
+        clusters = [Cluster(redis_server.url), Cluster(redis_server.url)]
+        config, server = setup.hub.config.auth.oauth, setup.hub.endpoint.server
+        apps = [
+            build_app(server, host="127.0.0.1", path="/mcp", health=setup.hub.health, oauth=config, cluster=cluster)
+            for cluster in clusters
+        ]
+        port_a, port_b = free_port(), free_port()
+        async with serve_app(apps[0], port_a) as a, serve_app(apps[1], port_b) as b:
+            token = setup.token(cnf={"jkt": key.thumbprint()})
+            # Both replicas serve one resource (behind one load balancer): the proof names it, not the replica.
+            once = proof(key, setup.resource, token)
+            headers = [*ACCEPT.items(), ("Authorization", f"DPoP {token}"), ("DPoP", once)]
+            async with httpx2.AsyncClient(timeout=30) as http:
+                first = await http.post(f"{a}/mcp", json=INITIALIZE, headers=headers)
+                again = await http.post(f"{b}/mcp", json=INITIALIZE, headers=headers)
+        for cluster in clusters:
+            await cluster.aclose()
+    assert first.status_code == 200, first.text
+    assert again.status_code == 401
+    assert "presented before" in dpop_challenge(again)["error_description"]
