@@ -22,9 +22,10 @@ from mcp_hub.auth.dpop import token_hash
 from mcp_hub.cluster import Cluster
 from mcp_hub.credentials.dpop import ProofKey
 from mcp_hub.server.http import build_app
-from tests.conftest import free_port, serve_app
+from tests.conftest import free_port, hub_client, make_config, running_hub, serve_app
 from tests.harness.oauth import ACCEPT
 from tests.servers.authorization import INTROSPECTION_CLIENT
+from tests.test_credentials import authorization_server, client_credentials, guarded_upstream
 from tests.test_oauth import INITIALIZE, Setup, oauth_hub
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -196,3 +197,44 @@ async def test_a_proof_used_at_one_replica_is_refused_at_another(tmp_path: Path,
     assert first.status_code == 200, first.text
     assert again.status_code == 401
     assert "presented before" in dpop_challenge(again)["error_description"]
+
+
+# The hub as a client: a mount's client credentials bound to a key of the hub's (tests/servers/authorization_server.py
+# checks the proofs with joserfc; the upstream behind it takes a bound token only with a good proof of its key).
+
+
+@pytest.mark.parametrize("nonce", [None, "nonce-1"])
+async def test_client_credentials_are_bound_and_every_request_carries_a_fresh_proof(
+    tmp_path: Path, nonce: str | None
+) -> None:
+    seen: list[dict[str, str]] = []
+    async with (
+        authorization_server(dpop=True, dpop_nonce=nonce) as server,
+        guarded_upstream(server, seen) as url,
+    ):
+        mount = {"url": url, "protocol": "auto", "auth": client_credentials(server)}
+        async with running_hub(make_config(tmp_path, {"remote": mount})) as hub, hub_client(hub) as client:
+            assert hub.health()["servers"]["remote"]["state"] == "up", hub.health()
+            for text in ("one", "two", "three"):
+                result = await client.call_tool("remote_echo", {"text": text})
+                assert result.structured_content == {"text": text, "server": "remote"}
+    [token] = [token for token, issued in server.tokens.items() if issued.jkt is not None]
+    assert len(server.tokens) == 1
+    # With a nonce, the first token request is answered use_dpop_nonce and sent once more, with it.
+    assert len(server.requests) == (2 if nonce else 1)
+    assert {headers.get("authorization") for headers in seen} == {f"DPoP {token}"}
+    upstream_proofs = [headers["dpop"] for headers in seen]
+    assert len(upstream_proofs) >= 4  # the session's own requests and the three calls
+    assert len(set(upstream_proofs)) == len(upstream_proofs), "a proof was sent twice"
+
+
+async def test_never_keeps_bearer_tokens_where_the_authorization_server_offers_dpop(tmp_path: Path) -> None:
+    seen: list[dict[str, str]] = []
+    async with authorization_server(dpop=True) as server, guarded_upstream(server, seen) as url:
+        mount = {"url": url, "protocol": "legacy", "auth": client_credentials(server, dpop="never")}
+        async with running_hub(make_config(tmp_path, {"remote": mount})) as hub, hub_client(hub) as client:
+            result = await client.call_tool("remote_echo", {"text": "plain"})
+            assert result.structured_content == {"text": "plain", "server": "remote"}
+    assert server.proofs == []
+    [token] = server.tokens
+    assert {headers.get("authorization") for headers in seen} == {f"Bearer {token}"}

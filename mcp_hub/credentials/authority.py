@@ -77,6 +77,13 @@ class Authority:
         self._metadata_found: dict[str, Any] | None = None
         self._lock = anyio.Lock()
 
+    async def dpop_metadata(self, setting: str) -> dict[str, Any] | None:
+        """The metadata a mount's `dpop` setting is decided on: the issuer's, for "auto" where it is discovered or
+        configured; None (not asked) for "always" and "never", and where only a `token_url` is configured."""
+        if setting != "auto" or (self.issuer is None and self._token_url is not None):
+            return None
+        return await self.metadata()
+
     async def token_endpoint(self) -> str:
         """The token endpoint: configured, or discovered from the issuer's metadata (once).
 

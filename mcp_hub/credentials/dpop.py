@@ -248,3 +248,45 @@ def _is_token_request(request: httpx2.Request) -> bool:
     except (UnicodeDecodeError, httpx2.RequestNotRead):
         return False
     return "grant_type" in form
+
+
+class Binding:
+    """DPoP for a credential that asks the token endpoint itself (client credentials, token exchange): the key,
+    made at the first token request once the authorization server's metadata says which algorithm (or at once,
+    with "always"); the headers of a request carrying a token; the nonce retry."""
+
+    def __init__(self, setting: str, server_url: str) -> None:
+        self.setting = setting
+        self._server_url = server_url
+        self.key: ProofKey | None = ProofKey() if setting == "always" else None
+        self._decided = setting != "auto"
+
+    def decide(self, metadata: Mapping[str, Any] | None) -> ProofKey | None:
+        """The key token requests prove, given the authorization server's metadata (None: not discovered)."""
+        if not self._decided:
+            self._decided = True
+            algorithm = algorithm_for((metadata or {}).get("dpop_signing_alg_values_supported"), self.setting)
+            if algorithm is not None:
+                self.key = ProofKey(algorithm)
+        return self.key
+
+    def client_settings(self, endpoint: str) -> dict[str, Any]:
+        """authlib's client settings for token requests to `endpoint`: keep the nonces its answers hand out."""
+        key = self.key
+        if key is None:
+            return {}
+
+        async def learn(response: httpx2.Response) -> None:
+            key.learn(endpoint, response.headers)
+
+        return {"event_hooks": {"response": [learn]}}
+
+    def headers(self, token_type: str, access_token: str, header: str, method: str, url: str) -> dict[str, str]:
+        """The headers of a `method` request to `url` carrying the token (`header`: its Authorization value)."""
+        if self.key is None or token_type.lower() != "dpop":
+            return {"authorization": header}
+        return {"authorization": f"DPoP {access_token}", "dpop": self.key.proof(method, url, access_token)}
+
+    def nonce_retry(self, answer: Mapping[str, str]) -> bool:
+        """The server answered 401 with `answer`'s headers: whether it asked for a nonce (send once more)."""
+        return self.key is not None and self.key.nonce_challenge(self._server_url, 401, answer)

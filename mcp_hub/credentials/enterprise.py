@@ -102,13 +102,13 @@ class EnterpriseLogin:
             )
         return principal, caller.token
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         principal, assertion = self._caller()
         connection = await self.connection(principal, assertion)
         kind = "Bearer" if connection.token_type.lower() == "bearer" else connection.token_type
         return {"authorization": f"{kind} {connection.access_token}"}
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         sent = headers.get("authorization", "")
         if not sent:
             return False

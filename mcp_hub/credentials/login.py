@@ -78,11 +78,11 @@ class Login:
     def http_auth(self) -> httpx2.Auth:
         return self._auth
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         tokens = self._storage.tokens
         return {"authorization": f"Bearer {tokens.access_token}"} if tokens is not None else {}
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         return False  # the provider handles the server's 401s on the SDK client's path
 
 

@@ -156,7 +156,7 @@ class UserLogin:
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         principal = CALLER_PRINCIPAL.get()
         if principal is None:
             raise CredentialError(self.server, "each person signs in to it, and this request is for no one")
@@ -165,7 +165,7 @@ class UserLogin:
             raise LoginRequired(self.server, principal)
         return {"authorization": _header(connection)}
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         principal = CALLER_PRINCIPAL.get()
         sent = headers.get("authorization", "")
         if principal is None or not sent:
