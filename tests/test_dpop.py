@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from joserfc import jwt
@@ -20,9 +21,11 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_hub.auth.dpop import token_hash
 from mcp_hub.cluster import Cluster
+from mcp_hub.credentials.connections import ConnectionStore
 from mcp_hub.credentials.dpop import ProofKey
 from mcp_hub.server.http import build_app
 from tests.conftest import free_port, hub_client, make_config, running_hub, serve_app
+from tests.harness.identity import KEY, connected, user_hub
 from tests.harness.oauth import ACCEPT
 from tests.servers.authorization import INTROSPECTION_CLIENT
 from tests.test_credentials import authorization_server, client_credentials, guarded_upstream
@@ -238,3 +241,30 @@ async def test_never_keeps_bearer_tokens_where_the_authorization_server_offers_d
     assert server.proofs == []
     [token] = server.tokens
     assert {headers.get("authorization") for headers in seen} == {f"Bearer {token}"}
+
+
+@pytest.mark.parametrize("nonce", [None, "nonce-u"])
+async def test_a_persons_tokens_are_bound_to_a_key_kept_with_their_connection(
+    tmp_path: Path, nonce: str | None
+) -> None:
+    """`mode = "user"`: the sign-in's token request proves a key made for the person's connection, kept (encrypted)
+    beside their tokens; their calls carry DPoP proofs of it; a refresh proves the same key."""
+    async with user_hub(tmp_path, dpop=True, dpop_nonce=nonce) as setup:
+        with anyio.fail_after(60):
+            async with setup.client("alice", "2026-07-28") as a:
+                await connected(setup, a, "alice")
+                [first] = setup.tokens_of("alice")
+                setup.server.revoked.add(first)  # the server refuses it now: refreshed, with a proof of the same key
+                result = await a.call_tool("remote_echo", {"text": "alice-1"})
+                assert result.structured_content == {"text": "alice-1", "server": "remote"}
+        [record] = ConnectionStore(tmp_path / "state" / "connections", KEY).list("alice")
+        assert record.token_type.lower() == "dpop" and record.dpop_key is not None
+        thumbprint = ProofKey.from_private_jwk(record.dpop_key).thumbprint
+        tokens = setup.tokens_of("alice")
+        assert len(tokens) == 2 and {setup.server.tokens[t].jkt for t in tokens} == {thumbprint}
+        assert setup.bearers_of_calls("alice-1") == tokens - {first}
+        schemes = {headers["authorization"].split()[0] for headers in setup.seen if "authorization" in headers}
+        assert schemes == {"DPoP"}
+        grants = [r["grant_type"] for r in setup.server.requests]
+        # With a nonce, each grant is answered use_dpop_nonce first and sent once more, with it.
+        assert grants.count("authorization_code") == grants.count("refresh_token") == (2 if nonce else 1), grants

@@ -43,7 +43,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import httpx2
 from joserfc import jwt
-from joserfc.jwk import ECKey, OKPKey, RSAKey
+from joserfc.jwk import ECKey, JWKRegistry, OKPKey, RSAKey
 
 SIGNING_ALGORITHMS = ("ES256", "EdDSA", "PS256", "RS256")
 """The proof algorithms the hub signs with, in the order it prefers them."""
@@ -86,12 +86,15 @@ def algorithm_for(advertised: Iterable[str] | None, setting: str) -> str | None:
 class ProofKey:
     """A key pair the hub proves possession of (RFC 9449), and the nonces servers asked it to put in proofs."""
 
-    def __init__(self, algorithm: str = "ES256") -> None:
+    def __init__(self, algorithm: str = "ES256", private: Mapping[str, Any] | None = None) -> None:
+        """A new key pair for `algorithm`, or the one `private` holds (a private JWK, as `private_jwk` gave it)."""
         if algorithm not in SIGNING_ALGORITHMS:
             raise ValueError(f"unsupported DPoP algorithm {algorithm!r}")
         self.algorithm = algorithm
-        if algorithm == "ES256":
-            self._key: ECKey | OKPKey | RSAKey = ECKey.generate_key("P-256")
+        if private is not None:
+            self._key: ECKey | OKPKey | RSAKey = JWKRegistry.import_key(dict(private))  # type: ignore[assignment]
+        elif algorithm == "ES256":
+            self._key = ECKey.generate_key("P-256")
         elif algorithm == "EdDSA":
             self._key = OKPKey.generate_key("Ed25519")
         else:
@@ -101,6 +104,17 @@ class ProofKey:
         """The key's JWK SHA-256 thumbprint (RFC 7638): what a bound token's `cnf.jkt` names."""
         self._nonces: dict[str, str] = {}
         """origin -> the last nonce a server there handed out."""
+
+    def private_jwk(self) -> str:
+        """The key pair, private part included, as JSON (for a person's connection, kept encrypted: its tokens
+        outlive the process, and stay bound to this key)."""
+        return json.dumps({"alg": self.algorithm, "jwk": self._key.as_dict(private=True)})
+
+    @classmethod
+    def from_private_jwk(cls, kept: str) -> ProofKey:
+        """The key `private_jwk` gave."""
+        found = json.loads(kept)
+        return cls(found["alg"], found["jwk"])
 
     def proof(self, method: str, url: str, access_token: str | None = None) -> str:
         """A fresh proof for a `method` request to `url` (with `ath` when it carries `access_token`)."""
@@ -140,6 +154,18 @@ class ProofKey:
                 return False
             return isinstance(answer, dict) and answer.get("error") == NONCE_ERROR
         return False
+
+
+def nonce_hooks(key: ProofKey | None, endpoint: str) -> dict[str, Any]:
+    """authlib's client settings for token requests to `endpoint` proving `key`: keep the nonces its answers hand
+    out (an authorization server's `use_dpop_nonce` error says nothing of its headers)."""
+    if key is None:
+        return {}
+
+    async def learn(response: httpx2.Response) -> None:
+        key.learn(endpoint, response.headers)
+
+    return {"event_hooks": {"response": [learn]}}
 
 
 class DPoPAuth(httpx2.Auth):
@@ -271,15 +297,8 @@ class Binding:
         return self.key
 
     def client_settings(self, endpoint: str) -> dict[str, Any]:
-        """authlib's client settings for token requests to `endpoint`: keep the nonces its answers hand out."""
-        key = self.key
-        if key is None:
-            return {}
-
-        async def learn(response: httpx2.Response) -> None:
-            key.learn(endpoint, response.headers)
-
-        return {"event_hooks": {"response": [learn]}}
+        """authlib's client settings for token requests to `endpoint` (`nonce_hooks`)."""
+        return nonce_hooks(self.key, endpoint)
 
     def headers(self, token_type: str, access_token: str, header: str, method: str, url: str) -> dict[str, str]:
         """The headers of a `method` request to `url` carrying the token (`header`: its Authorization value)."""

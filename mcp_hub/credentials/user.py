@@ -48,7 +48,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -67,6 +67,7 @@ from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.dpop import ProofKey, algorithm_for, nonce_hooks
 from mcp_hub.credentials.registration import Registration, client_document
 from mcp_hub.credentials.token import EARLY_SECONDS
 
@@ -147,6 +148,9 @@ class UserLogin:
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
+        self._url = url
+        self._proof_keys: dict[str, ProofKey] = {}
+        """A connection's DPoP key (by its JSON), loaded once: it keeps the nonces the server hands out."""
 
     @property
     def redirect_uri(self) -> str:
@@ -163,6 +167,10 @@ class UserLogin:
         connection = await self.connection(principal)
         if connection is None:
             raise LoginRequired(self.server, principal)
+        key = self._proof_key(connection)
+        if key is not None and connection.token_type.lower() == "dpop":
+            token = connection.access_token
+            return {"authorization": f"DPoP {token}", "dpop": key.proof(method, url, token)}
         return {"authorization": _header(connection)}
 
     async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
@@ -170,6 +178,8 @@ class UserLogin:
         sent = headers.get("authorization", "")
         if principal is None or not sent:
             return False
+        if "dpop" in headers and any(key.nonce_challenge(self._url, 401, answer) for key in self._proof_keys.values()):
+            return True  # the server asked for its nonce, which the next proof carries
         self._stale.add((principal, sent.partition(" ")[2]))
         return True
 
@@ -215,7 +225,9 @@ class UserLogin:
             self._forget(connection)
             return None
         try:
-            issued = await self._token_request(grant_type="refresh_token", refresh_token=connection.refresh_token)
+            issued = await self._token_request(
+                self._proof_key(connection), grant_type="refresh_token", refresh_token=connection.refresh_token
+            )
         except CredentialError as exc:
             if not isinstance(exc.__cause__, AuthlibBaseError):
                 raise  # the authorization server is unreachable: the person's tokens may still be good
@@ -310,7 +322,13 @@ class UserLogin:
 
     async def complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
+        auth = self._auth
+        algorithm = algorithm_for(
+            (await self._authority.dpop_metadata(auth.dpop) or {}).get("dpop_signing_alg_values_supported"), auth.dpop
+        )
+        key = ProofKey(algorithm) if algorithm is not None else None
         issued = await self._token_request(
+            key,
             grant_type="authorization_code",
             code=code,
             redirect_uri=self._auth.redirect_uri,
@@ -318,6 +336,8 @@ class UserLogin:
             resource=self._resource,
         )
         connection = issued_connection(pending.principal, self.server, issuer, issued, None)
+        if key is not None and connection.token_type.lower() == "dpop":
+            connection = replace(connection, dpop_key=key.private_jwk())
         self._keep(connection)
         try:
             self.store.consent(pending.principal, pending.client, self.server, pending.browser)
@@ -327,10 +347,11 @@ class UserLogin:
         pending.signed_in.done.set()
         return connection
 
-    async def _client(self) -> AsyncOAuth2Client:
+    async def _client(self, key: ProofKey | None = None, endpoint: str = "") -> AsyncOAuth2Client:
         auth = self._auth
         client = await self.registration.client()
         return oauth_client(
+            **nonce_hooks(key, endpoint),
             client_id=client.client_id,
             client_secret=client.client_secret,
             token_endpoint_auth_method=client.token_endpoint_auth_method,
@@ -339,10 +360,20 @@ class UserLogin:
             code_challenge_method="S256",
         )
 
-    async def _token_request(self, **params: str) -> dict[str, Any]:
+    async def _token_request(self, key: ProofKey | None, **params: str) -> dict[str, Any]:
+        """The token endpoint's answer to `params` (with a DPoP proof of `key`, when given)."""
         endpoint = await self._authority.token_endpoint()
-        async with await self._client() as oauth:
-            return await fetch_issued(self.server, oauth, endpoint, **params)
+        async with await self._client(key, endpoint) as oauth:
+            return await fetch_issued(self.server, oauth, endpoint, key, **params)
+
+    def _proof_key(self, connection: Connection) -> ProofKey | None:
+        """The key a connection's tokens are bound to (None: bearer tokens)."""
+        if connection.dpop_key is None:
+            return None
+        key = self._proof_keys.get(connection.dpop_key)
+        if key is None:
+            key = self._proof_keys[connection.dpop_key] = ProofKey.from_private_jwk(connection.dpop_key)
+        return key
 
 
 def _header(connection: Connection) -> str:

@@ -216,16 +216,20 @@ class AuthorizationServer:
         back = urlencode({"code": code, "state": query.get("state", ""), "iss": self.issuer})
         return RedirectResponse(f"{redirect_uri}?{back}", status_code=302)
 
-    def _issue(self, client_id: str, audience: str | None, subject: str | None, refresh: bool) -> Response:
+    def _issue(
+        self, client_id: str, audience: str | None, subject: str | None, refresh: bool, jkt: str | None = None
+    ) -> Response:
         token = secrets.token_urlsafe(24)
-        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject)
-        answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in}
+        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject, jkt)
+        kind = "DPoP" if jkt else "Bearer"
+        answer: dict[str, Any] = {"access_token": token, "token_type": kind, "expires_in": self.expires_in}
         if refresh:
             answer["refresh_token"] = secrets.token_urlsafe(24)
-            self.refresh_tokens[answer["refresh_token"]] = Issued(client_id, audience, time.time() + 86400, subject)
+            issued = Issued(client_id, audience, time.time() + 86400, subject, jkt)
+            self.refresh_tokens[answer["refresh_token"]] = issued
         return JSONResponse(answer, headers={"cache-control": "no-store"})
 
-    def _code_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _code_grant(self, client_id: str, form: dict[str, Any], jkt: str | None) -> Response:
         issued = self.codes.pop(str(form.get("code")), None)  # good once
         verifier = str(form.get("code_verifier", ""))
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -236,13 +240,13 @@ class AuthorizationServer:
             or not secrets.compare_digest(issued["challenge"], challenge)
         ):
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return self._issue(client_id, issued["resource"] or None, issued["user"], refresh=True)
+        return self._issue(client_id, issued["resource"] or None, issued["user"], refresh=True, jkt=jkt)
 
-    def _refresh_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _refresh_grant(self, client_id: str, form: dict[str, Any], jkt: str | None) -> Response:
         issued = self.refresh_tokens.pop(str(form.get("refresh_token")), None)  # rotated: good once
-        if issued is None or issued.client_id != client_id:
+        if issued is None or issued.client_id != client_id or issued.jkt != jkt:  # a bound one: by the same key
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return self._issue(client_id, issued.audience, issued.subject, refresh=True)
+        return self._issue(client_id, issued.audience, issued.subject, refresh=True, jkt=jkt)
 
     async def _token(self, request: Request) -> Response:
         form = dict(await request.form())
@@ -250,10 +254,20 @@ class AuthorizationServer:
         self.requests.append({**form, "authenticated_as": client_id})
         if client_id is None or self.refuse_all:
             return JSONResponse({"error": "invalid_client", "error_description": "bad client secret"}, status_code=401)
+        jkt = None
+        if self.dpop and "dpop" in request.headers:
+            self.proofs.append(request.headers["dpop"])
+            try:
+                jkt = proof_key(request.headers["dpop"], "POST", f"{self.issuer}/token", None, self.dpop_nonce)
+            except ValueError as exc:
+                if str(exc) == "use_dpop_nonce":
+                    nonce = {"dpop-nonce": str(self.dpop_nonce)}
+                    return JSONResponse({"error": "use_dpop_nonce"}, status_code=400, headers=nonce)
+                return JSONResponse({"error": "invalid_dpop_proof", "error_description": str(exc)}, status_code=400)
         if form.get("grant_type") == "authorization_code":
-            return self._code_grant(client_id, form)
+            return self._code_grant(client_id, form, jkt)
         if form.get("grant_type") == "refresh_token":
-            return self._refresh_grant(client_id, form)
+            return self._refresh_grant(client_id, form, jkt)
         audience = str(form.get("audience") or form.get("resource") or "") or None
         subject = None
         if form.get("grant_type") == EXCHANGE:
@@ -267,16 +281,6 @@ class AuthorizationServer:
             return self._jwt_bearer(client_id, form)
         elif form.get("grant_type") != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
-        jkt = None
-        if self.dpop and "dpop" in request.headers:
-            self.proofs.append(request.headers["dpop"])
-            try:
-                jkt = proof_key(request.headers["dpop"], "POST", f"{self.issuer}/token", None, self.dpop_nonce)
-            except ValueError as exc:
-                if str(exc) == "use_dpop_nonce":
-                    nonce = {"dpop-nonce": str(self.dpop_nonce)}
-                    return JSONResponse({"error": "use_dpop_nonce"}, status_code=400, headers=nonce)
-                return JSONResponse({"error": "invalid_dpop_proof", "error_description": str(exc)}, status_code=400)
         token = secrets.token_urlsafe(24)
         self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject, jkt)
         return JSONResponse(
