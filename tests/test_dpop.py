@@ -110,6 +110,15 @@ async def test_a_bound_token_with_a_good_proof_is_taken_and_every_bad_proof_is_r
             assert challenge["algs"] == "ES256 PS256 RS256 EdDSA", case
             assert challenge["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp"), case
 
+        # A bound token without a required scope: its holder hears so; one without its key hears nothing of it.
+        narrow = setup.token(cnf={"jkt": key.thumbprint()}, scope="hub:read")
+        lacking = await post(setup, f"DPoP {narrow}", proof(key, url, narrow))
+        assert lacking.status_code == 403
+        assert dpop_challenge(lacking)["error"] == "insufficient_scope"
+        stolen = await post(setup, f"DPoP {narrow}", proof(other, url, narrow))
+        assert stolen.status_code == 401
+        assert dpop_challenge(stolen)["error"] == "invalid_token"
+
         unbound = setup.token()
         refused = await post(setup, f"DPoP {unbound}", proof(key, url, unbound))
         assert refused.status_code == 401

@@ -148,11 +148,12 @@ class Credentials:
                 raise Refusal("this resource takes no DPoP-bound tokens", scheme="DPoP")
             if len(proofs) != 1:
                 raise proof_refusal("send one DPoP header, with the proof of the token's key")
-            identity = await self._verifier.verify(token)
+            identity = await self._verifier.verify(token, scopes=False)
             bound = bound_key(identity.claims)
             if bound is None:
                 raise Refusal("the token is bound to no key (it has no cnf.jkt): present it as Bearer", scheme="DPoP")
             await self._proofs.check(proofs[0], method=scope["method"], url=_url_of(scope), token=token, bound=bound)
+            self._verifier.check_scopes(identity)
         except Refusal as refusal:
             refusal.scheme = "DPoP"
             raise
