@@ -43,10 +43,11 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import httpx2
 from joserfc import jwt
-from joserfc.jwk import ECKey, JWKRegistry, OKPKey, RSAKey
+from joserfc.jwk import ECKey, JWKRegistry, RSAKey
 
-SIGNING_ALGORITHMS = ("ES256", "EdDSA", "PS256", "RS256")
-"""The proof algorithms the hub signs with, in the order it prefers them."""
+SIGNING_ALGORITHMS = ("ES256", "PS256", "RS256")
+"""The proof algorithms the hub signs with, in the order it prefers them (not EdDSA: joserfc deprecates the name,
+RFC 9864, for "Ed25519", which authorization servers do not advertise yet)."""
 
 NONCE_ERROR = "use_dpop_nonce"
 
@@ -92,11 +93,9 @@ class ProofKey:
             raise ValueError(f"unsupported DPoP algorithm {algorithm!r}")
         self.algorithm = algorithm
         if private is not None:
-            self._key: ECKey | OKPKey | RSAKey = JWKRegistry.import_key(dict(private))  # type: ignore[assignment]
+            self._key: ECKey | RSAKey = JWKRegistry.import_key(dict(private))  # type: ignore[assignment]
         elif algorithm == "ES256":
             self._key = ECKey.generate_key("P-256")
-        elif algorithm == "EdDSA":
-            self._key = OKPKey.generate_key("Ed25519")
         else:
             self._key = RSAKey.generate_key(2048)
         self._public = self._key.as_dict(private=False)
