@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 from urllib.parse import urlsplit
 
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry
 from joserfc.jws import JWSRegistry, extract_compact, validate_compact
@@ -43,6 +43,8 @@ from mcp_hub.auth.refusal import Refusal
 PROOF_ERROR = "invalid_dpop_proof"
 REPLAY_ENTRIES = 100_000
 """Proofs remembered at once by a hub without [cluster] (the oldest go first past that)."""
+KEY_ENTRIES = 4096
+"""Clients' proof keys kept imported, with their thumbprints (a client proves the same key with each request)."""
 
 
 class _ProofRegistry(JWSRegistry):
@@ -104,13 +106,17 @@ class ProofChecker:
         self._claim = claim
         self._clock = clock
         self._seen: TTLCache[str, bool] = TTLCache(REPLAY_ENTRIES, ttl=max_age + 2 * leeway, timer=time.monotonic)
+        self._keys: LRUCache[str, tuple[Any, str]] = LRUCache(KEY_ENTRIES)
+        """A proof's `jwk` (as JSON) -> the public key it imports as, and its thumbprint."""
+        self._registries = {name: _ProofRegistry(algorithms=[name]) for name in self.algorithms}
+        self._reading = _ProofRegistry()
 
     async def check(self, proof: str, *, method: str, url: str, token: str, bound: str) -> None:
         """Whether `proof` shows, for a `method` request to `url` carrying `token`, the key whose thumbprint is
         `bound` (the token's `cnf.jkt`); `Refusal` (401) naming the first check that fails. A proof that passes
         is used up."""
         try:
-            signed = extract_compact(proof.encode("ascii"), registry=_ProofRegistry())
+            signed = extract_compact(proof.encode("ascii"), registry=self._reading)
         except (JoseError, ValueError, UnicodeEncodeError):
             raise proof_refusal("the DPoP proof is not a JWT") from None
         header = signed.protected
@@ -122,14 +128,11 @@ class ProofChecker:
         jwk = header.get("jwk")
         if not isinstance(jwk, dict):
             raise proof_refusal("the DPoP proof's header has no jwk, the public key it is signed with")
-        try:
-            key = JWKRegistry.import_key(jwk)
-        except (JoseError, ValueError, TypeError):
-            raise proof_refusal("the DPoP proof's jwk is not a key") from None
-        if key.is_private or "d" in jwk:
+        if "d" in jwk:
             raise proof_refusal("the DPoP proof's jwk holds a private key; send the public key only")
+        key, thumbprint = self._imported(jwk)
         try:
-            verified = validate_compact(signed, key, registry=_ProofRegistry(algorithms=[algorithm]))
+            verified = validate_compact(signed, key, registry=self._registries[algorithm])
         except (JoseError, ValueError):
             verified = False
         if not verified:
@@ -141,10 +144,23 @@ class ProofChecker:
         if not isinstance(claims, dict):
             raise proof_refusal("the DPoP proof's claims are not a JSON object")
         self._check_claims(claims, method, url, token)
-        thumbprint = key.thumbprint()
         if thumbprint != bound:
             raise Refusal("the DPoP proof's key is not the key the token is bound to (its cnf.jkt)", scheme="DPoP")
         await self._first_use(f"{thumbprint}:{claims['jti']}")
+
+    def _imported(self, jwk: dict[str, Any]) -> tuple[Any, str]:
+        """The public key a proof's `jwk` is, and its thumbprint (RFC 7638); `Refusal` if it is no public key."""
+        text = json.dumps(jwk, sort_keys=True)
+        found = self._keys.get(text)
+        if found is None:
+            try:
+                key = JWKRegistry.import_key(jwk)
+            except (JoseError, ValueError, TypeError):
+                raise proof_refusal("the DPoP proof's jwk is not a key") from None
+            if key.is_private:
+                raise proof_refusal("the DPoP proof's jwk holds a private key; send the public key only")
+            found = self._keys[text] = (key, key.thumbprint())
+        return found
 
     def _check_claims(self, claims: dict[str, Any], method: str, url: str, access_token: str) -> None:
         jti = claims.get("jti")
