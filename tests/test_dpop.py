@@ -29,6 +29,8 @@ from tests.harness.identity import KEY, connected, user_hub
 from tests.harness.oauth import ACCEPT
 from tests.servers.authorization import INTROSPECTION_CLIENT
 from tests.test_credentials import authorization_server, client_credentials, guarded_upstream
+from tests.test_enterprise import KEY as ENTERPRISE_KEY
+from tests.test_enterprise import enterprise_hub
 from tests.test_oauth import INITIALIZE, Setup, oauth_hub
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -277,3 +279,19 @@ async def test_a_persons_tokens_are_bound_to_a_key_kept_with_their_connection(
         grants = [r["grant_type"] for r in setup.server.requests]
         # With a nonce, each grant is answered use_dpop_nonce first and sent once more, with it.
         assert grants.count("authorization_code") == grants.count("refresh_token") == (2 if nonce else 1), grants
+
+
+async def test_a_persons_enterprise_token_is_bound_to_a_key_kept_with_it(tmp_path: Path) -> None:
+    """`mode = "enterprise"`: the JWT bearer grant proves a key made for the person; their calls prove it."""
+    async with enterprise_hub(tmp_path, dpop=True) as setup:
+        with anyio.fail_after(60):
+            async with setup.client(f"Bearer {setup.signed_in('alice')}") as alice:
+                for round_ in range(2):
+                    result = await alice.call_tool("remote_echo", {"text": f"alice-{round_}"})
+                    assert result.structured_content == {"text": f"alice-{round_}", "server": "remote"}
+        [token] = setup.tokens_for("alice")
+        [record] = ConnectionStore(setup.store, ENTERPRISE_KEY).list("alice")
+        assert record.dpop_key is not None
+        assert setup.server.tokens[token].jkt == ProofKey.from_private_jwk(record.dpop_key).thumbprint
+        calls = [authorization for authorization, body in setup.calls if b'"tools/call"' in body]
+        assert calls and set(calls) == {f"DPoP {token}"}

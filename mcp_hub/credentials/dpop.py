@@ -301,10 +301,47 @@ class Binding:
 
     def headers(self, token_type: str, access_token: str, header: str, method: str, url: str) -> dict[str, str]:
         """The headers of a `method` request to `url` carrying the token (`header`: its Authorization value)."""
-        if self.key is None or token_type.lower() != "dpop":
-            return {"authorization": header}
-        return {"authorization": f"DPoP {access_token}", "dpop": self.key.proof(method, url, access_token)}
+        return bound_headers(self.key, token_type, access_token, header, method, url)
 
     def nonce_retry(self, answer: Mapping[str, str]) -> bool:
         """The server answered 401 with `answer`'s headers: whether it asked for a nonce (send once more)."""
         return self.key is not None and self.key.nonce_challenge(self._server_url, 401, answer)
+
+
+def bound_headers(
+    key: ProofKey | None, token_type: str, access_token: str, header: str, method: str, url: str
+) -> dict[str, str]:
+    """The headers of a `method` request to `url` carrying a token (`header`: its Authorization value as issued):
+    with a DPoP token and its key, `Authorization: DPoP` and a fresh proof."""
+    if key is None or token_type.lower() != "dpop":
+        return {"authorization": header}
+    return {"authorization": f"DPoP {access_token}", "dpop": key.proof(method, url, access_token)}
+
+
+class KeyRing:
+    """The DPoP keys of people's connections (`Connection.dpop_key`, kept encrypted in the token file), each
+    loaded once, so that it keeps the nonces servers hand it."""
+
+    def __init__(self, server_url: str) -> None:
+        self._server_url = server_url
+        self._keys: dict[str, ProofKey] = {}
+
+    def of(self, kept: str | None) -> ProofKey | None:
+        """The key `kept` (`ProofKey.private_jwk`); None: the connection's tokens are bearer tokens."""
+        if kept is None:
+            return None
+        key = self._keys.get(kept)
+        if key is None:
+            key = self._keys[kept] = ProofKey.from_private_jwk(kept)
+        return key
+
+    def nonce_retry(self, sent: Mapping[str, str], answer: Mapping[str, str]) -> bool:
+        """The server answered 401 (`answer`: its headers) to a request with a proof: whether it asked for its
+        nonce (then the request is sent once more, with a proof that carries it)."""
+        return "dpop" in sent and any(key.nonce_challenge(self._server_url, 401, answer) for key in self._keys.values())
+
+
+def new_key_for(metadata: Mapping[str, Any] | None, setting: str) -> ProofKey | None:
+    """A new key for a person's connection, given the authorization server's metadata and the mount's `dpop`."""
+    algorithm = algorithm_for((metadata or {}).get("dpop_signing_alg_values_supported"), setting)
+    return ProofKey(algorithm) if algorithm is not None else None

@@ -67,7 +67,7 @@ from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
-from mcp_hub.credentials.dpop import ProofKey, algorithm_for, nonce_hooks
+from mcp_hub.credentials.dpop import KeyRing, ProofKey, bound_headers, new_key_for, nonce_hooks
 from mcp_hub.credentials.registration import Registration, client_document
 from mcp_hub.credentials.token import EARLY_SECONDS
 
@@ -148,9 +148,8 @@ class UserLogin:
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
-        self._url = url
-        self._proof_keys: dict[str, ProofKey] = {}
-        """A connection's DPoP key (by its JSON), loaded once: it keeps the nonces the server hands out."""
+        self._keys = KeyRing(url)
+        """The people's connections' DPoP keys."""
 
     @property
     def redirect_uri(self) -> str:
@@ -167,18 +166,15 @@ class UserLogin:
         connection = await self.connection(principal)
         if connection is None:
             raise LoginRequired(self.server, principal)
-        key = self._proof_key(connection)
-        if key is not None and connection.token_type.lower() == "dpop":
-            token = connection.access_token
-            return {"authorization": f"DPoP {token}", "dpop": key.proof(method, url, token)}
-        return {"authorization": _header(connection)}
+        key = self._keys.of(connection.dpop_key)
+        return bound_headers(key, connection.token_type, connection.access_token, _header(connection), method, url)
 
     async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         principal = CALLER_PRINCIPAL.get()
         sent = headers.get("authorization", "")
         if principal is None or not sent:
             return False
-        if "dpop" in headers and any(key.nonce_challenge(self._url, 401, answer) for key in self._proof_keys.values()):
+        if self._keys.nonce_retry(headers, answer):
             return True  # the server asked for its nonce, which the next proof carries
         self._stale.add((principal, sent.partition(" ")[2]))
         return True
@@ -226,7 +222,7 @@ class UserLogin:
             return None
         try:
             issued = await self._token_request(
-                self._proof_key(connection), grant_type="refresh_token", refresh_token=connection.refresh_token
+                self._keys.of(connection.dpop_key), grant_type="refresh_token", refresh_token=connection.refresh_token
             )
         except CredentialError as exc:
             if not isinstance(exc.__cause__, AuthlibBaseError):
@@ -322,11 +318,7 @@ class UserLogin:
 
     async def complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
-        auth = self._auth
-        algorithm = algorithm_for(
-            (await self._authority.dpop_metadata(auth.dpop) or {}).get("dpop_signing_alg_values_supported"), auth.dpop
-        )
-        key = ProofKey(algorithm) if algorithm is not None else None
+        key = new_key_for(await self._authority.dpop_metadata(self._auth.dpop), self._auth.dpop)
         issued = await self._token_request(
             key,
             grant_type="authorization_code",
@@ -365,15 +357,6 @@ class UserLogin:
         endpoint = await self._authority.token_endpoint()
         async with await self._client(key, endpoint) as oauth:
             return await fetch_issued(self.server, oauth, endpoint, key, **params)
-
-    def _proof_key(self, connection: Connection) -> ProofKey | None:
-        """The key a connection's tokens are bound to (None: bearer tokens)."""
-        if connection.dpop_key is None:
-            return None
-        key = self._proof_keys.get(connection.dpop_key)
-        if key is None:
-            key = self._proof_keys[connection.dpop_key] = ProofKey.from_private_jwk(connection.dpop_key)
-        return key
 
 
 def _header(connection: Connection) -> str:

@@ -278,7 +278,7 @@ class AuthorizationServer:
             if form.get("requested_token_type") == ID_JAG:
                 return self._id_jag(form, subject)
         elif form.get("grant_type") == JWT_BEARER:
-            return self._jwt_bearer(client_id, form)
+            return self._jwt_bearer(client_id, form, jkt)
         elif form.get("grant_type") != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         token = secrets.token_urlsafe(24)
@@ -309,7 +309,7 @@ class AuthorizationServer:
         answer = {"access_token": grant, "issued_token_type": ID_JAG, "token_type": "N_A", "expires_in": 300}
         return JSONResponse(answer, headers={"cache-control": "no-store"})
 
-    def _jwt_bearer(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _jwt_bearer(self, client_id: str, form: dict[str, Any], jkt: str | None = None) -> Response:
         """As a server's authorization server: a token for the subject and resource of an ID-JAG from `trusts`."""
         if self.trusts is None:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
@@ -327,7 +327,7 @@ class AuthorizationServer:
             or claims["exp"] < time.time()
         ):
             return JSONResponse({"error": "invalid_grant", "error_description": "not an ID-JAG for this client"}, 400)
-        return self._issue(client_id, claims.get("resource"), claims.get("sub"), refresh=False)
+        return self._issue(client_id, claims.get("resource"), claims.get("sub"), refresh=False, jkt=jkt)
 
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009: the client authenticates; a token issued to it is revoked (an access token is refused from
