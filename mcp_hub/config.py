@@ -1043,8 +1043,9 @@ class ServerAuth(BaseModel):
     own token (an MCP client signs in to the hub with an access token)."""
     dpop: Literal["auto", "always", "never"] = "auto"
     """DPoP-bound tokens (RFC 9449): "auto" where the authorization server's metadata lists
-    `dpop_signing_alg_values_supported` (a token bound to a key the hub holds, each request with a fresh
-    proof of it); "always" even where it does not say; "never": Bearer tokens only."""
+    `dpop_signing_alg_values_supported` and the server's protected resource metadata says it takes them (a
+    token bound to a key the hub holds, each request with a fresh proof of it); "always" even where they do
+    not say; "never": Bearer tokens only."""
 
     @property
     def per_caller(self) -> bool:

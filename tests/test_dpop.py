@@ -28,6 +28,8 @@ from tests.conftest import free_port, hub_client, make_config, running_hub, serv
 from tests.harness.identity import KEY, connected, user_hub
 from tests.harness.oauth import ACCEPT
 from tests.servers.authorization import INTROSPECTION_CLIENT
+from tests.servers.authorization_server import guarded
+from tests.servers.fixture import build_server
 from tests.test_credentials import authorization_server, client_credentials, guarded_upstream
 from tests.test_enterprise import KEY as ENTERPRISE_KEY
 from tests.test_enterprise import enterprise_hub
@@ -242,11 +244,24 @@ async def test_client_credentials_are_bound_and_every_request_carries_a_fresh_pr
     assert len(set(upstream_proofs)) == len(upstream_proofs), "a proof was sent twice"
 
 
-async def test_never_keeps_bearer_tokens_where_the_authorization_server_offers_dpop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("setting", ["never", "auto"])
+async def test_bearer_tokens_stay_where_dpop_is_off_or_the_server_does_not_say_it_takes_it(
+    tmp_path: Path, setting: str
+) -> None:
+    """ "never"; and "auto" where the authorization server offers DPoP but the server's metadata does not (an
+    authorization server binding every client's tokens is no sign that the server reads the DPoP scheme)."""
     seen: list[dict[str, str]] = []
-    async with authorization_server(dpop=True) as server, guarded_upstream(server, seen) as url:
-        mount = {"url": url, "protocol": "legacy", "auth": client_credentials(server, dpop="never")}
-        async with running_hub(make_config(tmp_path, {"remote": mount})) as hub, hub_client(hub) as client:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with authorization_server(dpop=True) as server:
+        says = setting == "never"
+        app = guarded(build_server("remote").streamable_http_app(), server, url, seen, says_dpop=says)
+        mount = {"url": url, "protocol": "legacy", "auth": client_credentials(server, dpop=setting)}
+        async with (
+            serve_app(app, port=port),
+            running_hub(make_config(tmp_path, {"remote": mount})) as hub,
+            hub_client(hub) as client,
+        ):
             result = await client.call_tool("remote_echo", {"text": "plain"})
             assert result.structured_content == {"text": "plain", "server": "remote"}
     assert server.proofs == []

@@ -15,15 +15,18 @@ hand a new nonce on any answer, which is kept too.
 
 Whether a mount uses DPoP is its auth table's `dpop` (config.py `ServerAuth`): "auto" (the default) where
 the authorization server's metadata lists `dpop_signing_alg_values_supported` with an algorithm the hub
-signs with, "always", or "never". A token endpoint that answers a proof with a Bearer token (it does not
-bind) gets that token presented as Bearer.
+signs with and the server takes DPoP too (its protected resource metadata lists the algorithms or requires
+bound tokens, or its 401 challenges with the DPoP scheme: an authorization server that binds any client's
+tokens says nothing of the server behind it), "always", or "never". A token endpoint that answers a proof
+with a Bearer token (it does not bind) gets that token presented as Bearer.
 
 `DPoPAuth` fits this to the SDK's OAuth client (`OAuthClientProvider`, login.py), which knows nothing of
 DPoP: it wraps the provider's auth flow, adds the proof to each token request and each request the provider
 authenticates, turns `Bearer` into `DPoP` for a bound token, and answers nonce challenges itself (the
 provider would take the server's 401 for an expired login). It learns the authorization server's DPoP
 algorithms from the metadata the provider fetches, and hands the provider the token endpoint's answer with
-its token_type as "Bearer" (the SDK's token model takes no other; the binding is kept here).
+its token_type as "Bearer" (the SDK's token model takes no other; the binding is kept here). It learns
+whether the server takes DPoP from its 401 and its protected resource metadata, passing by too.
 
 The keys and signatures are joserfc's (the JOSE library of authlib's author; authlib.jose is deprecated in
 its favour); nothing here signs or hashes by hand but `ath` (SHA-256, base64url, RFC 9449 section 4.2).
@@ -34,6 +37,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -177,6 +181,9 @@ class DPoPAuth(httpx2.Auth):
         self._inner = inner
         self._setting = setting
         self.key: ProofKey | None = ProofKey() if setting == "always" else None
+        self._offered: Any = None
+        """The authorization server's `dpop_signing_alg_values_supported`, once its metadata passed by."""
+        self._server_takes_dpop = False
         self._bound: OrderedDict[str, None] = OrderedDict()
         """Access tokens issued bound to the key (by their hash)."""
 
@@ -216,8 +223,15 @@ class DPoPAuth(httpx2.Auth):
     async def _seen(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
         """What the inner flow is handed for `response`: the same, but a bound token's answer as Bearer. The
         authorization server's metadata, passing by, says whether to use DPoP."""
-        if request.method == "GET" and response.status_code == 200 and _is_metadata(request.url.path):
-            self._learn_metadata(await response.aread())
+        challenge = response.headers.get("www-authenticate", "") if response.status_code == 401 else ""
+        if _DPOP_CHALLENGE.search(challenge) and not _is_token_request(request):
+            self._server_takes_dpop = True  # the server challenges with the DPoP scheme
+            self._decide()
+        if request.method == "GET" and response.status_code == 200:
+            if _is_metadata(request.url.path):
+                self._learn_metadata(await response.aread())
+            elif _is_resource_metadata(request.url.path):
+                self._learn_resource_metadata(await response.aread())
             return response
         if not (_is_token_request(request) and response.status_code == 200):
             return response
@@ -241,14 +255,24 @@ class DPoPAuth(httpx2.Auth):
         )
 
     def _learn_metadata(self, body: bytes) -> None:
-        try:
-            metadata = json.loads(body)
-        except ValueError:
-            return
-        if not isinstance(metadata, dict) or not isinstance(metadata.get("token_endpoint"), str):
-            return
-        if self.key is None:
-            algorithm = algorithm_for(metadata.get("dpop_signing_alg_values_supported"), self._setting)
+        metadata = _json_object(body)
+        if metadata is not None and isinstance(metadata.get("token_endpoint"), str):
+            self._offered = metadata.get("dpop_signing_alg_values_supported")
+            self._decide()
+
+    def _learn_resource_metadata(self, body: bytes) -> None:
+        document = _json_object(body)
+        if document is not None and (
+            document.get("dpop_signing_alg_values_supported") or document.get("dpop_bound_access_tokens_required")
+        ):
+            self._server_takes_dpop = True
+            self._decide()
+
+    def _decide(self) -> None:
+        """With "auto": a key once the authorization server offers DPoP and the server takes it (see
+        `Authority.server_takes_dpop`: its metadata says so, or its 401 challenges with the DPoP scheme)."""
+        if self.key is None and self._server_takes_dpop and self._offered:
+            algorithm = algorithm_for(self._offered, self._setting)
             if algorithm is not None:
                 self.key = ProofKey(algorithm)
 
@@ -258,6 +282,21 @@ _BODY_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+_DPOP_CHALLENGE = re.compile(r"(?:^|,)\s*dpop(?:\s|,|$)", re.IGNORECASE)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _is_resource_metadata(path: str) -> bool:
+    return "/.well-known/oauth-protected-resource" in path
 
 
 def _is_metadata(path: str) -> bool:

@@ -367,11 +367,19 @@ class AuthorizationServer:
 
 
 def guarded(
-    app: Any, server: AuthorizationServer, resource: str, seen: list[dict[str, str]], *, public: bool = False
+    app: Any,
+    server: AuthorizationServer,
+    resource: str,
+    seen: list[dict[str, str]],
+    *,
+    public: bool = False,
+    says_dpop: bool | None = None,
 ) -> Any:
     """`app` behind a bearer token check (tokens `server` issued for `resource`), recording every request's headers.
 
-    `public`: a request with no `Authorization` at all passes too (a server whose listing anyone may read)."""
+    `public`: a request with no `Authorization` at all passes too (a server whose listing anyone may read).
+    `says_dpop`: its protected resource metadata lists DPoP algorithms (default: when `server` binds tokens)."""
+    says = server.dpop if says_dpop is None else says_dpop
 
     async def guard(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -379,7 +387,9 @@ def guarded(
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         if scope["path"].startswith("/.well-known/oauth-protected-resource"):
-            document = {"resource": resource, "authorization_servers": [server.issuer]}
+            document: dict[str, Any] = {"resource": resource, "authorization_servers": [server.issuer]}
+            if says:
+                document["dpop_signing_alg_values_supported"] = ["ES256"]
             await JSONResponse(document)(scope, receive, send)
             return
         seen.append(headers)
