@@ -722,6 +722,16 @@ class OAuthSettings(BaseModel):
     """The longest an introspection answer is kept (never longer than the token lives)."""
     resource_name: str = "mcp-hub"
     """The human-readable name in the protected resource metadata (`resource_name`)."""
+    dpop: Literal["allow", "require"] = "allow"
+    """DPoP-bound tokens (RFC 9449): "allow" takes `Authorization: DPoP TOKEN` with a proof of the key the token
+    is bound to, and Bearer tokens that are bound to no key (a bound token sent as Bearer is always refused);
+    "require" takes DPoP-bound tokens only, and the protected resource metadata says so
+    (`dpop_bound_access_tokens_required`). API keys are not tokens and stay as they are."""
+    dpop_algorithms: tuple[str, ...] = Field(default=("ES256", "PS256", "RS256", "EdDSA"), strict=False)
+    """The algorithms a DPoP proof may be signed with (advertised as `dpop_signing_alg_values_supported`)."""
+    dpop_proof_age: int = Field(default=300, ge=10, le=3600)
+    """Seconds a DPoP proof is taken after its `iat` (plus `leeway`); each proof's `jti` is remembered that long
+    and a proof presented twice is refused (shared between replicas in Redis with [cluster])."""
 
     @field_validator("issuer", "resource", "jwks_uri", "introspection_endpoint")
     @classmethod
@@ -732,7 +742,7 @@ class OAuthSettings(BaseModel):
                 raise rule_error(problem)
         return url
 
-    @field_validator("algorithms")
+    @field_validator("algorithms", "dpop_algorithms")
     @classmethod
     def _algorithms(cls, algorithms: tuple[str, ...]) -> tuple[str, ...]:
         return _signature_algorithms(algorithms, "an access token")
@@ -1031,6 +1041,11 @@ class ServerAuth(BaseModel):
     (urn:ietf:params:oauth:token-type:...): an OpenID Connect ID token, a SAML 2.0 assertion, or an access token
     of the identity provider. Unset: "id_token" for a configured `id_token`, "access_token" for each caller's
     own token (an MCP client signs in to the hub with an access token)."""
+    dpop: Literal["auto", "always", "never"] = "auto"
+    """DPoP-bound tokens (RFC 9449): "auto" where the authorization server's metadata lists
+    `dpop_signing_alg_values_supported` and the server's protected resource metadata says it takes them (a
+    token bound to a key the hub holds, each request with a fresh proof of it); "always" even where they do
+    not say; "never": Bearer tokens only."""
 
     @property
     def per_caller(self) -> bool:

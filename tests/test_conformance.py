@@ -665,30 +665,7 @@ AUTH_EXTENSIONS = (
 """The 0.2.0 alpha's `auth/*` client scenarios on no spec version's timeline (extensions, and the 2025-03-26
 ones): forced, under the "2026-07-28" suite's package."""
 
-_DPOP = (
-    "DPoP-bound tokens (SEP-1932, RFC 9449) are not built: the hub presents its tokens as Bearer tokens, with no "
-    "DPoP proof"
-)
-HUB_AUTH_FAILURES: dict[tuple[str, str], Known] = {
-    ("2026-07-28", "auth/dpop"): Known(
-        frozenset(
-            {"sep-1932-client-token-request-proof", "sep-1932-client-dpop-auth-scheme", "sep-1932-client-fresh-proof"}
-        ),
-        _DPOP,
-    ),
-    ("2026-07-28", "auth/dpop-nonce"): Known(
-        frozenset(
-            {
-                "sep-1932-client-token-request-proof",
-                "sep-1932-client-dpop-auth-scheme",
-                "sep-1932-client-fresh-proof",
-                "sep-1932-client-as-nonce",
-                "sep-1932-client-rs-nonce",
-            }
-        ),
-        _DPOP,
-    ),
-}
+HUB_AUTH_FAILURES: dict[tuple[str, str], Known] = {}
 """(suite, scenario) -> how an `auth/*` client scenario fails through the hub."""
 
 DIRECT_CLIENT_FAILURES: dict[tuple[str, str], Known] = {}

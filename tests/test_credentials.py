@@ -307,11 +307,11 @@ async def test_token_exchange_trades_the_callers_token_for_one_meant_for_the_ser
         exchange = TokenExchange("wiki", "https://wiki.example/mcp", config.servers["wiki"].auth)
         alice, bob = server.subject_token("alice"), server.subject_token("bob")
         with pytest.raises(CredentialError, match="caller's OAuth token"):
-            await exchange.headers()
+            await exchange.headers("POST", "https://wiki.example/mcp")
         token = CALLER_TOKEN.set(CallerToken(alice))
         try:
-            first = await exchange.headers()
-            again = await exchange.headers()
+            first = await exchange.headers("POST", "https://wiki.example/mcp")
+            again = await exchange.headers("POST", "https://wiki.example/mcp")
         finally:
             CALLER_TOKEN.reset(token)
         bobs = await exchange.exchanged(bob)

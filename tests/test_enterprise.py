@@ -121,13 +121,15 @@ class Setup:
 
 
 @asynccontextmanager
-async def enterprise_hub(tmp_path: Path) -> AsyncIterator[Setup]:
+async def enterprise_hub(tmp_path: Path, *, dpop: bool = False) -> AsyncIterator[Setup]:
+    """A hub whose "remote" mount is `mode = "enterprise"` (with `dpop`, the server's authorization server binds
+    its tokens to the hub's proof keys)."""
     signin_port, hub_port, upstream_port = free_port(), free_port(), free_port()
     signin = SignInIssuer(f"http://127.0.0.1:{signin_port}")
     hub_resource = f"http://127.0.0.1:{hub_port}/mcp"
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
     idp = AuthorizationServer(clients={"hub-at-idp": ""})
-    server = AuthorizationServer(clients={"the-hub": SECRET}, trusts=idp)
+    server = AuthorizationServer(clients={"the-hub": SECRET}, trusts=idp, dpop=dpop)
     store = tmp_path / "connections"
     calls: list[tuple[str, bytes]] = []
     async with serve_app(idp.app()) as idp_base, serve_app(server.app()) as server_base:

@@ -9,6 +9,7 @@ The settings are `config.OAuthSettings` ([auth.oauth]). From them:
 - jwt.py: a JWT access token checked against them (joserfc);
 - introspection.py: an opaque token asked about (RFC 7662), the answers cached;
 - verifier.py: one `verify(token) -> Identity` over both;
+- dpop.py: DPoP proofs (RFC 9449) of the key a token is bound to;
 - middleware.py: the ASGI middleware in front of the MCP endpoint (with the API keys);
 - identity.py: `Identity`, the caller as the token says, on the request for the links that need it.
 """

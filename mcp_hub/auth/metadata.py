@@ -6,7 +6,10 @@
   its scopes, and that tokens go in the `Authorization` header only.
 - The `WWW-Authenticate` challenge of every 401 and 403 (RFC 6750 §3, RFC 9728 §5.1, MCP
   authorization): `Bearer` with `resource_metadata`, the `scope` needed, and for a refused token its
-  `error` and `error_description`.
+  `error` and `error_description`; `DPoP` instead, with the proof algorithms (RFC 9449 section 7.1), to
+  a client that used DPoP and wherever DPoP is required.
+- With DPoP (auth/dpop.py): the proof algorithms taken (`dpop_signing_alg_values_supported`) and, when
+  `dpop = "require"`, `dpop_bound_access_tokens_required` (RFC 9728 section 2).
 
 The document is the MCP SDK's model (`ProtectedResourceMetadata`), served with its CORS handling.
 """
@@ -47,6 +50,8 @@ def metadata_document(settings: OAuthSettings) -> dict[str, Any]:
         scopes_supported=scopes_advertised(settings) or None,
         bearer_methods_supported=["header"],
         resource_name=settings.resource_name,
+        dpop_signing_alg_values_supported=list(settings.dpop_algorithms),
+        dpop_bound_access_tokens_required=True if settings.dpop == "require" else None,
     ).model_dump(mode="json", exclude_none=True)
     return {**document, "resource": settings.resource, "authorization_servers": [settings.issuer]}
 
@@ -64,9 +69,14 @@ def metadata_routes(settings: OAuthSettings, endpoint_path: str) -> list[Route]:
     return [Route(path, endpoint=handler, methods=["GET", "OPTIONS"]) for path in paths]
 
 
-def challenge(settings: OAuthSettings, refusal: Refusal | None = None) -> str:
-    """The `WWW-Authenticate` value answering a request without a token (`refusal` None) or with a refused one."""
+def challenge(settings: OAuthSettings, refusal: Refusal | None = None, *, dpop: bool = False) -> str:
+    """The `WWW-Authenticate` value answering a request without a token (`refusal` None) or with a refused one:
+    a `DPoP` challenge, with the proof algorithms taken (RFC 9449 section 7.1), when `dpop` (the client used
+    that scheme), when the refusal is DPoP's, or when the hub takes DPoP-bound tokens only; else `Bearer`."""
     parts: list[str] = []
+    dpop = dpop or settings.dpop == "require" or (refusal is not None and refusal.scheme == "DPoP")
+    if dpop:
+        parts.append(f'algs="{" ".join(settings.dpop_algorithms)}"')
     if refusal is not None and refusal.error is not None:
         parts.append(f'error="{refusal.error}"')
         parts.append(f'error_description="{_quotable(refusal.description)}"')
@@ -74,7 +84,7 @@ def challenge(settings: OAuthSettings, refusal: Refusal | None = None) -> str:
     scopes = list(refusal.scopes if refusal is not None and refusal.scopes is not None else settings.scopes_required)
     if scopes:
         parts.append(f'scope="{" ".join(scopes)}"')
-    return "Bearer " + ", ".join(parts)
+    return ("DPoP " if dpop else "Bearer ") + ", ".join(parts)
 
 
 def _quotable(text: str) -> str:

@@ -6,6 +6,9 @@ OAuth access token.
 - `Authorization: Bearer TOKEN` otherwise, with [auth.oauth]: the token is verified (verifier.py); its
   identity goes on the request (`IDENTITY_KEY`) and its principal, a `policy.Principal`, under
   `PRINCIPAL_KEY`. A token is read from that header only, never from the query string or the body.
+- `Authorization: DPoP TOKEN` and one `DPoP` proof header: the token is verified, and must be bound to a key
+  (`cnf.jkt`) the proof shows the client holds (dpop.py). A bound token sent as Bearer is refused, and with
+  `dpop = "require"` so is any Bearer token.
 - Nothing usable: 401; a valid token without a required scope: 403; each with the `WWW-Authenticate`
   challenge of metadata.py when OAuth is configured. An unreachable issuer: 503 (the token may be good).
 
@@ -28,11 +31,13 @@ from starlette.authentication import AuthCredentials
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcp_hub.auth.dpop import bound_key, proof_refusal
 from mcp_hub.auth.identity import HTTP_PRINCIPAL, IDENTITY_KEY, PRINCIPAL_KEY, Identity
 from mcp_hub.auth.metadata import challenge
 from mcp_hub.auth.refusal import Refusal, Unavailable
 
 if TYPE_CHECKING:
+    from mcp_hub.auth.dpop import ProofChecker
     from mcp_hub.auth.verifier import TokenVerifier
 
 logger = logging.getLogger("mcp_hub.auth")
@@ -56,10 +61,12 @@ class Credentials:
         api_keys: Mapping[str, str] | None = None,
         verifier: TokenVerifier | None = None,
         step_up: StepUp | None = None,
+        proofs: ProofChecker | None = None,
     ) -> None:
         self._app = app
         self._keys = [(name, key.encode()) for name, key in (api_keys or {}).items()]
         self._verifier = verifier
+        self._proofs = proofs
         self._step_up = step_up
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -87,6 +94,8 @@ class Credentials:
                     else needed
                 )
                 refusal = Refusal.insufficient_scope(missing, needed=tuple(dict.fromkeys(held)))
+                if bound_key(identity.claims) is not None:
+                    refusal.scheme = "DPoP"
                 await self._refuse(refusal, scope, receive, send)
                 return
         state = scope.setdefault("state", {})
@@ -102,21 +111,53 @@ class Credentials:
             HTTP_PRINCIPAL.reset(token)
 
     async def _authenticate(self, scope: Scope) -> tuple[str, AuthenticatedUser, Identity | None]:
-        api_key, bearer = _presented(scope)
+        api_key, scheme, credential, proofs = _presented(scope)
         if api_key is not None:
             name = self._key_name(api_key)
             if name is None:
                 raise Refusal("the API key is not known", error=None)
             return name, _key_user(name), None
-        if bearer is None:
+        if credential is None:
             raise Refusal(self._how_to_authenticate(), error=None)
-        name = self._key_name(bearer) if self._keys else None
+        name = self._key_name(credential) if self._keys and scheme == "bearer" else None
         if name is not None:
             return name, _key_user(name), None
         if self._verifier is None:
             raise Refusal("the API key is not known", error=None)
-        identity = await self._verifier.verify(bearer)
+        if scheme == "dpop":
+            identity = await self._dpop(scope, credential, proofs)
+        else:
+            identity = await self._verifier.verify(credential)
+            if bound_key(identity.claims) is not None:
+                raise Refusal(
+                    "the token is bound to a key (DPoP): present it as Authorization: DPoP TOKEN, with a proof",
+                    scheme="DPoP",
+                )
+            if self._verifier.settings.dpop == "require":
+                raise Refusal(
+                    "this resource takes DPoP-bound tokens only: present one as Authorization: DPoP TOKEN with a proof",
+                    scheme="DPoP",
+                )
         return identity.principal, _token_user(identity, self._verifier.settings.resource), identity
+
+    async def _dpop(self, scope: Scope, token: str, proofs: list[str]) -> Identity:
+        """The identity of a DPoP-bound `token` whose proof (the one `DPoP` header) shows the client holds its key."""
+        assert self._verifier is not None
+        try:
+            if self._proofs is None:
+                raise Refusal("this resource takes no DPoP-bound tokens", scheme="DPoP")
+            if len(proofs) != 1:
+                raise proof_refusal("send one DPoP header, with the proof of the token's key")
+            identity = await self._verifier.verify(token, scopes=False)
+            bound = bound_key(identity.claims)
+            if bound is None:
+                raise Refusal("the token is bound to no key (it has no cnf.jkt): present it as Bearer", scheme="DPoP")
+            await self._proofs.check(proofs[0], method=scope["method"], url=_url_of(scope), token=token, bound=bound)
+            self._verifier.check_scopes(identity)
+        except Refusal as refusal:
+            refusal.scheme = "DPoP"
+            raise
+        return identity
 
     def _key_name(self, presented: str) -> str | None:
         given = presented.encode()
@@ -127,7 +168,14 @@ class Credentials:
         return found
 
     def _how_to_authenticate(self) -> str:
-        ways = ["an access token: Authorization: Bearer TOKEN"] if self._verifier is not None else []
+        ways = []
+        if self._verifier is not None:
+            dpop = self._verifier.settings.dpop
+            ways.append(
+                "a DPoP-bound access token: Authorization: DPoP TOKEN, with a DPoP proof"
+                if dpop == "require"
+                else "an access token: Authorization: Bearer TOKEN (or DPoP TOKEN, with a DPoP proof)"
+            )
         if self._keys:
             ways.append("an API key: Authorization: Bearer KEY, or X-API-Key: KEY")
         return "send " + ", or ".join(ways)
@@ -143,12 +191,16 @@ class Credentials:
         await JSONResponse(body, status_code=refusal.status, headers=headers)(scope, receive, send)
 
 
-def _presented(scope: Scope) -> tuple[str | None, str | None]:
-    """The request's `X-API-Key` and its `Authorization: Bearer` credential; `Refusal` for a header sent
-    twice, or an Authorization header of another scheme with no API key beside it."""
+def _presented(scope: Scope) -> tuple[str | None, str | None, str | None, list[str]]:
+    """The request's `X-API-Key`; its `Authorization` scheme ("bearer" or "dpop") and credential; its `DPoP`
+    headers. `Refusal` for a header sent twice, or an Authorization header of another scheme with no API key
+    beside it."""
     api_key = authorization = None
+    proofs: list[str] = []
     for key, value in scope["headers"]:
-        if key in (b"x-api-key", b"authorization"):
+        if key == b"dpop":
+            proofs.append(value.decode("latin-1").strip())
+        elif key in (b"x-api-key", b"authorization"):
             if (api_key if key == b"x-api-key" else authorization) is not None:
                 name = key.decode()
                 raise Refusal(f"{name} is sent twice; send one", error="invalid_request", status=400)
@@ -156,14 +208,23 @@ def _presented(scope: Scope) -> tuple[str | None, str | None]:
                 api_key = value.decode("latin-1").strip()
             else:
                 authorization = value.decode("latin-1").strip()
-    bearer = None
+    scheme = credential = None
     if authorization is not None:
-        scheme, _, credential = authorization.partition(" ")
-        if scheme.lower() == "bearer" and credential.strip():
-            bearer = credential.strip()
+        given, _, rest = authorization.partition(" ")
+        if given.lower() in ("bearer", "dpop") and rest.strip():
+            scheme, credential = given.lower(), rest.strip()
         elif not api_key:
-            raise Refusal("the Authorization header must be Bearer and a credential", error=None)
-    return api_key or None, bearer
+            raise Refusal("the Authorization header must be Bearer (or DPoP) and a credential", error=None)
+    return api_key or None, scheme, credential, proofs
+
+
+def _url_of(scope: Scope) -> str:
+    """The URL the request was sent to, as its Host header and scheme say (no query)."""
+    host = next((value.decode("latin-1") for key, value in scope["headers"] if key == b"host"), "")
+    if not host and scope.get("server"):
+        name, port = scope["server"]
+        host = f"{name}:{port}"
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}"
 
 
 STEP_UP_BODY = 1024 * 1024

@@ -1,7 +1,8 @@
 """`Refusal`: why a request's credentials are not taken, as RFC 6750 says to answer it.
 
 401 `invalid_token` for a token that is missing, malformed, expired, not for this resource or
-not verifiable; 403 `insufficient_scope` for a valid token without a scope the hub requires.
+not verifiable; 401 `invalid_dpop_proof` for a DPoP proof that is missing or wrong (RFC 9449);
+403 `insufficient_scope` for a valid token without a scope the hub requires.
 The description is for the client's developer; it never contains the token.
 """
 
@@ -18,6 +19,7 @@ class Refusal(Exception):
         error: str | None = "invalid_token",
         status: int = 401,
         scopes: tuple[str, ...] | None = None,
+        scheme: str | None = None,
     ) -> None:
         super().__init__(description)
         self.description = description
@@ -25,6 +27,9 @@ class Refusal(Exception):
         self.status = status
         self.scopes = scopes
         """The scopes a token must carry for this request (its challenge's `scope`); None: the hub's required ones."""
+        self.scheme = scheme
+        """"DPoP": the challenge is DPoP's (a proof refused, or a bound token expected; RFC 9449 section 7.1);
+        None: the scheme the client used, or the hub's default."""
 
     @classmethod
     def insufficient_scope(cls, missing: list[str], *, needed: tuple[str, ...] | None = None) -> Refusal:

@@ -130,9 +130,10 @@ class TokenVerifier:
             raise Unavailable(f"the metadata of {self.settings.issuer} names no jwks_uri; set [auth.oauth] jwks_uri")
         return found
 
-    async def verify(self, token: str) -> Identity:
+    async def verify(self, token: str, *, scopes: bool = True) -> Identity:
         """The identity `token` proves; `Refusal` (401/403) when it proves none here, `Unavailable` when the
-        issuer cannot be asked."""
+        issuer cannot be asked. `scopes` False: the required scopes are left to `check_scopes` (a DPoP-bound
+        token's holder proves its key first, so that the answer says nothing of the token to one who does not)."""
         if looks_like_jwt(token):
             claims = await self._jwt.claims(token)
         elif self._introspection is not None:
@@ -140,10 +141,15 @@ class TokenVerifier:
         else:
             raise Refusal("the token is not a JWT, and this resource has no introspection endpoint for others")
         identity = identity_from_claims(self.settings, claims, token)
+        if scopes:
+            self.check_scopes(identity)
+        return identity
+
+    def check_scopes(self, identity: Identity) -> None:
+        """`Refusal` (403 insufficient_scope) if the identity's token lacks a scope every token must carry."""
         missing = [scope for scope in self.settings.scopes_required if scope not in identity.scopes]
         if missing:
             raise Refusal.insufficient_scope(missing)
-        return identity
 
 
 async def probe(settings: OAuthSettings) -> str:

@@ -13,7 +13,8 @@ A remote mount's `[servers.NAME.auth]` table (config.py `ServerAuth`) chooses on
 
 Modules: credential.py (what a credential is to the HTTP clients), token.py (a
 token kept until shortly before it expires, fetched once for all who wait),
-authority.py (the authorization server and its token endpoint), then one module
+authority.py (the authorization server and its token endpoint), dpop.py (tokens
+bound to a key of the hub's, RFC 9449, and the proofs of it), then one module
 per kind. The credential of a mount lives as long as the mount (its tokens outlive
 a reconnection); `credential_for` makes it.
 """

@@ -73,9 +73,39 @@ class Authority:
         self.server = server
         self.issuer = issuer
         self._resource_url = resource_url
+        self._server_dpop: bool | None = None
         self._token_url = token_url
         self._metadata_found: dict[str, Any] | None = None
         self._lock = anyio.Lock()
+
+    async def dpop_metadata(self, setting: str) -> dict[str, Any] | None:
+        """The metadata a mount's `dpop` setting is decided on, for "auto": the issuer's (where it is discovered
+        or configured), provided the server takes DPoP too (`server_takes_dpop`); None: no DPoP for "auto" (and
+        nothing asked for "always" and "never", or where only a `token_url` is configured)."""
+        if setting != "auto" or (self.issuer is None and self._token_url is not None):
+            return None
+        metadata = await self.metadata()
+        if not metadata.get("dpop_signing_alg_values_supported") or not await self.server_takes_dpop():
+            return None
+        return metadata
+
+    async def server_takes_dpop(self) -> bool:
+        """Whether the MCP server's protected resource metadata (RFC 9728) says it takes DPoP-bound tokens
+        (`dpop_signing_alg_values_supported`, or `dpop_bound_access_tokens_required`): an authorization server
+        that binds tokens for every client is no sign that the server behind it reads the DPoP scheme. Read once;
+        no metadata: False."""
+        if self._server_dpop is None:
+            self._server_dpop = False
+            async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+                for url in build_protected_resource_metadata_discovery_urls(None, self._resource_url):
+                    document = await self._document(http, url, [])
+                    if document is not None:
+                        self._server_dpop = bool(
+                            document.get("dpop_signing_alg_values_supported")
+                            or document.get("dpop_bound_access_tokens_required") is True
+                        )
+                        break
+        return self._server_dpop
 
     async def token_endpoint(self) -> str:
         """The token endpoint: configured, or discovered from the issuer's metadata (once).

@@ -73,6 +73,8 @@ class Connection:
     """Seconds since the epoch; None: the authorization server gave no lifetime."""
     scope: str | None = None
     connected_at: float = 0.0
+    dpop_key: str | None = None
+    """The key pair the tokens are bound to (DPoP, dpop.py `ProofKey.private_jwk`); None: bearer tokens."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -286,7 +288,7 @@ def issued_connection(
     principal: str, server: str, issuer: str, issued: Mapping[str, Any], before: Connection | None
 ) -> Connection:
     """The connection the token endpoint's answer `issued` makes (a refresh keeps the refresh token it was not
-    sent a new one for)."""
+    sent a new one for, and the DPoP key its tokens are bound to)."""
     now = time.time()
     expires_in = issued.get("expires_in")
     lifetime = float(expires_in) if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) else None
@@ -307,6 +309,7 @@ def issued_connection(
             fresh,
             refresh_token=fresh.refresh_token or before.refresh_token,
             scope=fresh.scope or before.scope,
+            dpop_key=before.dpop_key,
         )
     return fresh
 

@@ -1,7 +1,8 @@
 """What a mount's credential is to the hub's HTTP clients: headers to add, and what to do on a 401.
 
 A `Credential` gives the headers a request to the server carries (`headers`, a
-token fetched or refreshed first when need be) and hears when the server refused
+token fetched or refreshed first when need be, and a DPoP proof made for that
+request where the token is bound to a key, dpop.py) and hears when the server refused
 them (`rejected`: a 401 to a request that carried those headers), after which a
 request is sent once more with fresh headers, and only once.
 
@@ -44,16 +45,18 @@ class Credential(Protocol):
         """The credential as the SDK client's `httpx2.Auth` (mostly `CredentialAuth(self)`)."""
         ...
 
-    async def headers(self) -> Mapping[str, str]:
-        """The headers a request to the server carries now.
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
+        """The headers a `method` request to `url` (the server's) carries now: its token, and with DPoP a fresh
+        proof for that request.
 
         Raises:
             CredentialError: no credential could be had (the authorization server refused or failed).
         """
         ...
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
-        """The server answered 401 to a request that carried `headers`: forget them.
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
+        """The server answered 401 (with the headers `answer`) to a request that carried `headers`: forget them,
+        unless the server asked for a DPoP nonce (which the next proof carries).
 
         Returns True if fresh headers may fare better (the request is then sent once more).
         """
@@ -68,9 +71,10 @@ class CredentialAuth(httpx2.Auth):
         self._credential = credential
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        sent = await self._credential.headers()
+        method, url = request.method, str(request.url)
+        sent = await self._credential.headers(method, url)
         request.headers.update(sent)
         response = yield request
-        if response.status_code == 401 and await self._credential.rejected(sent):
-            request.headers.update(await self._credential.headers())
+        if response.status_code == 401 and await self._credential.rejected(sent, response.headers):
+            request.headers.update(await self._credential.headers(method, url))
             yield request

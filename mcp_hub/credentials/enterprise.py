@@ -25,7 +25,8 @@ until shortly before it expires, then refreshed with the refresh token when one 
 again by the two steps above; a token the server refuses (a 401) is replaced the same way, once for all the
 calls that need it (one lock per person). `mcp-hub connections revoke` and the admin console forget it and
 revoke it at the authorization server (revocation.py); the next call obtains a new one if the IdP still
-issues the person an ID-JAG: who may reach which server is the IdP's policy.
+issues the person an ID-JAG: who may reach which server is the IdP's policy. Where the server's authorization
+server binds tokens to a key (DPoP, dpop.py), each person's token is bound to a key of its own, kept with it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -47,6 +49,7 @@ from mcp_hub.credentials.authority import Authority, client_settings, oauth_clie
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.dpop import KeyRing, ProofKey, bound_headers, new_key_for, nonce_hooks
 from mcp_hub.credentials.token import EARLY_SECONDS
 from mcp_hub.credentials.token_exchange import CALLER_TOKEN, GRANT_TYPE
 from mcp_hub.credentials.user import CALLER_PRINCIPAL
@@ -83,6 +86,8 @@ class EnterpriseLogin:
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: replaced before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
+        self._keys = KeyRing(url)
+        """The people's tokens' DPoP keys (where the authorization server binds tokens, dpop.py)."""
 
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
@@ -102,16 +107,20 @@ class EnterpriseLogin:
             )
         return principal, caller.token
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         principal, assertion = self._caller()
         connection = await self.connection(principal, assertion)
         kind = "Bearer" if connection.token_type.lower() == "bearer" else connection.token_type
-        return {"authorization": f"{kind} {connection.access_token}"}
+        key = self._keys.of(connection.dpop_key)
+        header = f"{kind} {connection.access_token}"
+        return bound_headers(key, connection.token_type, connection.access_token, header, method, url)
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         sent = headers.get("authorization", "")
         if not sent:
             return False
+        if self._keys.nonce_retry(headers, answer):
+            return True  # the server asked for its nonce, which the next proof carries
         principal, _ = self._caller()
         self._stale.add((principal, sent.partition(" ")[2]))
         return True
@@ -149,9 +158,13 @@ class EnterpriseLogin:
     async def _obtain(self, principal: str, issuer: str, assertion: str) -> Connection:
         """Both steps: the assertion exchanged at the IdP for an ID-JAG, the ID-JAG for the person's token."""
         grant = await self.id_jag(assertion, issuer)
-        issued = await self._at_server(grant_type=JWT_BEARER, assertion=grant, resource=self._resource)
+        key = new_key_for(await self._authority.dpop_metadata(self._auth.dpop), self._auth.dpop)
+        issued = await self._at_server(key, grant_type=JWT_BEARER, assertion=grant, resource=self._resource)
         logger.info("server %r: %s's token obtained with an ID-JAG from the identity provider", self.server, principal)
-        return issued_connection(principal, self.server, issuer, issued, None)
+        connection = issued_connection(principal, self.server, issuer, issued, None)
+        if key is not None and connection.token_type.lower() == "dpop":
+            connection = replace(connection, dpop_key=key.private_jwk())
+        return connection
 
     async def id_jag(self, assertion: str, audience: str) -> str:
         """The ID-JAG the IdP issues for `assertion`, meant for the authorization server `audience`.
@@ -191,7 +204,8 @@ class EnterpriseLogin:
         if connection.refresh_token is None:
             return None
         try:
-            issued = await self._at_server(grant_type="refresh_token", refresh_token=connection.refresh_token)
+            key = self._keys.of(connection.dpop_key)
+            issued = await self._at_server(key, grant_type="refresh_token", refresh_token=connection.refresh_token)
         except CredentialError as exc:
             if not isinstance(exc.__cause__, AuthlibBaseError):
                 raise
@@ -199,11 +213,12 @@ class EnterpriseLogin:
             return None
         return issued_connection(connection.principal, self.server, connection.issuer, issued, connection)
 
-    async def _at_server(self, **params: str) -> dict[str, Any]:
+    async def _at_server(self, key: ProofKey | None, **params: str) -> dict[str, Any]:
+        """The server's authorization server's answer to `params` (with a DPoP proof of `key`, when given)."""
         endpoint = await self._authority.token_endpoint()
         settings = client_settings(self._auth, self._authority.issuer or endpoint)
-        async with oauth_client(**settings, scope=self._auth.scope) as oauth:
-            return await fetch_issued(self.server, oauth, endpoint, **params)
+        async with oauth_client(**settings, scope=self._auth.scope, **nonce_hooks(key, endpoint)) as oauth:
+            return await fetch_issued(self.server, oauth, endpoint, key, **params)
 
     def _stored(self, principal: str, issuer: str) -> Connection | None:
         try:

@@ -16,7 +16,9 @@ with an error that says so. Each person's own login, where a person signs in
 through a page of the authorization server, is `mode = "user"` (user.py).
 
 Every request of such a mount takes the SDK client's path (`channel_ok` is
-False): the provider must see each response to refresh or log in again.
+False): the provider must see each response to refresh or log in again. Where the
+authorization server binds tokens to a key (DPoP, dpop.py), `DPoPAuth` wraps the
+provider: proofs on the token requests and on every request to the server.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp_hub.config import ServerAuth
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS
 from mcp_hub.credentials.credential import CredentialError
+from mcp_hub.credentials.dpop import DPoPAuth
 
 CLIENT_NAME = "mcp-hub"
 
@@ -70,14 +73,16 @@ class Login:
             client_metadata_url=auth.client_metadata_url,
         )
 
-    def http_auth(self) -> httpx2.Auth:
-        return self._provider
+        self._auth: httpx2.Auth = self._provider if auth.dpop == "never" else DPoPAuth(self._provider, auth.dpop)
 
-    async def headers(self) -> Mapping[str, str]:
+    def http_auth(self) -> httpx2.Auth:
+        return self._auth
+
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         tokens = self._storage.tokens
         return {"authorization": f"Bearer {tokens.access_token}"} if tokens is not None else {}
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         return False  # the provider handles the server's 401s on the SDK client's path
 
 

@@ -38,6 +38,7 @@ from mcp_hub.config import ServerAuth
 from mcp_hub.credentials.authority import Authority, client_settings, oauth_client
 from mcp_hub.credentials.client_credentials import request_token
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.dpop import Binding
 from mcp_hub.credentials.token import CachedToken, Token
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -77,19 +78,23 @@ class TokenExchange:
         self._resource = auth.resource or url
         self._authority = Authority(server, issuer=auth.issuer, token_url=auth.token_url, resource_url=url)
         self._tokens: LRUCache[str, CachedToken] = LRUCache(PRINCIPALS)
+        self._dpop = Binding(auth.dpop, url)
 
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         subject = _subject()
         if subject is None:
             raise CredentialError(
                 self.server, "token exchange needs the caller's OAuth token, and this caller signed in without one"
             )
-        return {"authorization": (await self.exchanged(subject)).header}
+        token = await self.exchanged(subject)
+        return self._dpop.headers(token.token_type, token.access_token, token.header, method, url)
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
+        if self._dpop.nonce_retry(answer):
+            return True
         subject = _subject()
         cached = self._tokens.get(_key(subject)) if subject is not None else None
         if cached is not None:
@@ -115,10 +120,11 @@ class TokenExchange:
         }
         if auth.audience is not None:
             params["audience"] = auth.audience
+        key = self._dpop.decide(await self._authority.dpop_metadata(auth.dpop))
         endpoint = await self._authority.token_endpoint()
         settings = client_settings(auth, self._authority.issuer or endpoint)
-        async with oauth_client(**settings, scope=auth.scope) as oauth:
-            return await request_token(self.server, oauth, endpoint, **params)
+        async with oauth_client(**settings, scope=auth.scope, **self._dpop.client_settings(endpoint)) as oauth:
+            return await request_token(self.server, oauth, endpoint, key, **params)
 
 
 def _key(subject_token: str) -> str:

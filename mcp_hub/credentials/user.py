@@ -48,7 +48,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -67,6 +67,7 @@ from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.connections import Connection, StoreError, issued_connection, store_at
 from mcp_hub.credentials.consent import LOGIN_SECONDS, client_of, page
 from mcp_hub.credentials.credential import CredentialAuth, CredentialError
+from mcp_hub.credentials.dpop import KeyRing, ProofKey, bound_headers, new_key_for, nonce_hooks
 from mcp_hub.credentials.registration import Registration, client_document
 from mcp_hub.credentials.token import EARLY_SECONDS
 
@@ -147,6 +148,8 @@ class UserLogin:
         self._stale: set[tuple[str, str]] = set()
         """(principal, access token) the server refused: refreshed before it is sent again."""
         self._locks: dict[str, anyio.Lock] = {}
+        self._keys = KeyRing(url)
+        """The people's connections' DPoP keys."""
 
     @property
     def redirect_uri(self) -> str:
@@ -156,20 +159,23 @@ class UserLogin:
     def http_auth(self) -> httpx2.Auth:
         return CredentialAuth(self)
 
-    async def headers(self) -> Mapping[str, str]:
+    async def headers(self, method: str, url: str) -> Mapping[str, str]:
         principal = CALLER_PRINCIPAL.get()
         if principal is None:
             raise CredentialError(self.server, "each person signs in to it, and this request is for no one")
         connection = await self.connection(principal)
         if connection is None:
             raise LoginRequired(self.server, principal)
-        return {"authorization": _header(connection)}
+        key = self._keys.of(connection.dpop_key)
+        return bound_headers(key, connection.token_type, connection.access_token, _header(connection), method, url)
 
-    async def rejected(self, headers: Mapping[str, str]) -> bool:
+    async def rejected(self, headers: Mapping[str, str], answer: Mapping[str, str]) -> bool:
         principal = CALLER_PRINCIPAL.get()
         sent = headers.get("authorization", "")
         if principal is None or not sent:
             return False
+        if self._keys.nonce_retry(headers, answer):
+            return True  # the server asked for its nonce, which the next proof carries
         self._stale.add((principal, sent.partition(" ")[2]))
         return True
 
@@ -215,7 +221,9 @@ class UserLogin:
             self._forget(connection)
             return None
         try:
-            issued = await self._token_request(grant_type="refresh_token", refresh_token=connection.refresh_token)
+            issued = await self._token_request(
+                self._keys.of(connection.dpop_key), grant_type="refresh_token", refresh_token=connection.refresh_token
+            )
         except CredentialError as exc:
             if not isinstance(exc.__cause__, AuthlibBaseError):
                 raise  # the authorization server is unreachable: the person's tokens may still be good
@@ -310,7 +318,9 @@ class UserLogin:
 
     async def complete(self, pending: _Pending, code: str) -> Connection:
         issuer = await self.issuer()
+        key = new_key_for(await self._authority.dpop_metadata(self._auth.dpop), self._auth.dpop)
         issued = await self._token_request(
+            key,
             grant_type="authorization_code",
             code=code,
             redirect_uri=self._auth.redirect_uri,
@@ -318,6 +328,8 @@ class UserLogin:
             resource=self._resource,
         )
         connection = issued_connection(pending.principal, self.server, issuer, issued, None)
+        if key is not None and connection.token_type.lower() == "dpop":
+            connection = replace(connection, dpop_key=key.private_jwk())
         self._keep(connection)
         try:
             self.store.consent(pending.principal, pending.client, self.server, pending.browser)
@@ -327,10 +339,11 @@ class UserLogin:
         pending.signed_in.done.set()
         return connection
 
-    async def _client(self) -> AsyncOAuth2Client:
+    async def _client(self, key: ProofKey | None = None, endpoint: str = "") -> AsyncOAuth2Client:
         auth = self._auth
         client = await self.registration.client()
         return oauth_client(
+            **nonce_hooks(key, endpoint),
             client_id=client.client_id,
             client_secret=client.client_secret,
             token_endpoint_auth_method=client.token_endpoint_auth_method,
@@ -339,10 +352,11 @@ class UserLogin:
             code_challenge_method="S256",
         )
 
-    async def _token_request(self, **params: str) -> dict[str, Any]:
+    async def _token_request(self, key: ProofKey | None, **params: str) -> dict[str, Any]:
+        """The token endpoint's answer to `params` (with a DPoP proof of `key`, when given)."""
         endpoint = await self._authority.token_endpoint()
-        async with await self._client() as oauth:
-            return await fetch_issued(self.server, oauth, endpoint, **params)
+        async with await self._client(key, endpoint) as oauth:
+            return await fetch_issued(self.server, oauth, endpoint, key, **params)
 
 
 def _header(connection: Connection) -> str:

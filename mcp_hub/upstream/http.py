@@ -315,14 +315,18 @@ class HttpChannel:
         """POST `message` with the mount's credential; a 401 is retried once with a fresh one, if it may help."""
         credential = await self._credential_headers()
         response = await http.post(self._url, data=_body(message), headers={**self._headers_for(headers), **credential})
-        if response.status == 401 and self._credential is not None and await self._credential.rejected(credential):
+        if (
+            response.status == 401
+            and self._credential is not None
+            and await self._credential.rejected(credential, response.headers)
+        ):
             response.close()
             fresh = {**self._headers_for(headers), **await self._credential_headers()}
             response = await http.post(self._url, data=_body(message), headers=fresh)
         return response
 
     async def _credential_headers(self) -> Mapping[str, str]:
-        return {} if self._credential is None else await self._credential.headers()
+        return {} if self._credential is None else await self._credential.headers("POST", self._url)
 
     def _finish(self, response: aiohttp.ClientResponse, answered: bool) -> None:
         """Give the response's connection back: at once if its body is read, else after reading

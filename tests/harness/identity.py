@@ -113,16 +113,19 @@ async def user_hub(
     admin_key: str | None = None,
     oauth: bool = False,
     registered: bool = True,
+    dpop: bool = False,
+    dpop_nonce: str | None = None,
 ) -> AsyncIterator[Setup]:
     """A hub whose mount "remote" is `mode = "user"`, taking alice's and bob's API keys. The upstream lists its
     tools to anyone, or (`service_token`) only with a token, which the mount's headers hold for the hub. With
     `admin_key`, the admin console is served too (administrator "root"), and the audit log is `audit.jsonl`.
     With `oauth`, the hub also takes access tokens of its own sign-in issuer ([auth.oauth]; `Setup.signin`).
-    Without `registered`, the mount names no client: the hub registers itself at the authorization server."""
+    Without `registered`, the mount names no client: the hub registers itself at the authorization server. With
+    `dpop` (and `dpop_nonce`), the authorization server binds tokens to the hub's proof keys (DPoP)."""
     hub_port, upstream_port, signin_port = free_port(), free_port(), free_port()
     signin = SignInIssuer(f"http://127.0.0.1:{signin_port}") if oauth else None
     upstream = f"http://127.0.0.1:{upstream_port}/mcp"
-    server = AuthorizationServer(clients={"the-hub": SECRET})
+    server = AuthorizationServer(clients={"the-hub": SECRET}, dpop=dpop, dpop_nonce=dpop_nonce)
     seen: list[dict[str, str]] = []
     calls: list[tuple[str, bytes]] = []
     raw: list[list[bytes]] = []

@@ -21,9 +21,15 @@ It keeps every token it issued and every token and revocation
 request it was sent, so a test can check what a client asked for, and it can revoke a
 token or refuse every request.
 
+With `dpop`, it advertises DPoP (RFC 9449, `dpop_signing_alg_values_supported`) and binds the
+token it issues for a token request that carries a DPoP proof to the proof's key (token_type
+"DPoP"); with `dpop_nonce` too, it answers a proof without that nonce `use_dpop_nonce`, and so does
+`guarded`. Proofs are checked here with joserfc (`proof_key`), independently of the hub's own checks.
+
 `guarded` wraps an MCP server's ASGI app: it records the headers of every request
 and answers 401 (with `WWW-Authenticate: Bearer`) to one whose bearer token this
-server did not issue, has revoked, or issued for another resource; it publishes the
+server did not issue, has revoked, or issued for another resource, and to a bound
+token without a good proof of its key; it publishes the
 server's protected resource metadata (RFC 9728), naming this authorization server.
 """
 
@@ -31,15 +37,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 from joserfc import jwt
 from joserfc.errors import JoseError
-from joserfc.jwk import ECKey
+from joserfc.jwk import ECKey, JWKRegistry
+from joserfc.jws import extract_compact, validate_compact
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -57,6 +65,39 @@ class Issued:
     expires_at: float
     subject: str | None = None
     """The subject token's owner, for an exchanged token."""
+    jkt: str | None = None
+    """The thumbprint of the key the token is bound to (DPoP); None: a bearer token."""
+
+
+def _b64url_sha256(value: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(value.encode()).digest()).rstrip(b"=").decode()
+
+
+def proof_key(proof: str | None, method: str, url: str, token: str | None, nonce: str | None) -> str:
+    """The thumbprint of the key a DPoP proof shows, for a `method` request to `url` (carrying `token`, with the
+    server's `nonce`); `ValueError` saying what is wrong ("use_dpop_nonce": the nonce is missing)."""
+    if not proof:
+        raise ValueError("no DPoP proof")
+    try:
+        signed = extract_compact(proof.encode())
+        key = JWKRegistry.import_key(signed.protected["jwk"])
+        if signed.protected.get("typ") != "dpop+jwt" or key.is_private:
+            raise ValueError("not a DPoP proof")
+        if not validate_compact(signed, key, algorithms=[signed.protected["alg"]]):
+            raise ValueError("bad signature")
+    except (JoseError, KeyError) as exc:
+        raise ValueError(f"unreadable proof: {exc}") from None
+    claims = json.loads(signed.payload or b"")
+    target = urlsplit(url)
+    if claims.get("htm") != method or claims.get("htu") != f"{target.scheme}://{target.netloc}{target.path}":
+        raise ValueError("htm or htu")
+    if abs(time.time() - claims.get("iat", 0)) > 60 or not claims.get("jti"):
+        raise ValueError("iat or jti")
+    if token is not None and claims.get("ath") != _b64url_sha256(token):
+        raise ValueError("ath")
+    if nonce is not None and claims.get("nonce") != nonce:
+        raise ValueError("use_dpop_nonce")
+    return key.thumbprint()
 
 
 @dataclass
@@ -87,6 +128,12 @@ class AuthorizationServer:
     """As an identity provider: the claims of every ID-JAG it issued."""
     trusts: AuthorizationServer | None = None
     """As a server's authorization server: the identity provider whose ID-JAGs it takes."""
+    dpop: bool = False
+    """Advertise DPoP and bind a token to the key of the proof its request carries."""
+    dpop_nonce: str | None = None
+    """The nonce a DPoP proof must carry, here and at `guarded` servers (None: none)."""
+    proofs: list[str] = field(default_factory=list)
+    """Every DPoP proof a token request or a guarded server received."""
 
     def app(self) -> Starlette:
         return Starlette(
@@ -130,6 +177,7 @@ class AuthorizationServer:
                 ],
                 "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
                 **({"revocation_endpoint": f"{self.issuer}/revoke"} if self.revocation else {}),
+                **({"dpop_signing_alg_values_supported": ["ES256"]} if self.dpop else {}),
             }
         )
 
@@ -168,16 +216,20 @@ class AuthorizationServer:
         back = urlencode({"code": code, "state": query.get("state", ""), "iss": self.issuer})
         return RedirectResponse(f"{redirect_uri}?{back}", status_code=302)
 
-    def _issue(self, client_id: str, audience: str | None, subject: str | None, refresh: bool) -> Response:
+    def _issue(
+        self, client_id: str, audience: str | None, subject: str | None, refresh: bool, jkt: str | None = None
+    ) -> Response:
         token = secrets.token_urlsafe(24)
-        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject)
-        answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in}
+        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject, jkt)
+        kind = "DPoP" if jkt else "Bearer"
+        answer: dict[str, Any] = {"access_token": token, "token_type": kind, "expires_in": self.expires_in}
         if refresh:
             answer["refresh_token"] = secrets.token_urlsafe(24)
-            self.refresh_tokens[answer["refresh_token"]] = Issued(client_id, audience, time.time() + 86400, subject)
+            issued = Issued(client_id, audience, time.time() + 86400, subject, jkt)
+            self.refresh_tokens[answer["refresh_token"]] = issued
         return JSONResponse(answer, headers={"cache-control": "no-store"})
 
-    def _code_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _code_grant(self, client_id: str, form: dict[str, Any], jkt: str | None) -> Response:
         issued = self.codes.pop(str(form.get("code")), None)  # good once
         verifier = str(form.get("code_verifier", ""))
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
@@ -188,13 +240,13 @@ class AuthorizationServer:
             or not secrets.compare_digest(issued["challenge"], challenge)
         ):
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return self._issue(client_id, issued["resource"] or None, issued["user"], refresh=True)
+        return self._issue(client_id, issued["resource"] or None, issued["user"], refresh=True, jkt=jkt)
 
-    def _refresh_grant(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _refresh_grant(self, client_id: str, form: dict[str, Any], jkt: str | None) -> Response:
         issued = self.refresh_tokens.pop(str(form.get("refresh_token")), None)  # rotated: good once
-        if issued is None or issued.client_id != client_id:
+        if issued is None or issued.client_id != client_id or issued.jkt != jkt:  # a bound one: by the same key
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return self._issue(client_id, issued.audience, issued.subject, refresh=True)
+        return self._issue(client_id, issued.audience, issued.subject, refresh=True, jkt=jkt)
 
     async def _token(self, request: Request) -> Response:
         form = dict(await request.form())
@@ -202,10 +254,20 @@ class AuthorizationServer:
         self.requests.append({**form, "authenticated_as": client_id})
         if client_id is None or self.refuse_all:
             return JSONResponse({"error": "invalid_client", "error_description": "bad client secret"}, status_code=401)
+        jkt = None
+        if self.dpop and "dpop" in request.headers:
+            self.proofs.append(request.headers["dpop"])
+            try:
+                jkt = proof_key(request.headers["dpop"], "POST", f"{self.issuer}/token", None, self.dpop_nonce)
+            except ValueError as exc:
+                if str(exc) == "use_dpop_nonce":
+                    nonce = {"dpop-nonce": str(self.dpop_nonce)}
+                    return JSONResponse({"error": "use_dpop_nonce"}, status_code=400, headers=nonce)
+                return JSONResponse({"error": "invalid_dpop_proof", "error_description": str(exc)}, status_code=400)
         if form.get("grant_type") == "authorization_code":
-            return self._code_grant(client_id, form)
+            return self._code_grant(client_id, form, jkt)
         if form.get("grant_type") == "refresh_token":
-            return self._refresh_grant(client_id, form)
+            return self._refresh_grant(client_id, form, jkt)
         audience = str(form.get("audience") or form.get("resource") or "") or None
         subject = None
         if form.get("grant_type") == EXCHANGE:
@@ -216,13 +278,13 @@ class AuthorizationServer:
             if form.get("requested_token_type") == ID_JAG:
                 return self._id_jag(form, subject)
         elif form.get("grant_type") == JWT_BEARER:
-            return self._jwt_bearer(client_id, form)
+            return self._jwt_bearer(client_id, form, jkt)
         elif form.get("grant_type") != "client_credentials":
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         token = secrets.token_urlsafe(24)
-        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject)
+        self.tokens[token] = Issued(client_id, audience, time.time() + self.expires_in, subject, jkt)
         return JSONResponse(
-            {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in},
+            {"access_token": token, "token_type": "DPoP" if jkt else "Bearer", "expires_in": self.expires_in},
             headers={"cache-control": "no-store"},
         )
 
@@ -247,7 +309,7 @@ class AuthorizationServer:
         answer = {"access_token": grant, "issued_token_type": ID_JAG, "token_type": "N_A", "expires_in": 300}
         return JSONResponse(answer, headers={"cache-control": "no-store"})
 
-    def _jwt_bearer(self, client_id: str, form: dict[str, Any]) -> Response:
+    def _jwt_bearer(self, client_id: str, form: dict[str, Any], jkt: str | None = None) -> Response:
         """As a server's authorization server: a token for the subject and resource of an ID-JAG from `trusts`."""
         if self.trusts is None:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
@@ -265,7 +327,7 @@ class AuthorizationServer:
             or claims["exp"] < time.time()
         ):
             return JSONResponse({"error": "invalid_grant", "error_description": "not an ID-JAG for this client"}, 400)
-        return self._issue(client_id, claims.get("resource"), claims.get("sub"), refresh=False)
+        return self._issue(client_id, claims.get("resource"), claims.get("sub"), refresh=False, jkt=jkt)
 
     async def _revoke(self, request: Request) -> Response:
         """RFC 7009: the client authenticates; a token issued to it is revoked (an access token is refused from
@@ -305,11 +367,19 @@ class AuthorizationServer:
 
 
 def guarded(
-    app: Any, server: AuthorizationServer, resource: str, seen: list[dict[str, str]], *, public: bool = False
+    app: Any,
+    server: AuthorizationServer,
+    resource: str,
+    seen: list[dict[str, str]],
+    *,
+    public: bool = False,
+    says_dpop: bool | None = None,
 ) -> Any:
     """`app` behind a bearer token check (tokens `server` issued for `resource`), recording every request's headers.
 
-    `public`: a request with no `Authorization` at all passes too (a server whose listing anyone may read)."""
+    `public`: a request with no `Authorization` at all passes too (a server whose listing anyone may read).
+    `says_dpop`: its protected resource metadata lists DPoP algorithms (default: when `server` binds tokens)."""
+    says = server.dpop if says_dpop is None else says_dpop
 
     async def guard(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -317,7 +387,9 @@ def guarded(
             return
         headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
         if scope["path"].startswith("/.well-known/oauth-protected-resource"):
-            document = {"resource": resource, "authorization_servers": [server.issuer]}
+            document: dict[str, Any] = {"resource": resource, "authorization_servers": [server.issuer]}
+            if says:
+                document["dpop_signing_alg_values_supported"] = ["ES256"]
             await JSONResponse(document)(scope, receive, send)
             return
         seen.append(headers)
@@ -325,10 +397,24 @@ def guarded(
             await app(scope, receive, send)
             return
         kind, _, token = headers.get("authorization", "").partition(" ")
-        if kind.lower() != "bearer" or not server.valid(token, resource):
+        issued = server.tokens.get(token)
+        bound = issued.jkt if issued is not None else None
+        if kind.lower() != ("dpop" if bound else "bearer") or not server.valid(token, resource):
             response = Response(status_code=401, headers={"www-authenticate": 'Bearer error="invalid_token"'})
             await response(scope, receive, send)
             return
+        if bound:
+            server.proofs.append(headers.get("dpop", ""))
+            try:
+                shown = proof_key(headers.get("dpop"), scope["method"], resource, token, server.dpop_nonce)
+            except ValueError as exc:
+                error = "use_dpop_nonce" if str(exc) == "use_dpop_nonce" else "invalid_dpop_proof"
+                challenge = {"www-authenticate": f'DPoP error="{error}"', "dpop-nonce": str(server.dpop_nonce)}
+                await Response(status_code=401, headers=challenge)(scope, receive, send)
+                return
+            if shown != bound:
+                await Response(status_code=401, headers={"www-authenticate": "DPoP"})(scope, receive, send)
+                return
         await app(scope, receive, send)
 
     return guard

@@ -128,12 +128,20 @@ def build_app(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *cors_origins],
         )
-    http, verifier = None, None
+    http, verifier, proofs = None, None, None
     if oauth is not None:  # the token checks (and joserfc, cryptography's keys) load only for a hub that takes tokens
+        from mcp_hub.auth.dpop import ProofChecker
         from mcp_hub.auth.verifier import TokenVerifier
 
         http = httpx2.AsyncClient(follow_redirects=False)
         verifier = TokenVerifier(oauth, http)
+        proofs = ProofChecker(
+            algorithms=oauth.dpop_algorithms,
+            max_age=oauth.dpop_proof_age,
+            leeway=oauth.leeway,
+            resource=oauth.resource,
+            claim=cluster.claim if cluster is not None else None,
+        )
 
     replicas: list[Replicas | SignIns] = []
 
@@ -141,7 +149,7 @@ def build_app(
         """What every MCP endpoint is behind: credentials, browser origins, with a cluster the other replicas
         (`below`: the endpoint's path below `path`), header values (fields.py)."""
         if api_keys or verifier is not None:
-            endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier, step_up=step_up)
+            endpoint = Credentials(endpoint, api_keys=api_keys, verifier=verifier, step_up=step_up, proofs=proofs)
         if cors_origins:
             endpoint = BrowserOrigins(endpoint, cors_origins)
         if cluster is not None and parking is not None:
