@@ -188,6 +188,29 @@ class HttpSettings(BaseModel):
     """The web origins (`https://host[:port]`) whose pages may call the endpoint from a browser (CORS); none
     by default."""
 
+    forwarded_allow_ips: tuple[str, ...] | None = Field(default=None, strict=False)
+    """The proxies in front of the hub whose `X-Forwarded-For` and `X-Forwarded-Proto` it takes (addresses or
+    networks, "*" for any): the client's address in the audit line and the console's login throttle is then the
+    one such a proxy names. Unset: uvicorn's default, the `FORWARDED_ALLOW_IPS` environment variable, else
+    127.0.0.1 and ::1 (a proxy on the same host); [] trusts none (the peer's address is the client's)."""
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, proxies: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for index, proxy in enumerate(proxies or ()):
+            if proxy == "*" or proxy.startswith("unix:"):
+                continue
+            try:
+                ipaddress.ip_network(proxy) if "/" in proxy else ipaddress.ip_address(proxy)
+            except ValueError:
+                raise rule_error(
+                    f"{proxy!r} is not an address or a network (a network's host bits are zero: 10.1.0.0/16); write "
+                    "the proxies' addresses, as "
+                    'forwarded_allow_ips = ["10.0.0.5", "10.1.0.0/16"], or "*" for any',
+                    index,
+                ) from None
+        return proxies
+
     @field_validator("cors_origins")
     @classmethod
     def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:

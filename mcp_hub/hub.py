@@ -708,6 +708,7 @@ class Hub:
             lifespan="on",
             ws="none",  # the hub serves no WebSocket: uvicorn need not load a WebSocket library
             timeout_keep_alive=self.config.http.keep_alive,
+            forwarded_allow_ips=_forwarded(self.config.http.forwarded_allow_ips),
         )
         server = _HttpServer(config, serving)
 
@@ -818,3 +819,8 @@ async def _on_signal(stop: Callable[[], None]) -> None:
             logger.info("received %s; shutting down", signal.Signals(signum).name)
             stop()
             return
+
+
+def _forwarded(proxies: tuple[str, ...] | None) -> list[str] | None:
+    """`[http] forwarded_allow_ips` as uvicorn takes it: None (its default) when unset; [] trusts none."""
+    return None if proxies is None else list(proxies)

@@ -96,6 +96,7 @@ def test_full_example_loads() -> None:
         "health_stderr": False,
         "allow_unauthenticated": False,
         "cors_origins": (),
+        "forwarded_allow_ips": None,
     }
     assert config.path == "hub.toml"
     everything = config.servers["everything"]
@@ -131,6 +132,7 @@ def test_defaults() -> None:
         "health_stderr": False,
         "allow_unauthenticated": False,
         "cors_origins": (),
+        "forwarded_allow_ips": None,
     }
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})

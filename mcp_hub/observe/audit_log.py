@@ -99,6 +99,9 @@ class AuditEvent:
     """For a tool call the policy let through to its server: what it counts against cost budgets."""
     cut: Mapping[str, Any] | None = None
     """For a call whose result was over its budget (chain/results.py): its size, the budget and the kept id."""
+    client_address: str | None = None
+    """For an HTTP client: its network address, the peer's, or the client a trusted proxy names in
+    `X-Forwarded-For` (`[http] forwarded_allow_ips`); null for stdio, the console's and the command line's lines."""
 
     @classmethod
     def by_administrator(
