@@ -787,6 +787,8 @@ class AuthSettings(BaseModel):
 
 ADMIN_SSO_CALLBACK = "/sso/callback"
 """Where the identity provider sends an administrator's browser back, below the console (`/admin/sso/callback`)."""
+ADMIN_LOGIN = "/login"
+"""The console's sign-in page (`/admin/login`), where the identity provider sends a browser it signed out."""
 
 
 class AdminOidc(BaseModel):
@@ -821,14 +823,33 @@ class AdminOidc(BaseModel):
     """Seconds of clock skew allowed on the ID token's `exp` and `iat`."""
     label: str = Field(default="your organisation's sign-in", min_length=1)
     """What the sign-in button names: "Sign in with {label}"."""
+    provider_sign_out: bool = True
+    """Signing out of the console signs the person out of the identity provider too, where its metadata offers
+    `end_session_endpoint` (OpenID Connect RP-Initiated Logout 1.0: the browser is sent there with the ID token as
+    `id_token_hint`, and back to the console's sign-in page). false: the console's session alone ends, and the next
+    sign-in may pass without a password at the identity provider."""
+    post_logout_redirect_uri: str | None = None
+    """Where the identity provider sends the browser after signing the person out: the console's own `/admin/login`
+    as the browser reaches it, registered at the identity provider as a post-logout redirect URI; unset: made from
+    the URL the console was opened at (set it behind a proxy that changes the scheme or the host)."""
 
-    @field_validator("issuer", "redirect_uri")
+    @field_validator("issuer", "redirect_uri", "post_logout_redirect_uri")
     @classmethod
     def _urls(cls, url: str | None, info: Any) -> str | None:
         if url is not None and not url.startswith("${"):
             problem = _url_problem(url, info.field_name)
             if problem is not None:
                 raise rule_error(problem)
+        return url
+
+    @field_validator("post_logout_redirect_uri")
+    @classmethod
+    def _sign_in_page(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith("${") and not urlsplit(url).path.endswith(ADMIN_LOGIN):
+            raise rule_error(
+                f"the post-logout redirect URI is the console's sign-in page (https://HOST/admin{ADMIN_LOGIN}), "
+                f"got {url!r}"
+            )
         return url
 
     @field_validator("redirect_uri")

@@ -8,6 +8,7 @@ settings are checked without anything running. The browser itself drives it in t
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import secrets
@@ -17,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import anyio
 import httpx2
@@ -112,6 +113,7 @@ async def sso_console(
         "client_id": CONSOLE_CLIENT[0],
         "client_secret": CONSOLE_CLIENT[1],
         "redirect_uris": [f"{base}/admin/sso/callback"],
+        "post_logout_redirect_uris": [f"{base}/admin/login"],
         "grant_types": ["authorization_code"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "client_secret_basic",
@@ -167,6 +169,9 @@ def test_the_settings_are_checked_with_errors_that_name_the_key_and_the_fix() ->
         'admin_claim = "g"\nadmin_values = ["x"]\nscopes = ["email"]\n': r"admin\.oidc\.scopes: .*\"openid\"",
         'admin_claim = "g"\nadmin_values = ["x"]\nalgorithms = ["HS256"]\n': r"algorithms\[0\]: 'HS256' is never",
         'admin_claim = "g"\nadmin_values = ["x"]\nredirect_uri = "https://hub.example.com/cb"\n': r"/sso/callback",
+        'admin_claim = "g"\nadmin_values = ["x"]\npost_logout_redirect_uri = "https://hub.example.com/"\n': (
+            r"admin\.oidc\.post_logout_redirect_uri: the post-logout redirect URI is the console's sign-in page"
+        ),
         'admin_claim = "g"\nadmin_values = ["x"]\ntoken_endpoint_auth_method = "client_secret_post"\n': (
             r"admin\.oidc\.client_secret: client_secret_post needs client_secret"
         ),
@@ -248,9 +253,9 @@ async def test_an_administrator_signs_in_acts_and_the_audit_names_the_person(tmp
             assert "Alice Admin <alice@example.com>" in line["reason"], line
         assert lines["admin/sign-in"]["outcome"] == "allowed"
 
-        # Signing out ends the session.
+        # Signing out ends the session (and goes on to the identity provider's sign-out: see below).
         out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
-        assert out.status_code == 303
+        assert out.status_code == 200 and 'id="signed-out"' in out.text
         assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"
 
 
@@ -448,6 +453,60 @@ async def test_an_identity_provider_that_cannot_be_reached_is_a_page_that_says_s
             assert f"{gone}/.well-known/openid-configuration" in start.text and 'id="again"' in start.text
             assert "mcp_hub_admin_sso" not in web.cookies  # nothing begun
             await logged_in(web, base)  # the admin key still opens the console
+
+
+async def provider_sign_out(web: httpx2.AsyncClient, page: httpx2.Response) -> httpx2.Response:
+    """What the browser does with the console's "Signed out" page: on to oidc-provider's end-session endpoint, its
+    "Yes, sign me out", and back where it sends the browser (returned, opened as a cross-site navigation)."""
+    found = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', page.text)
+    assert found is not None, page.text
+    ask = await web.get(html.unescape(found[1]))
+    assert ask.status_code == 200 and "Do you want to sign-out" in ask.text, ask.text
+    action = re.search(r'<form id="op.logoutForm" method="post" action="([^"]+)"', ask.text)
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', ask.text))
+    assert action is not None and "xsrf" in fields, ask.text
+    done = await web.post(urljoin(str(ask.url), action[1]), data={**fields, "logout": "yes"})
+    assert done.status_code in (302, 303), done.text
+    return await web.get(done.headers["location"], headers={"Sec-Fetch-Site": "cross-site"})
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+async def test_signing_out_signs_the_person_out_at_the_identity_provider_too(tmp_path: Path) -> None:
+    """RP-Initiated Logout: the console's sign-out sends the browser to oidc-provider's end_session_endpoint with
+    the ID token as its hint, which signs alice out there and sends her back to the sign-in page; her next
+    sign-in asks for her login again. With `provider_sign_out = false`, the provider's session stays."""
+    async with sso_console(tmp_path) as setup, httpx2.AsyncClient() as web:
+        back = await browse(await started(web, setup), "alice", setup.callback, web)
+        assert (await web.get(back)).status_code == 200
+        again = await web.get(await started(web, setup))  # signed in at the provider: no login page
+        assert again.is_redirect and again.headers["location"].startswith(setup.callback), again.text
+        assert (await web.get(again.headers["location"])).status_code == 200
+        status = await web.get(f"{setup.base}/admin/status")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', status.text)
+        assert csrf is not None
+        out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
+        assert out.status_code == 200 and 'id="signed-out"' in out.text
+        sent = parse_qs(urlsplit(html.unescape(re.findall(r'url=([^"]+)"', out.text)[0])).query)
+        assert sent["client_id"] == [CONSOLE_CLIENT[0]]
+        assert sent["post_logout_redirect_uri"] == [f"{setup.base}/admin/login"]
+        assert sent["id_token_hint"][0].count(".") == 2
+        assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"  # ended here
+        landed = await provider_sign_out(web, out)
+        assert (
+            landed.status_code == 200 and str(landed.url) == f"{setup.base}/admin/login" and 'id="sso"' in landed.text
+        )
+        login = await web.get(await started(web, setup), follow_redirects=True)
+        assert 'name="login"' in login.text  # signed out at the provider: it asks again
+
+    (tmp_path / "off").mkdir()
+    async with sso_console(tmp_path / "off", provider_sign_out=False) as setup, httpx2.AsyncClient() as web:
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        status = await web.get(f"{setup.base}/admin/status")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', status.text)
+        assert csrf is not None
+        out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
+        assert out.status_code == 303 and out.headers["location"] == "/admin/login"
 
 
 # -- the ID token's checks, on ID tokens oidc-provider issued ------------------------------------------------

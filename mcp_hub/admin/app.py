@@ -265,8 +265,18 @@ class _Pages:
 
     async def _logout(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         await self.sessions.end(session)
-        logger.info("admin console: %s logged out from %s", session.admin, _client(request))
-        response = RedirectResponse(f"{_base(request)}/login", status_code=303)
+        provider = await self.sso.sign_out_url(request, session)
+        logger.info(
+            "admin console: %s logged out from %s%s",
+            session.admin,
+            _client(request),
+            "; sent to sign out at the identity provider" if provider else "",
+        )
+        if provider is not None:  # a page that goes on there: a redirect from the form would break its form-action
+            body = pages.signing_out(provider, self.hub.config.admin.oidc.label if self.hub.config.admin.oidc else "")
+            response: Response = self._render(request, "Signing out", "", body, None)
+        else:
+            response = RedirectResponse(f"{_base(request)}/login", status_code=303)
         response.delete_cookie(COOKIE, path=_base(request) or "/")
         return response
 

@@ -29,7 +29,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
@@ -58,6 +58,8 @@ class Session:
     name and email as it gave them ("Alice Admin <alice@example.com>"); None for a key's login."""
     subject: str | None = None
     person: str | None = None
+    id_token: str | None = field(default=None, repr=False)
+    """The ID token the person signed in with: the `id_token_hint` of their sign-out at the identity provider."""
 
     @property
     def who(self) -> Administrator:
@@ -122,9 +124,11 @@ class Sessions:
         await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
         return cookie
 
-    async def begin_signed_in(self, admin: str, *, issuer: str, subject: str, person: str | None, sso: str) -> str:
+    async def begin_signed_in(
+        self, admin: str, *, issuer: str, subject: str, person: str | None, sso: str, id_token: str | None = None
+    ) -> str:
         """A new session for a person the identity provider vouched for (sso.py), made an administrator by the
-        single sign-on settings whose fingerprint is `sso`: its cookie's value."""
+        single sign-on settings whose fingerprint is `sso`, with the ID token it issued them: its cookie's value."""
         cookie = secrets.token_urlsafe(32)
         record = {
             "a": admin,
@@ -134,6 +138,7 @@ class Sessions:
             "i": issuer,
             "s": subject,
             "p": person,
+            "t": id_token,
         }
         await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
         return cookie
@@ -165,7 +170,7 @@ class Sessions:
                 float(record["e"]),
                 str(record["k"]),
                 name,
-                *(None if record.get(field) is None else str(record[field]) for field in ("i", "s", "p")),
+                *(None if record.get(key) is None else str(record[key]) for key in ("i", "s", "p", "t")),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -28,8 +28,12 @@ break-glass use). The console is an OpenID Connect relying party, with authlib's
 Every refusal (an unknown, used or expired state, another browser, an error from the identity provider, a
 token that fails a check) is a page that says what happened and offers to start again; nothing is kept.
 
-What it does not do: it does not sign the person out of the identity provider (the next sign-in may pass
-without a password there), and a person removed from the group keeps their console session until it ends.
+4. Signing out of the console ends the session, and, where the identity provider's metadata offers an
+   `end_session_endpoint` (OpenID Connect RP-Initiated Logout 1.0), sends the browser there to end the person's
+   session at the provider too, with their ID token as `id_token_hint` and the console's sign-in page as
+   `post_logout_redirect_uri` (registered there); `provider_sign_out = false` keeps the provider's session.
+
+What it does not do: a person removed from the group keeps their console session until it ends.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx2
 from authlib.oidc.core import CodeIDToken
@@ -57,7 +61,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mcp_hub.admin import pages
-from mcp_hub.admin.sessions import COOKIE, Sessions, store
+from mcp_hub.admin.sessions import COOKIE, Session, Sessions, store
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.auth.discovery import fetch_json, issuer_metadata
 from mcp_hub.auth.jwks import KeySet
@@ -82,6 +86,8 @@ BINDING_COOKIE = "mcp_hub_admin_sso"
 METADATA_SECONDS = 300.0
 """How long the identity provider's metadata is kept before it is read again."""
 START = "/sso/start"
+_ID_TOKEN = "\0id_token"
+"""Where `_signed_in` puts the ID token itself beside its claims (a name no claim has)."""
 
 
 def fingerprint(settings: AdminOidc) -> str:
@@ -290,7 +296,12 @@ class SingleSignOn:
             body = pages.not_an_administrator(_base(request), person.label, settings.admin_claim)
             return self._render(request, "Not an administrator", body, 403)
         cookie = await self._sessions.begin_signed_in(
-            who.name, issuer=person.issuer, subject=person.subject, person=person.described, sso=fingerprint(settings)
+            who.name,
+            issuer=person.issuer,
+            subject=person.subject,
+            person=person.described,
+            sso=fingerprint(settings),
+            id_token=claims.get(_ID_TOKEN),
         )
         logger.info("admin console: %s signed in through %s from %s", who.name, person.issuer, _client(request))
         self._audit(who, "allowed", f"{who} signed in to the admin console through the identity provider")
@@ -370,7 +381,32 @@ class SingleSignOn:
                 raise Refused(f"The identity provider cannot be reached: {exc}. Start again.", 502) from None
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise Refused("The identity provider's ID token names no subject; nothing was kept.")
-        return Person.of(claims), claims
+        return Person.of(claims), {**claims, _ID_TOKEN: id_token}
+
+    # -- sign-out --------------------------------------------------------------------------------------
+
+    async def sign_out_url(self, request: Request, session: Session) -> str | None:
+        """Where to send the browser of a person signing out of the console, to sign them out of the identity
+        provider too (OpenID Connect RP-Initiated Logout 1.0): its `end_session_endpoint`, with their ID token as
+        `id_token_hint`, the console's client id, and the console's sign-in page as `post_logout_redirect_uri`.
+        None: not a single sign-on session, `provider_sign_out` is off, or the provider offers no such endpoint
+        (or cannot be reached; the console's session has ended all the same)."""
+        settings = self._settings()
+        if session.issuer is None or settings is None or not settings.provider_sign_out:
+            return None
+        try:
+            metadata = await self._issuer_metadata(settings)
+        except Refused as exc:
+            logger.warning("admin console: %s is signed out of the console only: %s", session.admin, exc.message)
+            return None
+        endpoint = metadata.get("end_session_endpoint")
+        if not isinstance(endpoint, str) or urlsplit(endpoint).scheme not in ("https", "http"):
+            return None
+        back = settings.post_logout_redirect_uri or f"{request.url.scheme}://{request.url.netloc}{_base(request)}/login"
+        params = {"client_id": settings.client_id, "post_logout_redirect_uri": back}
+        if session.id_token is not None:
+            params["id_token_hint"] = session.id_token
+        return f"{endpoint}{'&' if urlsplit(endpoint).query else '?'}{urlencode(params)}"
 
     # -- helpers ---------------------------------------------------------------------------------------
 
