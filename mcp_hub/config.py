@@ -823,6 +823,11 @@ class AdminOidc(BaseModel):
     """Seconds of clock skew allowed on the ID token's `exp` and `iat`."""
     label: str = Field(default="your organisation's sign-in", min_length=1)
     """What the sign-in button names: "Sign in with {label}"."""
+    recheck_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False, strict=False)
+    """How long the console takes a signed-in person's word: once their session was last vouched for longer ago,
+    the next request asks the identity provider again (the refresh token renewed, or the userinfo endpoint asked
+    with the access token), and ends the session if they are no longer an administrator, the provider refuses, or
+    it cannot be asked. The whole session lasts `[admin] session_hours` at most."""
     provider_sign_out: bool = True
     """Signing out of the console signs the person out of the identity provider too, where its metadata offers
     `end_session_endpoint` (OpenID Connect RP-Initiated Logout 1.0: the browser is sent there with the ID token as

@@ -89,6 +89,8 @@ class Console:
     issuer: str
     folder: Path
     clock: Clock = field(default_factory=Clock)
+    sessions: Any = None
+    """The console's sessions (to look at what a session keeps)."""
 
     @property
     def callback(self) -> str:
@@ -102,11 +104,20 @@ class Console:
 
 @asynccontextmanager
 async def sso_console(
-    tmp_path: Path, *, keys: bool = True, id_token_claims: bool = False, live: bool = False, **overrides: Any
+    tmp_path: Path,
+    *,
+    keys: bool = True,
+    id_token_claims: bool = False,
+    live: bool = False,
+    grants: tuple[str, ...] = ("authorization_code",),
+    provider: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Console]:
     """oidc-provider with alice and bob, and a hub whose console takes single sign-on there (and, with `keys`, the
     admin key of root), served on loopback. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve`
-    does, reading the variables from the process's environment (which the test sets)."""
+    does, reading the variables from the process's environment (which the test sets). `grants`: the console
+    client's at oidc-provider (with refresh_token, it is issued refresh tokens); `provider`: more of
+    oidc-provider's options."""
     port, provider_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     client = {
@@ -114,11 +125,13 @@ async def sso_console(
         "client_secret": CONSOLE_CLIENT[1],
         "redirect_uris": [f"{base}/admin/sso/callback"],
         "post_logout_redirect_uris": [f"{base}/admin/login"],
-        "grant_types": ["authorization_code"],
+        "grant_types": list(grants),
         "response_types": ["code"],
         "token_endpoint_auth_method": "client_secret_basic",
     }
-    async with oidc_login_provider(provider_port, {}, [client], PEOPLE, id_token_claims=id_token_claims) as issuer:
+    async with oidc_login_provider(
+        provider_port, {}, [client], PEOPLE, id_token_claims=id_token_claims, options=provider
+    ) as issuer:
         path = console_config(
             tmp_path, keys='root = "${ADMIN_KEY}"' if keys else "", tail=sso_settings(issuer, **overrides)
         )
@@ -134,10 +147,10 @@ async def sso_console(
                 path="/mcp",
                 health=hub.health,
                 api_keys=config.auth.api_keys,
-                admin=console(hub, "127.0.0.1", clock=clock),
+                admin=(admin := console(hub, "127.0.0.1", clock=clock)),
             )
             async with serve_app(app, port):
-                yield Console(hub, base, issuer, tmp_path, clock)
+                yield Console(hub, base, issuer, tmp_path, clock, admin.sessions)
 
 
 async def started(web: httpx2.AsyncClient, setup: Console) -> str:
@@ -507,6 +520,79 @@ async def test_signing_out_signs_the_person_out_at_the_identity_provider_too(tmp
         assert csrf is not None
         out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
         assert out.status_code == 303 and out.headers["location"] == "/admin/login"
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+@pytest.mark.parametrize("how", ["refresh_token", "userinfo"])
+async def test_a_person_removed_from_the_administrators_group_loses_the_console_at_the_next_check(
+    tmp_path: Path, how: str
+) -> None:
+    """The console asks oidc-provider again once a session was vouched for more than `recheck_minutes` ago: with
+    a refresh token (the console's client has the grant) it renews the sign-in and checks the new ID token and
+    the userinfo answer; without one, it asks the userinfo endpoint with the access token. alice stays an
+    administrator across a check; once she leaves the group, her session goes on until the next check, which
+    ends it (an audit line says why); root's key session is never asked about."""
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(json.dumps(PEOPLE), encoding="utf-8")
+    grants = ("authorization_code", "refresh_token") if how == "refresh_token" else ("authorization_code",)
+    options = {"accountsFile": str(accounts)}
+    async with (
+        sso_console(tmp_path, grants=grants, provider=options, recheck_minutes=5) as setup,
+        httpx2.AsyncClient() as web,
+        httpx2.AsyncClient() as root,
+    ):
+        await logged_in(root, setup.base)
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        cookie = web.cookies["mcp_hub_admin"]
+        session = await setup.sessions.read(cookie)
+        assert session is not None and session.checked is not None
+        assert ("refresh_token" in session.tokens) == (how == "refresh_token")
+        assert {"id_token", "access_token"} <= set(session.tokens)
+        first = dict(session.tokens)
+
+        setup.clock.offset += 301  # due: asked again, still an administrator
+        assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
+        again = await setup.sessions.read(cookie)
+        assert again is not None and again.checked is not None and again.checked > session.checked
+        if how == "refresh_token":  # renewed: new tokens kept
+            assert again.tokens["access_token"] != first["access_token"]
+
+        accounts.write_text(json.dumps({**PEOPLE, "alice": {**PEOPLE["alice"], "groups": ["staff"]}}))
+        setup.clock.offset += 120  # not due yet: the session goes on
+        assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
+        setup.clock.offset += 200  # due: she is no longer an administrator
+        gone = await web.get(f"{setup.base}/admin/status")
+        assert gone.status_code == 303 and gone.headers["location"] == "/admin/login"
+        assert await setup.sessions.read(cookie) is None
+        await wait_for(lambda: any("no longer an administrator" in (x["reason"] or "") for x in setup.audit()))
+        (line,) = [x for x in setup.audit() if "no longer an administrator" in (x["reason"] or "")]
+        assert line["method"] == "admin/sign-in" and line["outcome"] == "refused"
+        assert line["principal"] == "admin:alice@example.com" and line["subject"] == "alice"
+        assert "'groups' holds none of ['mcp-admins']" in line["reason"]
+        assert (await root.get(f"{setup.base}/admin/status")).status_code == 200  # a key's session: not asked
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+async def test_a_refresh_token_the_provider_no_longer_takes_ends_the_session(tmp_path: Path) -> None:
+    """alice's grant is revoked at oidc-provider (her refresh token revoked, RFC 7009): at the next check the
+    renewal is refused, and her session ends."""
+    grants = ("authorization_code", "refresh_token")
+    async with sso_console(tmp_path, grants=grants, recheck_minutes=1) as setup, httpx2.AsyncClient() as web:
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        session = await setup.sessions.read(web.cookies["mcp_hub_admin"])
+        assert session is not None
+        revoked = await web.post(
+            f"{setup.issuer}/token/revocation",
+            data={"token": session.tokens["refresh_token"], "token_type_hint": "refresh_token"},
+            auth=CONSOLE_CLIENT,
+        )
+        assert revoked.status_code == 200, revoked.text
+        setup.clock.offset += 61
+        gone = await web.get(f"{setup.base}/admin/status")
+        assert gone.status_code == 303 and gone.headers["location"] == "/admin/login"
+        await wait_for(lambda: any("did not renew the sign-in" in (x["reason"] or "") for x in setup.audit()))
 
 
 # -- the ID token's checks, on ID tokens oidc-provider issued ------------------------------------------------

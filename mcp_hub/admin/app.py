@@ -120,6 +120,11 @@ class Console:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._app(scope, receive, send)
 
+    @property
+    def sessions(self) -> Sessions:
+        """The console's sessions."""
+        return self._pages.sessions
+
     def close(self) -> None:
         self._pages.closed.set()
 
@@ -177,7 +182,8 @@ class _Pages:
     # -- sessions ------------------------------------------------------------------------------------
 
     async def _session(self, request: Request) -> Session | None:
-        return await self.sessions.read(request.cookies.get(COOKIE))
+        session = await self.sessions.read(request.cookies.get(COOKIE))
+        return await self.sso.held(session) if session is not None else None
 
     def _render(
         self, request: Request, title: str, here: str, body: str, session: Session | None, status_code: int = 200
@@ -302,7 +308,10 @@ class _Pages:
         opened the stream has ended (logged out, expired, its key removed or changed): so does the stream."""
         with anyio.move_on_after(REFRESH):
             await self.closed.wait()
-        return self.closed.is_set() or not await self.sessions.current(session)
+        if self.closed.is_set():
+            return True
+        current = await self.sessions.again(session)
+        return current is None or await self.sso.held(current) is None
 
     # -- status --------------------------------------------------------------------------------------
 

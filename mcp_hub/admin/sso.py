@@ -33,7 +33,17 @@ token that fails a check) is a page that says what happened and offers to start 
    session at the provider too, with their ID token as `id_token_hint` and the console's sign-in page as
    `post_logout_redirect_uri` (registered there); `provider_sign_out = false` keeps the provider's session.
 
-What it does not do: a person removed from the group keeps their console session until it ends.
+5. A person's word is taken for `recheck_minutes` (10): the first request after that asks the identity provider
+   again (`held`), with what it issued at sign-in, kept sealed with the session (sessions.py): the refresh token,
+   where it gave one, renewed (its new ID token checked as at sign-in, but for the nonce, and naming the same
+   subject), then the userinfo endpoint asked with the access token. The session goes on, vouched for anew, if
+   `admin_claim` still holds one of `admin_values`; else it ends, and so it does when the provider refuses the
+   renewal (the person was disabled, their grant revoked), when the access token is no longer taken, when the
+   provider cannot be reached, and when it gave no refresh token and has no userinfo endpoint: an audit line
+   (`admin/sign-in`, "refused") says why. One request of a replica asks; the others wait for its answer.
+
+So a person removed from the administrators' group keeps the console for `recheck_minutes` at most; the whole
+session lasts `[admin] session_hours` at most, however often it is vouched for.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
+import anyio
 import httpx2
 from authlib.oidc.core import CodeIDToken
 from cachetools import TTLCache
@@ -86,8 +97,8 @@ BINDING_COOKIE = "mcp_hub_admin_sso"
 METADATA_SECONDS = 300.0
 """How long the identity provider's metadata is kept before it is read again."""
 START = "/sso/start"
-_ID_TOKEN = "\0id_token"
-"""Where `_signed_in` puts the ID token itself beside its claims (a name no claim has)."""
+_TOKENS = "\0tokens"
+"""Where `_signed_in` puts the tokens issued beside the claims (a name no claim has)."""
 
 
 def fingerprint(settings: AdminOidc) -> str:
@@ -153,7 +164,7 @@ async def id_token_claims(
     settings: AdminOidc,
     *,
     issuer: str,
-    nonce: str,
+    nonce: str | None,
     access_token: str | None,
     now: Callable[[], int] | None = None,
 ) -> dict[str, Any]:
@@ -225,6 +236,9 @@ class SingleSignOn:
         self._audit = audit
         self._throttle = throttle
         self._pending = store(cluster, clock, "admin-sso")
+        self._clock = clock
+        self._checking: dict[str, anyio.Lock] = {}
+        """The sessions being asked about again (by their record's name): one request asks, the others wait."""
         self._metadata: TTLCache[str, Mapping[str, Any]] = TTLCache(maxsize=4, ttl=METADATA_SECONDS)
 
     def routes(self) -> list[Route]:
@@ -301,7 +315,7 @@ class SingleSignOn:
             subject=person.subject,
             person=person.described,
             sso=fingerprint(settings),
-            id_token=claims.get(_ID_TOKEN),
+            tokens=claims[_TOKENS],
         )
         logger.info("admin console: %s signed in through %s from %s", who.name, person.issuer, _client(request))
         self._audit(who, "allowed", f"{who} signed in to the admin console through the identity provider")
@@ -381,7 +395,107 @@ class SingleSignOn:
                 raise Refused(f"The identity provider cannot be reached: {exc}. Start again.", 502) from None
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise Refused("The identity provider's ID token names no subject; nothing was kept.")
-        return Person.of(claims), {**claims, _ID_TOKEN: id_token}
+        kept = {name: issued[name] for name in ("id_token", "access_token", "refresh_token") if _text(issued.get(name))}
+        return Person.of(claims), {**claims, _TOKENS: kept}
+
+    # -- asking again ---------------------------------------------------------------------------------
+
+    async def held(self, session: Session) -> Session | None:
+        """`session`, once the identity provider has said again that the person is an administrator, when it last
+        said so more than `recheck_minutes` ago; None, the session ended, when it does not (see the module
+        docstring, step 5). A key's session, and one checked lately, as it is."""
+        settings = self._settings()
+        if session.issuer is None or settings is None or not self._due(session, settings):
+            return session
+        async with self._checking.setdefault(session.name, anyio.Lock()):
+            try:
+                current = await self._sessions.again(session)  # asked again by the request this one waited for?
+                if current is None or not self._due(current, settings):
+                    return current
+                try:
+                    tokens = await self._ask_again(current, settings)
+                except Refused as exc:
+                    await self._sessions.end(current)
+                    who = current.who
+                    logger.warning("admin console: the session of %s ended: %s", who.name, exc.message)
+                    self._audit(who, "refused", f"the console session of {who} ended: {exc.message}")
+                    return None
+                return await self._sessions.checked_again(current, tokens)
+            finally:
+                self._checking.pop(session.name, None)
+
+    def _due(self, session: Session, settings: AdminOidc) -> bool:
+        return session.checked is None or self._clock() - session.checked >= settings.recheck_minutes * 60
+
+    async def _ask_again(self, session: Session, settings: AdminOidc) -> dict[str, str]:
+        """The tokens with which the identity provider says again that the person of `session` is an
+        administrator: renewed with the refresh token (a new ID token checked), then the userinfo endpoint asked
+        with the access token; `Refused` saying why not."""
+        metadata = await self._issuer_metadata(settings)
+        tokens = dict(session.tokens)
+        claims: dict[str, Any] = {"sub": session.subject}
+        async with httpx2.AsyncClient(follow_redirects=False) as http:
+            if "refresh_token" in tokens:
+                async with self._client(settings, "") as oauth:
+                    try:
+                        issued = await fetch_issued(
+                            "the console's identity provider",
+                            oauth,
+                            _endpoint(metadata, "token_endpoint", settings),
+                            grant_type="refresh_token",
+                            refresh_token=tokens["refresh_token"],
+                        )
+                    except CredentialError as exc:
+                        raise Refused(f"the identity provider did not renew the sign-in ({exc.reason})") from None
+                tokens |= {k: issued[k] for k in ("id_token", "access_token", "refresh_token") if _text(issued.get(k))}
+                if _text(issued.get("id_token")):
+                    claims = await self._renewed_claims(http, metadata, settings, issued, session)
+            userinfo = metadata.get("userinfo_endpoint")
+            if isinstance(userinfo, str) and "access_token" in tokens:
+                try:
+                    claims = await _with_userinfo(http, userinfo, tokens["access_token"], claims)
+                except Unavailable as exc:
+                    raise Refused(f"its userinfo endpoint did not answer for them ({exc})") from None
+            elif "refresh_token" not in tokens:
+                raise Refused(
+                    "the identity provider gave the console no refresh token and has no userinfo endpoint to ask "
+                    "again whether they are an administrator"
+                )
+        if not is_administrator(claims, settings):
+            raise Refused(
+                f"they are no longer an administrator: their {settings.admin_claim!r} holds none of "
+                f"{list(settings.admin_values)}"
+            )
+        return tokens
+
+    async def _renewed_claims(
+        self,
+        http: httpx2.AsyncClient,
+        metadata: Mapping[str, Any],
+        settings: AdminOidc,
+        issued: Mapping[str, Any],
+        session: Session,
+    ) -> dict[str, Any]:
+        jwks_uri = _endpoint(metadata, "jwks_uri", settings)
+
+        async def where() -> str:
+            return jwks_uri
+
+        keys = KeySet(http, where, refetch_interval=1.0, max_age=60.0)
+        try:
+            claims = await id_token_claims(
+                str(issued["id_token"]),
+                keys,
+                settings,
+                issuer=str(metadata["issuer"]),
+                nonce=None,
+                access_token=issued.get("access_token"),
+            )
+        except Unavailable as exc:
+            raise Refused(f"the identity provider's keys cannot be had ({exc})") from None
+        if claims.get("sub") != session.subject:
+            raise Refused("the identity provider's renewed ID token names another person")
+        return claims
 
     # -- sign-out --------------------------------------------------------------------------------------
 
@@ -476,6 +590,10 @@ def _endpoint(metadata: Mapping[str, Any], name: str, settings: AdminOidc) -> st
     if not isinstance(found, str) or urlsplit(found).scheme not in ("https", "http"):
         raise Refused(f"The metadata of {settings.issuer} names no {name}; check [admin.oidc] issuer.", 502)
     return found
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _digest(text: str) -> str:
