@@ -250,6 +250,10 @@ class Hub:
         start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
+            if self.cluster is not None:  # `user` mounts' dynamic registrations: one for every replica
+                from mcp_hub.credentials.registration import share_with
+
+                share_with(self.cluster)
             self.telemetry.start(self._mount_status, lambda: self.audit.sinks)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -282,6 +286,9 @@ class Hub:
             # metrics on the network: not on the event loop.
             with anyio.CancelScope(shield=True):
                 if self.cluster is not None:
+                    from mcp_hub.credentials.registration import share_with
+
+                    share_with(None)
                     await self.cluster.aclose()
                 await anyio.to_thread.run_sync(self.audit.stop)
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
