@@ -1037,8 +1037,9 @@ class ServerAuth(BaseModel):
     user: the hub's own `/oauth/callback`, as the person's browser reaches it (`https://hub.example.com/oauth/callback`)."""
     client_metadata_url: str | None = None
     """authorization_code, user: the hub's client ID metadata document (an https URL), used where the
-    authorization server supports them, instead of dynamic registration. user: unset, the hub serves its own
-    beside its callback (the redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
+    authorization server supports them, instead of dynamic registration; at the hub's own
+    /oauth/client-metadata.json, the hub serves it. user: unset, the hub serves its own beside its callback (the
+    redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
     token_key: str | None = Field(default=None, min_length=1, repr=False)
     """user, enterprise: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make
     one with `mcp-hub connections key`)."""
