@@ -22,7 +22,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from mcp_hub.cluster import Cluster
+from mcp_hub.config import ServerAuth
+from mcp_hub.credentials.authority import Authority
 from mcp_hub.credentials.connections import ConnectionStore, new_key
+from mcp_hub.credentials.credential import CredentialError
+from mcp_hub.credentials.registration import Registration, share_with
 from tests.conftest import free_port, serve_app
 from tests.harness.cluster import Replica, start_replica
 from tests.harness.identity import allowed, sign_in_link, witnessed
@@ -132,3 +137,48 @@ async def test_replicas_register_the_hub_once_and_each_uses_that_client(
             kept = ConnectionStore(tmp_path / f"{name}.tok", TOKEN_KEY).registered("remote", issuer)
             assert kept is not None and kept["client_id"] == "registered-0", name
         assert any(i.subject == "alice" for i in server.tokens.values())
+
+
+async def test_many_at_once_register_once_a_key_that_cannot_read_it_is_named_and_without_redis_each_registers(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """In process, on a real redis-server: eight replicas' registrations (each its own token file) asking at the same
+    moment make one client; a replica whose token_key is another cannot read it, and says so; with Redis gone, a
+    replica registers as it would alone."""
+    server = AuthorizationServer(clients={})
+    callback = "https://hub.example.com/oauth/callback"
+    async with serve_app(server.app()) as issuer:
+        server.issuer = issuer
+
+        def registration(n: int, key: str = TOKEN_KEY) -> Registration:
+            auth = ServerAuth(mode="user", issuer=issuer, redirect_uri=callback, token_key=key)
+            authority = Authority("remote", issuer=issuer, token_url=None, resource_url="")
+            return Registration("remote", auth, authority, ConnectionStore(tmp_path / f"{n}.tok", key))
+
+        cluster = Cluster(redis_server.url)
+        share_with(cluster)
+        try:
+            found: list[str] = []
+
+            async def ask(n: int) -> None:
+                found.append((await registration(n).client()).client_id)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    for n in range(8):
+                        tg.start_soon(ask, n)
+            assert found == ["registered-0"] * 8 and list(server.clients) == ["registered-0"]
+            assert ConnectionStore(tmp_path / "5.tok", TOKEN_KEY).registered("remote", issuer) == {
+                "client_id": "registered-0",
+                "token_endpoint_auth_method": "none",
+            }
+            with pytest.raises(CredentialError, match="give every replica the same token_key"):
+                await registration(9, new_key()).client()
+
+            redis_server.kill()
+            with anyio.fail_after(30):
+                alone = await registration(10).client()
+            assert alone.client_id == "registered-1" and not cluster.up
+        finally:
+            share_with(None)
+            await cluster.aclose()
