@@ -262,6 +262,7 @@ async def test_an_administrator_signs_in_acts_and_the_audit_names_the_person(tmp
         for method in ("admin/sign-in", "admin/pins/reject"):
             line = lines[method]
             assert line["principal"] == "admin:alice@example.com", line
+            assert line["client_address"] == "127.0.0.1", line  # the browser's
             assert line["issuer"] == setup.issuer and line["subject"] == "alice", line
             assert "Alice Admin <alice@example.com>" in line["reason"], line
         assert lines["admin/sign-in"]["outcome"] == "allowed"
@@ -569,7 +570,7 @@ async def test_a_person_removed_from_the_administrators_group_loses_the_console_
         (line,) = [x for x in setup.audit() if "no longer an administrator" in (x["reason"] or "")]
         assert line["method"] == "admin/sign-in" and line["outcome"] == "refused"
         assert line["principal"] == "admin:alice@example.com" and line["subject"] == "alice"
-        assert "'groups' holds none of ['mcp-admins']" in line["reason"]
+        assert "'groups' holds none of ['mcp-admins']" in line["reason"] and line["client_address"] == "127.0.0.1"
         assert (await root.get(f"{setup.base}/admin/status")).status_code == 200  # a key's session: not asked
 
 

@@ -21,6 +21,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -37,7 +38,7 @@ from mcp_hub import __version__
 from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
 from mcp_hub.admin.guard import Guard
-from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, address_of, same
 from mcp_hub.admin.sso import SingleSignOn, fingerprint
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -141,7 +142,7 @@ class _Pages:
             lambda: hub.config.admin.oidc,
             self.sessions,
             lambda request, title, body, code: self._render(request, title, "", body, None, code),
-            lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
+            lambda who, outcome, reason, address: self._record(who, "admin/sign-in", None, outcome, reason, address),
             self.throttle,
             hub.cluster,
             clock=clock,
@@ -183,7 +184,7 @@ class _Pages:
 
     async def _session(self, request: Request) -> Session | None:
         session = await self.sessions.read(request.cookies.get(COOKIE))
-        return await self.sso.held(session) if session is not None else None
+        return await self.sso.held(session, address_of(request)) if session is not None else None
 
     def _render(
         self, request: Request, title: str, here: str, body: str, session: Session | None, status_code: int = 200
@@ -432,7 +433,7 @@ class _Pages:
                 return PlainTextResponse(f"could not {verb} {key}: {exc}", status_code=500)
             if done:
                 reason = f"the change of the tool's definition was {verb}ed by the administrator {session.who}"
-                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason)
+                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason, address_of(request))
                 await self.hub.pins_changed()
                 notice = f"{key}: {verb}ed by {session.admin}"
             else:
@@ -441,22 +442,24 @@ class _Pages:
 
         return act
 
-    def _record(self, who: Administrator, method: str, key: str | None, outcome: str, reason: str) -> None:
-        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one)."""
+    def _record(
+        self, who: Administrator, method: str, key: str | None, outcome: str, reason: str, address: str | None = None
+    ) -> None:
+        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one; `address`: the
+        browser's network address)."""
         mount, _, tool = key.partition("/") if key is not None else (None, "", None)
         logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
-        self.hub.audit.record(
-            AuditEvent.by_administrator(
-                who,
-                method=method,
-                mount=mount,
-                name=tool,
-                arguments=None,
-                outcome=outcome,
-                reason=reason,
-                policy_revision=self.hub.policy().revision,
-            )
+        event = AuditEvent.by_administrator(
+            who,
+            method=method,
+            mount=mount,
+            name=tool,
+            arguments=None,
+            outcome=outcome,
+            reason=reason,
+            policy_revision=self.hub.policy().revision,
         )
+        self.hub.audit.record(replace(event, client_address=address))
 
     # -- audit ---------------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from typing import Protocol
 
 import anyio
 from cryptography.fernet import Fernet, InvalidToken
+from starlette.requests import Request
 
 from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, Cluster, errors
 from mcp_hub.observe.audit_log import Administrator
@@ -359,3 +360,9 @@ class _Shared:
 def same(given: str | None, expected: str) -> bool:
     """Whether a submitted CSRF token is the expected one (constant time)."""
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def address_of(request: Request) -> str | None:
+    """The network address of the browser behind a console request, as uvicorn gives it (a trusted proxy's
+    `X-Forwarded-For` taken: `[http] forwarded_allow_ips`), for the audit line; None when it has none."""
+    return request.client.host if request.client else None

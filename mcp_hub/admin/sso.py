@@ -72,7 +72,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mcp_hub.admin import pages
-from mcp_hub.admin.sessions import COOKIE, Session, Sessions, store
+from mcp_hub.admin.sessions import COOKIE, Session, Sessions, address_of, store
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.auth.discovery import fetch_json, issuer_metadata
 from mcp_hub.auth.jwks import KeySet
@@ -216,15 +216,15 @@ Render = Callable[[Request, str, str, int], Response]
 
 class SingleSignOn:
     """The console's `/sso/start` and `/sso/callback` (see the module docstring). `settings()`: the
-    `[admin.oidc]` in force (None: single sign-on is off); `audit(administrator, outcome, reason)` writes an
-    audit line."""
+    `[admin.oidc]` in force (None: single sign-on is off); `audit(administrator, outcome, reason, address)` writes an
+    audit line (`address`: the browser's)."""
 
     def __init__(
         self,
         settings: Callable[[], AdminOidc | None],
         sessions: Sessions,
         render: Render,
-        audit: Callable[[Administrator, str, str], None],
+        audit: Callable[[Administrator, str, str, str | None], None],
         throttle: LoginThrottle,
         cluster: Cluster | None = None,
         *,
@@ -306,6 +306,7 @@ class SingleSignOn:
                 "refused",
                 f"{who} signed in at the identity provider but is not an administrator: their "
                 f"{settings.admin_claim!r} holds none of {list(settings.admin_values)}",
+                address_of(request),
             )
             body = pages.not_an_administrator(_base(request), person.label, settings.admin_claim)
             return self._render(request, "Not an administrator", body, 403)
@@ -318,7 +319,9 @@ class SingleSignOn:
             tokens=claims[_TOKENS],
         )
         logger.info("admin console: %s signed in through %s from %s", who.name, person.issuer, _client(request))
-        self._audit(who, "allowed", f"{who} signed in to the admin console through the identity provider")
+        self._audit(
+            who, "allowed", f"{who} signed in to the admin console through the identity provider", address_of(request)
+        )
         response = self._render(request, "Signed in", pages.signed_in(_base(request), person.label), 200)
         response.set_cookie(
             COOKIE,
@@ -400,7 +403,7 @@ class SingleSignOn:
 
     # -- asking again ---------------------------------------------------------------------------------
 
-    async def held(self, session: Session) -> Session | None:
+    async def held(self, session: Session, address: str | None = None) -> Session | None:
         """`session`, once the identity provider has said again that the person is an administrator, when it last
         said so more than `recheck_minutes` ago; None, the session ended, when it does not (see the module
         docstring, step 5). A key's session, and one checked lately, as it is."""
@@ -418,7 +421,7 @@ class SingleSignOn:
                     await self._sessions.end(current)
                     who = current.who
                     logger.warning("admin console: the session of %s ended: %s", who.name, exc.message)
-                    self._audit(who, "refused", f"the console session of {who} ended: {exc.message}")
+                    self._audit(who, "refused", f"the console session of {who} ended: {exc.message}", address)
                     return None
                 return await self._sessions.checked_again(current, tokens)
             finally:
