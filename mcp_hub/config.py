@@ -197,6 +197,29 @@ class HttpSettings(BaseModel):
     """The web origins (`https://host[:port]`) whose pages may call the endpoint from a browser (CORS); none
     by default."""
 
+    forwarded_allow_ips: tuple[str, ...] | None = Field(default=None, strict=False)
+    """The proxies in front of the hub whose `X-Forwarded-For` and `X-Forwarded-Proto` it takes (addresses or
+    networks, "*" for any): the client's address in the audit line and the console's login throttle is then the
+    one such a proxy names. Unset: uvicorn's default, the `FORWARDED_ALLOW_IPS` environment variable, else
+    127.0.0.1 and ::1 (a proxy on the same host); [] trusts none (the peer's address is the client's)."""
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, proxies: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for index, proxy in enumerate(proxies or ()):
+            if proxy == "*" or proxy.startswith("unix:"):
+                continue
+            try:
+                ipaddress.ip_network(proxy) if "/" in proxy else ipaddress.ip_address(proxy)
+            except ValueError:
+                raise rule_error(
+                    f"{proxy!r} is not an address or a network (a network's host bits are zero: 10.1.0.0/16); write "
+                    "the proxies' addresses, as "
+                    'forwarded_allow_ips = ["10.0.0.5", "10.1.0.0/16"], or "*" for any',
+                    index,
+                ) from None
+        return proxies
+
     @field_validator("cors_origins")
     @classmethod
     def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
@@ -785,6 +808,8 @@ class AuthSettings(BaseModel):
 
 ADMIN_SSO_CALLBACK = "/sso/callback"
 """Where the identity provider sends an administrator's browser back, below the console (`/admin/sso/callback`)."""
+ADMIN_LOGIN = "/login"
+"""The console's sign-in page (`/admin/login`), where the identity provider sends a browser it signed out."""
 
 
 class AdminOidc(BaseModel):
@@ -819,14 +844,38 @@ class AdminOidc(BaseModel):
     """Seconds of clock skew allowed on the ID token's `exp` and `iat`."""
     label: str = Field(default="your organisation's sign-in", min_length=1)
     """What the sign-in button names: "Sign in with {label}"."""
+    recheck_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False, strict=False)
+    """How long the console takes a signed-in person's word: once their session was last vouched for longer ago,
+    the next request asks the identity provider again (the refresh token renewed, or the userinfo endpoint asked
+    with the access token), and ends the session if they are no longer an administrator, the provider refuses, or
+    it cannot be asked. The whole session lasts `[admin] session_hours` at most."""
+    provider_sign_out: bool = True
+    """Signing out of the console signs the person out of the identity provider too, where its metadata offers
+    `end_session_endpoint` (OpenID Connect RP-Initiated Logout 1.0: the browser is sent there with the ID token as
+    `id_token_hint`, and back to the console's sign-in page). false: the console's session alone ends, and the next
+    sign-in may pass without a password at the identity provider."""
+    post_logout_redirect_uri: str | None = None
+    """Where the identity provider sends the browser after signing the person out: the console's own `/admin/login`
+    as the browser reaches it, registered at the identity provider as a post-logout redirect URI; unset: made from
+    the URL the console was opened at (set it behind a proxy that changes the scheme or the host)."""
 
-    @field_validator("issuer", "redirect_uri")
+    @field_validator("issuer", "redirect_uri", "post_logout_redirect_uri")
     @classmethod
     def _urls(cls, url: str | None, info: Any) -> str | None:
         if url is not None and not url.startswith("${"):
             problem = _url_problem(url, info.field_name)
             if problem is not None:
                 raise rule_error(problem)
+        return url
+
+    @field_validator("post_logout_redirect_uri")
+    @classmethod
+    def _sign_in_page(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith("${") and not urlsplit(url).path.endswith(ADMIN_LOGIN):
+            raise rule_error(
+                f"the post-logout redirect URI is the console's sign-in page (https://HOST/admin{ADMIN_LOGIN}), "
+                f"got {url!r}"
+            )
         return url
 
     @field_validator("redirect_uri")
@@ -1014,8 +1063,9 @@ class ServerAuth(BaseModel):
     user: the hub's own `/oauth/callback`, as the person's browser reaches it (`https://hub.example.com/oauth/callback`)."""
     client_metadata_url: str | None = None
     """authorization_code, user: the hub's client ID metadata document (an https URL), used where the
-    authorization server supports them, instead of dynamic registration. user: unset, the hub serves its own
-    beside its callback (the redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
+    authorization server supports them, instead of dynamic registration; at the hub's own
+    /oauth/client-metadata.json, the hub serves it. user: unset, the hub serves its own beside its callback (the
+    redirect_uri with /oauth/callback replaced by /oauth/client-metadata.json)."""
     token_key: str | None = Field(default=None, min_length=1, repr=False)
     """user, enterprise: the Fernet key the people's tokens are encrypted with at rest (write it as ${VAR}; make
     one with `mcp-hub connections key`)."""

@@ -257,6 +257,10 @@ class Hub:
         start `PACED_AFTER` seconds later (or when a call wants one), not at once."""
         self.audit.start()
         try:
+            if self.cluster is not None:  # `user` mounts' dynamic registrations: one for every replica
+                from mcp_hub.credentials.registration import share_with
+
+                share_with(self.cluster)
             self.telemetry.start(self._mount_status, lambda: self.audit.sinks)
             async with anyio.create_task_group() as tg:
                 self._tg = tg
@@ -291,6 +295,9 @@ class Hub:
             # metrics on the network: not on the event loop.
             with anyio.CancelScope(shield=True):
                 if self.cluster is not None:
+                    from mcp_hub.credentials.registration import share_with
+
+                    share_with(None)
                     await self.cluster.aclose()
                 await anyio.to_thread.run_sync(self.audit.stop)
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
@@ -733,6 +740,7 @@ class Hub:
             lifespan="on",
             ws="none",  # the hub serves no WebSocket: uvicorn need not load a WebSocket library
             timeout_keep_alive=self.config.http.keep_alive,
+            forwarded_allow_ips=_forwarded(self.config.http.forwarded_allow_ips),
         )
         server = _HttpServer(config, serving)
 
@@ -843,3 +851,8 @@ async def _on_signal(stop: Callable[[], None]) -> None:
             logger.info("received %s; shutting down", signal.Signals(signum).name)
             stop()
             return
+
+
+def _forwarded(proxies: tuple[str, ...] | None) -> list[str] | None:
+    """`[http] forwarded_allow_ips` as uvicorn takes it: None (its default) when unset; [] trusts none."""
+    return None if proxies is None else list(proxies)

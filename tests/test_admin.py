@@ -524,6 +524,7 @@ async def test_connections_lists_sign_ins_without_tokens_and_revoke_makes_the_pe
         (line,) = [line for line in lines if line["method"] == "admin/connections/revoke"]
         assert line["principal"] == "admin:root" and line["mount"] == "remote" and line["outcome"] == "revoked"
         assert line["arguments"]["principal"] == "alice" and "'alice'" in line["reason"]
+        assert line["client_address"] == "127.0.0.1"  # the administrator's browser
 
 
 def _records(setup: Any) -> list[Any]:

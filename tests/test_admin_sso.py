@@ -8,6 +8,7 @@ settings are checked without anything running. The browser itself drives it in t
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import secrets
@@ -17,7 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urljoin, urlsplit
 
 import anyio
 import httpx2
@@ -88,6 +89,8 @@ class Console:
     issuer: str
     folder: Path
     clock: Clock = field(default_factory=Clock)
+    sessions: Any = None
+    """The console's sessions (to look at what a session keeps)."""
 
     @property
     def callback(self) -> str:
@@ -101,22 +104,34 @@ class Console:
 
 @asynccontextmanager
 async def sso_console(
-    tmp_path: Path, *, keys: bool = True, id_token_claims: bool = False, live: bool = False, **overrides: Any
+    tmp_path: Path,
+    *,
+    keys: bool = True,
+    id_token_claims: bool = False,
+    live: bool = False,
+    grants: tuple[str, ...] = ("authorization_code",),
+    provider: dict[str, Any] | None = None,
+    **overrides: Any,
 ) -> AsyncIterator[Console]:
     """oidc-provider with alice and bob, and a hub whose console takes single sign-on there (and, with `keys`, the
     admin key of root), served on loopback. `live`: the hub applies edits to its hub.toml, as `mcp-hub serve`
-    does, reading the variables from the process's environment (which the test sets)."""
+    does, reading the variables from the process's environment (which the test sets). `grants`: the console
+    client's at oidc-provider (with refresh_token, it is issued refresh tokens); `provider`: more of
+    oidc-provider's options."""
     port, provider_port = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
     client = {
         "client_id": CONSOLE_CLIENT[0],
         "client_secret": CONSOLE_CLIENT[1],
         "redirect_uris": [f"{base}/admin/sso/callback"],
-        "grant_types": ["authorization_code"],
+        "post_logout_redirect_uris": [f"{base}/admin/login"],
+        "grant_types": list(grants),
         "response_types": ["code"],
         "token_endpoint_auth_method": "client_secret_basic",
     }
-    async with oidc_login_provider(provider_port, {}, [client], PEOPLE, id_token_claims=id_token_claims) as issuer:
+    async with oidc_login_provider(
+        provider_port, {}, [client], PEOPLE, id_token_claims=id_token_claims, options=provider
+    ) as issuer:
         path = console_config(
             tmp_path, keys='root = "${ADMIN_KEY}"' if keys else "", tail=sso_settings(issuer, **overrides)
         )
@@ -132,10 +147,10 @@ async def sso_console(
                 path="/mcp",
                 health=hub.health,
                 api_keys=config.auth.api_keys,
-                admin=console(hub, "127.0.0.1", clock=clock),
+                admin=(admin := console(hub, "127.0.0.1", clock=clock)),
             )
             async with serve_app(app, port):
-                yield Console(hub, base, issuer, tmp_path, clock)
+                yield Console(hub, base, issuer, tmp_path, clock, admin.sessions)
 
 
 async def started(web: httpx2.AsyncClient, setup: Console) -> str:
@@ -167,6 +182,9 @@ def test_the_settings_are_checked_with_errors_that_name_the_key_and_the_fix() ->
         'admin_claim = "g"\nadmin_values = ["x"]\nscopes = ["email"]\n': r"admin\.oidc\.scopes: .*\"openid\"",
         'admin_claim = "g"\nadmin_values = ["x"]\nalgorithms = ["HS256"]\n': r"algorithms\[0\]: 'HS256' is never",
         'admin_claim = "g"\nadmin_values = ["x"]\nredirect_uri = "https://hub.example.com/cb"\n': r"/sso/callback",
+        'admin_claim = "g"\nadmin_values = ["x"]\npost_logout_redirect_uri = "https://hub.example.com/"\n': (
+            r"admin\.oidc\.post_logout_redirect_uri: the post-logout redirect URI is the console's sign-in page"
+        ),
         'admin_claim = "g"\nadmin_values = ["x"]\ntoken_endpoint_auth_method = "client_secret_post"\n': (
             r"admin\.oidc\.client_secret: client_secret_post needs client_secret"
         ),
@@ -244,13 +262,14 @@ async def test_an_administrator_signs_in_acts_and_the_audit_names_the_person(tmp
         for method in ("admin/sign-in", "admin/pins/reject"):
             line = lines[method]
             assert line["principal"] == "admin:alice@example.com", line
+            assert line["client_address"] == "127.0.0.1", line  # the browser's
             assert line["issuer"] == setup.issuer and line["subject"] == "alice", line
             assert "Alice Admin <alice@example.com>" in line["reason"], line
         assert lines["admin/sign-in"]["outcome"] == "allowed"
 
-        # Signing out ends the session.
+        # Signing out ends the session (and goes on to the identity provider's sign-out: see below).
         out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
-        assert out.status_code == 303
+        assert out.status_code == 200 and 'id="signed-out"' in out.text
         assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"
 
 
@@ -448,6 +467,133 @@ async def test_an_identity_provider_that_cannot_be_reached_is_a_page_that_says_s
             assert f"{gone}/.well-known/openid-configuration" in start.text and 'id="again"' in start.text
             assert "mcp_hub_admin_sso" not in web.cookies  # nothing begun
             await logged_in(web, base)  # the admin key still opens the console
+
+
+async def provider_sign_out(web: httpx2.AsyncClient, page: httpx2.Response) -> httpx2.Response:
+    """What the browser does with the console's "Signed out" page: on to oidc-provider's end-session endpoint, its
+    "Yes, sign me out", and back where it sends the browser (returned, opened as a cross-site navigation)."""
+    found = re.search(r'http-equiv="refresh" content="0; url=([^"]+)"', page.text)
+    assert found is not None, page.text
+    ask = await web.get(html.unescape(found[1]))
+    assert ask.status_code == 200 and "Do you want to sign-out" in ask.text, ask.text
+    action = re.search(r'<form id="op.logoutForm" method="post" action="([^"]+)"', ask.text)
+    fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', ask.text))
+    assert action is not None and "xsrf" in fields, ask.text
+    done = await web.post(urljoin(str(ask.url), action[1]), data={**fields, "logout": "yes"})
+    assert done.status_code in (302, 303), done.text
+    return await web.get(done.headers["location"], headers={"Sec-Fetch-Site": "cross-site"})
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+async def test_signing_out_signs_the_person_out_at_the_identity_provider_too(tmp_path: Path) -> None:
+    """RP-Initiated Logout: the console's sign-out sends the browser to oidc-provider's end_session_endpoint with
+    the ID token as its hint, which signs alice out there and sends her back to the sign-in page; her next
+    sign-in asks for her login again. With `provider_sign_out = false`, the provider's session stays."""
+    async with sso_console(tmp_path) as setup, httpx2.AsyncClient() as web:
+        back = await browse(await started(web, setup), "alice", setup.callback, web)
+        assert (await web.get(back)).status_code == 200
+        again = await web.get(await started(web, setup))  # signed in at the provider: no login page
+        assert again.is_redirect and again.headers["location"].startswith(setup.callback), again.text
+        assert (await web.get(again.headers["location"])).status_code == 200
+        status = await web.get(f"{setup.base}/admin/status")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', status.text)
+        assert csrf is not None
+        out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
+        assert out.status_code == 200 and 'id="signed-out"' in out.text
+        sent = parse_qs(urlsplit(html.unescape(re.findall(r'url=([^"]+)"', out.text)[0])).query)
+        assert sent["client_id"] == [CONSOLE_CLIENT[0]]
+        assert sent["post_logout_redirect_uri"] == [f"{setup.base}/admin/login"]
+        assert sent["id_token_hint"][0].count(".") == 2
+        assert (await web.get(f"{setup.base}/admin/status")).headers["location"] == "/admin/login"  # ended here
+        landed = await provider_sign_out(web, out)
+        assert (
+            landed.status_code == 200 and str(landed.url) == f"{setup.base}/admin/login" and 'id="sso"' in landed.text
+        )
+        login = await web.get(await started(web, setup), follow_redirects=True)
+        assert 'name="login"' in login.text  # signed out at the provider: it asks again
+
+    (tmp_path / "off").mkdir()
+    async with sso_console(tmp_path / "off", provider_sign_out=False) as setup, httpx2.AsyncClient() as web:
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        status = await web.get(f"{setup.base}/admin/status")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', status.text)
+        assert csrf is not None
+        out = await web.post(f"{setup.base}/admin/logout", data={"csrf": csrf[1]})
+        assert out.status_code == 303 and out.headers["location"] == "/admin/login"
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+@pytest.mark.parametrize("how", ["refresh_token", "userinfo"])
+async def test_a_person_removed_from_the_administrators_group_loses_the_console_at_the_next_check(
+    tmp_path: Path, how: str
+) -> None:
+    """The console asks oidc-provider again once a session was vouched for more than `recheck_minutes` ago: with
+    a refresh token (the console's client has the grant) it renews the sign-in and checks the new ID token and
+    the userinfo answer; without one, it asks the userinfo endpoint with the access token. alice stays an
+    administrator across a check; once she leaves the group, her session goes on until the next check, which
+    ends it (an audit line says why); root's key session is never asked about."""
+    accounts = tmp_path / "accounts.json"
+    accounts.write_text(json.dumps(PEOPLE), encoding="utf-8")
+    grants = ("authorization_code", "refresh_token") if how == "refresh_token" else ("authorization_code",)
+    options = {"accountsFile": str(accounts)}
+    async with (
+        sso_console(tmp_path, grants=grants, provider=options, recheck_minutes=5) as setup,
+        httpx2.AsyncClient() as web,
+        httpx2.AsyncClient() as root,
+    ):
+        await logged_in(root, setup.base)
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        cookie = web.cookies["mcp_hub_admin"]
+        session = await setup.sessions.read(cookie)
+        assert session is not None and session.checked is not None
+        assert ("refresh_token" in session.tokens) == (how == "refresh_token")
+        assert {"id_token", "access_token"} <= set(session.tokens)
+        first = dict(session.tokens)
+
+        setup.clock.offset += 301  # due: asked again, still an administrator
+        assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
+        again = await setup.sessions.read(cookie)
+        assert again is not None and again.checked is not None and again.checked > session.checked
+        if how == "refresh_token":  # renewed: new tokens kept
+            assert again.tokens["access_token"] != first["access_token"]
+
+        accounts.write_text(json.dumps({**PEOPLE, "alice": {**PEOPLE["alice"], "groups": ["staff"]}}))
+        setup.clock.offset += 120  # not due yet: the session goes on
+        assert (await web.get(f"{setup.base}/admin/status")).status_code == 200
+        setup.clock.offset += 200  # due: she is no longer an administrator
+        gone = await web.get(f"{setup.base}/admin/status")
+        assert gone.status_code == 303 and gone.headers["location"] == "/admin/login"
+        assert await setup.sessions.read(cookie) is None
+        await wait_for(lambda: any("no longer an administrator" in (x["reason"] or "") for x in setup.audit()))
+        (line,) = [x for x in setup.audit() if "no longer an administrator" in (x["reason"] or "")]
+        assert line["method"] == "admin/sign-in" and line["outcome"] == "refused"
+        assert line["principal"] == "admin:alice@example.com" and line["subject"] == "alice"
+        assert "'groups' holds none of ['mcp-admins']" in line["reason"] and line["client_address"] == "127.0.0.1"
+        assert (await root.get(f"{setup.base}/admin/status")).status_code == 200  # a key's session: not asked
+
+
+@pytest.mark.slow
+@needs_oidc_provider
+async def test_a_refresh_token_the_provider_no_longer_takes_ends_the_session(tmp_path: Path) -> None:
+    """alice's grant is revoked at oidc-provider (her refresh token revoked, RFC 7009): at the next check the
+    renewal is refused, and her session ends."""
+    grants = ("authorization_code", "refresh_token")
+    async with sso_console(tmp_path, grants=grants, recheck_minutes=1) as setup, httpx2.AsyncClient() as web:
+        assert (await sign_in(web, setup, "alice")).status_code == 200
+        session = await setup.sessions.read(web.cookies["mcp_hub_admin"])
+        assert session is not None
+        revoked = await web.post(
+            f"{setup.issuer}/token/revocation",
+            data={"token": session.tokens["refresh_token"], "token_type_hint": "refresh_token"},
+            auth=CONSOLE_CLIENT,
+        )
+        assert revoked.status_code == 200, revoked.text
+        setup.clock.offset += 61
+        gone = await web.get(f"{setup.base}/admin/status")
+        assert gone.status_code == 303 and gone.headers["location"] == "/admin/login"
+        await wait_for(lambda: any("did not renew the sign-in" in (x["reason"] or "") for x in setup.audit()))
 
 
 # -- the ID token's checks, on ID tokens oidc-provider issued ------------------------------------------------

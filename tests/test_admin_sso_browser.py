@@ -61,6 +61,7 @@ def sso(tmp_path: Path, browser: WebDriver) -> Iterator[Setup]:  # noqa: F811
         "client_id": CONSOLE_CLIENT[0],
         "client_secret": CONSOLE_CLIENT[1],
         "redirect_uris": [f"http://127.0.0.1:{port}/admin/sso/callback"],
+        "post_logout_redirect_uris": [f"http://127.0.0.1:{port}/admin/login"],
         "grant_types": ["authorization_code"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "client_secret_basic",
@@ -120,9 +121,14 @@ def test_an_administrator_signs_in_and_the_audit_names_the_person(browser: WebDr
     wait(browser, lambda b: "admin/pins/accept" in b.find_element(By.TAG_NAME, "main").text, "the audit lines")
     screenshot(browser, "audit-sso")
 
-    # Signing out ends the session; the sign-in page again.
+    # Signing out ends the session, and at the identity provider too (RP-Initiated Logout, which asks her to
+    # confirm); then the sign-in page again.
     browser.find_element(By.ID, "logout").click()
+    wait(browser, lambda b: b.find_elements(By.NAME, "logout"), "the identity provider's sign-out")
+    assert browser.current_url.startswith(f"{sso.issuer}/session/end")
+    browser.find_element(By.CSS_SELECTOR, "button[name=logout][value=yes]").click()
     wait(browser, lambda b: b.find_elements(By.ID, "sso"), "the sign-in page after signing out")
+    assert browser.current_url == f"{sso.hub.base}/admin/login"
     browser.get(f"{sso.hub.base}/admin/status")
     wait(browser, lambda b: b.find_elements(By.ID, "sso"), "the sign-in page, the session gone")
 

@@ -273,3 +273,27 @@ async def test_oidc_provider_takes_the_hubs_client_id_metadata_document(tmp_path
     assert alices and all(c["client_id"] == document and c["aud"] == upstream for c in alices)
     (record,) = ConnectionStore(tmp_path / "connections", KEY).list()
     assert jwt.decode(record.access_token, keys, algorithms=["RS256"]).claims["client_id"] == document
+
+
+async def test_an_authorization_code_mount_is_the_client_of_the_document_the_hub_serves(tmp_path: Path) -> None:
+    """`mode = "authorization_code"` with `client_metadata_url` at the hub's own /oauth/client-metadata.json: the hub
+    serves that document, naming the mount's redirect_uri, to the authorization server that fetches it; the
+    SDK's login then uses the URL as its client_id (where the authorization server takes documents)."""
+    url = "https://hub.example.com/oauth/client-metadata.json"
+    auth = {"mode": "authorization_code", "client_metadata_url": url, "redirect_uri": "https://hub.example.com/code"}
+    gone = f"http://127.0.0.1:{free_port()}/mcp"  # the mount need not come up for its document to be served
+    config = load_config(write_config(tmp_path / "hub.toml", {"machine": {"url": gone, "auth": auth}}))
+    async with (
+        running_hub(config, settle=5) as hub,
+        serve_app(hub.http_app("127.0.0.1")) as base,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        answer = await http.get(f"{base}{CLIENT_DOCUMENT_PATH}", headers={"Host": "hub.example.com"})
+    assert answer.status_code == 200, answer.text
+    document = answer.json()
+    assert document["client_id"] == url
+    assert "https://hub.example.com/code" in document["redirect_uris"]
+    assert document["token_endpoint_auth_method"] == "none" and document["grant_types"] == [
+        "authorization_code",
+        "refresh_token",
+    ]

@@ -98,6 +98,7 @@ def test_full_example_loads() -> None:
         "server_cards": True,
         "allow_unauthenticated": False,
         "cors_origins": (),
+        "forwarded_allow_ips": None,
     }
     assert config.path == "hub.toml"
     everything = config.servers["everything"]
@@ -135,6 +136,7 @@ def test_defaults() -> None:
         "server_cards": True,
         "allow_unauthenticated": False,
         "cors_origins": (),
+        "forwarded_allow_ips": None,
     }
     s = config.servers["s"]
     assert (s.args, s.env, s.cwd, s.url, s.transport, s.headers) == ((), {}, None, None, None, {})

@@ -48,7 +48,7 @@ ALLOWED = {
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
-    "credentials": {"errors", "config"},
+    "credentials": {"errors", "config", "cluster"},
     "sdk": set(),
     "cluster": set(),
     "cache": BASE | {"cluster"},

@@ -340,9 +340,11 @@ async def test_every_call_leaves_exactly_one_audit_line_under_concurrency(tmp_pa
         "results",
         "cost",
         "cut",
+        "client_address",
     ]
     assert first["principal"] == "stdio" and first["mount"] == "srv"
     assert first["issuer"] is first["subject"] is first["client_id"] is None  # no access token over stdio
+    assert first["client_address"] is None  # no network address over stdio
 
 
 async def test_http_clients_are_who_their_api_key_says(tmp_path: Path) -> None:

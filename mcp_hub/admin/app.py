@@ -21,6 +21,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -38,7 +39,7 @@ from mcp_hub.admin import assets, audit_view, pages
 from mcp_hub.admin.connections import Connections
 from mcp_hub.admin.dashboard import ConsoleParts, DashboardPages
 from mcp_hub.admin.guard import Guard
-from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, same
+from mcp_hub.admin.sessions import COOKIE, LOGIN_COOKIE, Session, Sessions, address_of, same
 from mcp_hub.admin.sso import SingleSignOn, fingerprint
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.catalog.catalog import KINDS, Catalog
@@ -123,6 +124,11 @@ class Console:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self._app(scope, receive, send)
 
+    @property
+    def sessions(self) -> Sessions:
+        """The console's sessions."""
+        return self._pages.sessions
+
     def close(self) -> None:
         self._pages.closed.set()
 
@@ -139,7 +145,7 @@ class _Pages:
             lambda: hub.config.admin.oidc,
             self.sessions,
             lambda request, title, body, code: self._render(request, title, "", body, None, code),
-            lambda who, outcome, reason: self._record(who, "admin/sign-in", None, outcome, reason),
+            lambda who, outcome, reason, address: self._record(who, "admin/sign-in", None, outcome, reason, address),
             self.throttle,
             hub.cluster,
             clock=clock,
@@ -184,7 +190,8 @@ class _Pages:
     # -- sessions ------------------------------------------------------------------------------------
 
     async def _session(self, request: Request) -> Session | None:
-        return await self.sessions.read(request.cookies.get(COOKIE))
+        session = await self.sessions.read(request.cookies.get(COOKIE))
+        return await self.sso.held(session, address_of(request)) if session is not None else None
 
     def _render(
         self, request: Request, title: str, here: str, body: str, session: Session | None, status_code: int = 200
@@ -272,8 +279,18 @@ class _Pages:
 
     async def _logout(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         await self.sessions.end(session)
-        logger.info("admin console: %s logged out from %s", session.admin, _client(request))
-        response = RedirectResponse(f"{_base(request)}/login", status_code=303)
+        provider = await self.sso.sign_out_url(request, session)
+        logger.info(
+            "admin console: %s logged out from %s%s",
+            session.admin,
+            _client(request),
+            "; sent to sign out at the identity provider" if provider else "",
+        )
+        if provider is not None:  # a page that goes on there: a redirect from the form would break its form-action
+            body = pages.signing_out(provider, self.hub.config.admin.oidc.label if self.hub.config.admin.oidc else "")
+            response: Response = self._render(request, "Signing out", "", body, None)
+        else:
+            response = RedirectResponse(f"{_base(request)}/login", status_code=303)
         response.delete_cookie(COOKIE, path=_base(request) or "/")
         return response
 
@@ -299,7 +316,10 @@ class _Pages:
         opened the stream has ended (logged out, expired, its key removed or changed): so does the stream."""
         with anyio.move_on_after(REFRESH):
             await self.closed.wait()
-        return self.closed.is_set() or not await self.sessions.current(session)
+        if self.closed.is_set():
+            return True
+        current = await self.sessions.again(session)
+        return current is None or await self.sso.held(current) is None
 
     # -- status --------------------------------------------------------------------------------------
 
@@ -420,7 +440,7 @@ class _Pages:
                 return PlainTextResponse(f"could not {verb} {key}: {exc}", status_code=500)
             if done:
                 reason = f"the change of the tool's definition was {verb}ed by the administrator {session.who}"
-                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason)
+                self._record(session.who, f"admin/pins/{verb}", key, f"{verb}ed", reason, address_of(request))
                 await self.hub.pins_changed()
                 notice = f"{key}: {verb}ed by {session.admin}"
             else:
@@ -429,22 +449,24 @@ class _Pages:
 
         return act
 
-    def _record(self, who: Administrator, method: str, key: str | None, outcome: str, reason: str) -> None:
-        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one)."""
+    def _record(
+        self, who: Administrator, method: str, key: str | None, outcome: str, reason: str, address: str | None = None
+    ) -> None:
+        """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one; `address`: the
+        browser's network address)."""
         mount, _, tool = key.partition("/") if key is not None else (None, "", None)
         logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
-        self.hub.audit.record(
-            AuditEvent.by_administrator(
-                who,
-                method=method,
-                mount=mount,
-                name=tool,
-                arguments=None,
-                outcome=outcome,
-                reason=reason,
-                policy_revision=self.hub.policy().revision,
-            )
+        event = AuditEvent.by_administrator(
+            who,
+            method=method,
+            mount=mount,
+            name=tool,
+            arguments=None,
+            outcome=outcome,
+            reason=reason,
+            policy_revision=self.hub.policy().revision,
         )
+        self.hub.audit.record(replace(event, client_address=address))
 
     # -- audit ---------------------------------------------------------------------------------------
 

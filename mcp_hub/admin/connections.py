@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Protocol
 from urllib.parse import urlencode
 
@@ -17,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from mcp_hub.admin import pages
-from mcp_hub.admin.sessions import Session
+from mcp_hub.admin.sessions import Session, address_of
 from mcp_hub.config import HubConfig, ServerConfig
 from mcp_hub.credentials.connections import Connection, Consent, StoreError, store_at
 from mcp_hub.credentials.revocation import Revoked, revoke
@@ -106,7 +107,7 @@ class Connections:
         except StoreError as exc:
             return PlainTextResponse(f"could not revoke: {exc}", status_code=500)
         for revoked in gone:
-            self._record_revoke(session.who, revoked)
+            self._record_revoke(session.who, revoked, address_of(request))
         notice = (
             f"{principal} at {mount}: revoked by {session.admin}; " + "; ".join(r.message for r in gone)
             if gone
@@ -114,7 +115,7 @@ class Connections:
         )
         return RedirectResponse(f"{self._base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
 
-    def _record_revoke(self, admin: Administrator, revoked: Revoked) -> None:
+    def _record_revoke(self, admin: Administrator, revoked: Revoked, address: str | None) -> None:
         record = revoked.connection
         logger.info(
             "admin console: %s revoked the sign-in of %s at %s: %s",
@@ -123,17 +124,16 @@ class Connections:
             record.mount,
             revoked.message,
         )
-        self.hub.audit.record(
-            AuditEvent.revoked(
-                admin,
-                principal=record.principal,
-                mount=record.mount,
-                issuer=record.issuer,
-                message=revoked.message,
-                policy_revision=self.hub.policy().revision,
-                via="admin-console",
-            )
+        event = AuditEvent.revoked(
+            admin,
+            principal=record.principal,
+            mount=record.mount,
+            issuer=record.issuer,
+            message=revoked.message,
+            policy_revision=self.hub.policy().revision,
+            via="admin-console",
         )
+        self.hub.audit.record(replace(event, client_address=address))
 
     async def withdraw(self, request: Request, session: Session, form: Mapping[str, str]) -> Response:
         """Forget that a person allowed an MCP client at one mount, in every browser, as `mcp-hub connections
@@ -151,7 +151,7 @@ class Connections:
         except StoreError as exc:
             return PlainTextResponse(f"could not withdraw: {exc}", status_code=500)
         for withdrawn in gone:
-            self._record_withdraw(session.who, withdrawn)
+            self._record_withdraw(session.who, withdrawn, address_of(request))
         notice = (
             f"{principal} at {mount}: the consent for {client} was withdrawn by {session.admin}; that client's next"
             " sign-in asks them again (their tokens are kept)"
@@ -160,7 +160,7 @@ class Connections:
         )
         return RedirectResponse(f"{self._base(request)}/connections?{urlencode({'done': notice})}", status_code=303)
 
-    def _record_withdraw(self, admin: Administrator, withdrawn: Consent) -> None:
+    def _record_withdraw(self, admin: Administrator, withdrawn: Consent, address: str | None) -> None:
         logger.info(
             "admin console: %s withdrew the consent of %s for %s at %s",
             admin.name,
@@ -168,14 +168,13 @@ class Connections:
             withdrawn.client,
             withdrawn.mount,
         )
-        self.hub.audit.record(
-            AuditEvent.withdrawn(
-                admin,
-                principal=withdrawn.principal,
-                client=withdrawn.client,
-                mount=withdrawn.mount,
-                browsers=withdrawn.browsers,
-                policy_revision=self.hub.policy().revision,
-                via="admin-console",
-            )
+        event = AuditEvent.withdrawn(
+            admin,
+            principal=withdrawn.principal,
+            client=withdrawn.client,
+            mount=withdrawn.mount,
+            browsers=withdrawn.browsers,
+            policy_revision=self.hub.policy().revision,
+            via="admin-console",
         )
+        self.hub.audit.record(replace(event, client_address=address))

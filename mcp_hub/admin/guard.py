@@ -1,8 +1,9 @@
 """The console's front door: what every request to it passes first.
 
 A foreign `Host` (when the hub is bound to loopback, as the MCP endpoint checks it), an `Origin` that is not
-the console's own, or a cross-site request (`Sec-Fetch-Site`) is refused; the one cross-site request taken is
-the identity provider sending a browser back to single sign-on's callback (sso.py). Every answer carries
+the console's own, or a cross-site request (`Sec-Fetch-Site`) is refused; the cross-site requests taken are the
+identity provider sending a browser back to single sign-on's callback (sso.py), or to the sign-in page once it
+signed the person out. Every answer carries
 headers that keep it out of frames, caches and other origins' scripts.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from mcp_hub.config import ADMIN_SSO_CALLBACK
+from mcp_hub.config import ADMIN_LOGIN, ADMIN_SSO_CALLBACK
 
 logger = logging.getLogger("mcp_hub.admin")
 
@@ -34,9 +35,11 @@ _HEADERS = [
 
 
 def _returning(scope: Scope) -> bool:
-    """Whether a request is the identity provider sending a browser back to single sign-on's callback (a
-    cross-site navigation, which the callback's state, browser binding and PKCE make safe: sso.py)."""
-    return scope.get("method") == "GET" and str(scope.get("path", "")).endswith(ADMIN_SSO_CALLBACK)
+    """Whether a request is the identity provider sending a browser back: to single sign-on's callback (a
+    cross-site navigation, which the callback's state, browser binding and PKCE make safe: sso.py), or to the
+    sign-in page after signing the person out there (a page that changes nothing)."""
+    path = str(scope.get("path", ""))
+    return scope.get("method") == "GET" and (path.endswith(ADMIN_SSO_CALLBACK) or path.endswith(ADMIN_LOGIN))
 
 
 class Guard:

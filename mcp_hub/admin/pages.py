@@ -101,6 +101,16 @@ def signed_in(base: str, who: str) -> str:
     )
 
 
+def signing_out(url: str, label: str) -> str:
+    """After the console's sign-out: on to the identity provider's, which sends the browser back to the sign-in
+    page (a navigation, which the console's `form-action 'self'` would refuse as the sign-out form's redirect)."""
+    return (
+        f'<meta http-equiv="refresh" content="0; url={e(url)}"><div class="card login"><h1>Signed out</h1>'
+        f'<p id="signed-out">Signed out of the console. Signing you out at {e(label)}...</p>'
+        f'<p><a href="{e(url)}" id="provider-sign-out">Continue</a></p></div>'
+    )
+
+
 # -- status ------------------------------------------------------------------------------------------
 
 

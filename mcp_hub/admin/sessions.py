@@ -2,7 +2,10 @@
 
 An administrator logs in with a key, or signs in through the organisation's identity provider (sso.py): a
 person's session keeps their issuer, subject and name or email, and a fingerprint of the `[admin.oidc]`
-settings that made them an administrator; it ends at once when those change or go (a live reload).
+settings that made them an administrator; it ends at once when those change or go (a live reload). It keeps
+what the identity provider issued them (ID token, access token, refresh token), sealed (Fernet) under a key made
+from the session's cookie, which the store never holds: only a request bearing the cookie can read them, not
+whoever reads Redis; and when the provider last vouched for them (sso.py asks again after `recheck_minutes`).
 
 An administrator logs in with a key of `[admin] keys` as the hub has it now (the keys apply on a live
 reload); the key is compared by its SHA-256 digest, with every key compared, so the time taken tells
@@ -23,16 +26,19 @@ when the sessions kept in memory meanwhile are dropped.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import anyio
+from cryptography.fernet import Fernet, InvalidToken
+from starlette.requests import Request
 
 from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, Cluster, errors
 from mcp_hub.observe.audit_log import Administrator
@@ -58,6 +64,19 @@ class Session:
     name and email as it gave them ("Alice Admin <alice@example.com>"); None for a key's login."""
     subject: str | None = None
     person: str | None = None
+    tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """What the identity provider issued the person (`id_token`, `access_token`, `refresh_token`, each when given):
+    kept sealed with the session, under a key made from its cookie, so that only a request bearing the cookie can
+    read them (not whoever reads the store)."""
+    checked: float | None = None
+    """When the identity provider last said the person is an administrator (the console's wall clock)."""
+    cookie: str = field(default="", repr=False)
+    """The cookie the session was read with (never kept): what its tokens are unsealed and sealed again with."""
+
+    @property
+    def id_token(self) -> str | None:
+        """The ID token the person signed in with: the `id_token_hint` of their sign-out at the identity provider."""
+        return self.tokens.get("id_token")
 
     @property
     def who(self) -> Administrator:
@@ -122,28 +141,61 @@ class Sessions:
         await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
         return cookie
 
-    async def begin_signed_in(self, admin: str, *, issuer: str, subject: str, person: str | None, sso: str) -> str:
+    async def begin_signed_in(
+        self,
+        admin: str,
+        *,
+        issuer: str,
+        subject: str,
+        person: str | None,
+        sso: str,
+        tokens: Mapping[str, str] | None = None,
+    ) -> str:
         """A new session for a person the identity provider vouched for (sso.py), made an administrator by the
-        single sign-on settings whose fingerprint is `sso`: its cookie's value."""
+        single sign-on settings whose fingerprint is `sso`, with the tokens it issued them: its cookie's value."""
         cookie = secrets.token_urlsafe(32)
+        now = self._clock()
         record = {
             "a": admin,
             "c": secrets.token_urlsafe(24),
-            "e": self._clock() + self._lifetime,
+            "e": now + self._lifetime,
             "k": sso,
             "i": issuer,
             "s": subject,
             "p": person,
+            "o": _seal(cookie, tokens or {}),
+            "ck": now,
         }
         await self._store.put(_name(cookie), json.dumps(record, separators=(",", ":")).encode(), self._lifetime)
         return cookie
+
+    async def checked_again(self, session: Session, tokens: Mapping[str, str]) -> Session:
+        """`session`, which the identity provider vouched for again just now with `tokens`, kept so."""
+        now = self._clock()
+        record = {
+            "a": session.admin,
+            "c": session.csrf,
+            "e": session.expires,
+            "k": session.key,
+            "i": session.issuer,
+            "s": session.subject,
+            "p": session.person,
+            "o": _seal(session.cookie, tokens),
+            "ck": now,
+        }
+        await self._store.put(session.name, json.dumps(record, separators=(",", ":")).encode(), session.expires - now)
+        return replace(session, tokens=dict(tokens), checked=now)
+
+    async def again(self, session: Session) -> Session | None:
+        """`session` as it is kept now (None: it ended)."""
+        return await self._find(session.name, session.cookie)
 
     async def read(self, cookie: str | None) -> Session | None:
         """The session a cookie names; None when there is none (never was, logged out, expired, or its key is
         no longer the administrator's)."""
         if not cookie or len(cookie) > 128:
             return None
-        return await self._find(_name(cookie))
+        return await self._find(_name(cookie), cookie)
 
     async def current(self, session: Session) -> bool:
         """Whether `session` still holds (a live stream asks as it goes)."""
@@ -153,7 +205,7 @@ class Sessions:
         """Log out: the session is gone, on every replica."""
         await self._store.delete(session.name)
 
-    async def _find(self, name: str) -> Session | None:
+    async def _find(self, name: str, cookie: str = "") -> Session | None:
         value = await self._store.get(name)
         if value is None:
             return None
@@ -165,7 +217,10 @@ class Sessions:
                 float(record["e"]),
                 str(record["k"]),
                 name,
-                *(None if record.get(field) is None else str(record[field]) for field in ("i", "s", "p")),
+                *(None if record.get(key) is None else str(record[key]) for key in ("i", "s", "p")),
+                tokens=_unsealed(cookie, record["o"]) if cookie and record.get("o") else {},
+                checked=float(record["ck"]) if record.get("ck") is not None else None,
+                cookie=cookie,
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -178,6 +233,24 @@ class Sessions:
             await self._store.delete(name)  # expired, or what it logged in with was removed or changed
             return None
         return session
+
+
+def _token_key(cookie: str) -> Fernet:
+    digest = hashlib.sha256(b"mcp-hub admin session tokens\0" + cookie.encode("utf-8", "surrogatepass")).digest()
+    return Fernet(base64.urlsafe_b64encode(digest))
+
+
+def _seal(cookie: str, tokens: Mapping[str, str]) -> str:
+    """`tokens`, encrypted under a key made from the session's cookie (which the store never holds)."""
+    return _token_key(cookie).encrypt(json.dumps(dict(tokens)).encode()).decode()
+
+
+def _unsealed(cookie: str, sealed: object) -> dict[str, str]:
+    try:
+        found = json.loads(_token_key(cookie).decrypt(str(sealed).encode()))
+    except (InvalidToken, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def _name(cookie: str) -> str:
@@ -287,3 +360,9 @@ class _Shared:
 def same(given: str | None, expected: str) -> bool:
     """Whether a submitted CSRF token is the expected one (constant time)."""
     return given is not None and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def address_of(request: Request) -> str | None:
+    """The network address of the browser behind a console request, as uvicorn gives it (a trusted proxy's
+    `X-Forwarded-For` taken: `[http] forwarded_allow_ips`), for the audit line; None when it has none."""
+    return request.client.host if request.client else None

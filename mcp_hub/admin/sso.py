@@ -28,8 +28,22 @@ break-glass use). The console is an OpenID Connect relying party, with authlib's
 Every refusal (an unknown, used or expired state, another browser, an error from the identity provider, a
 token that fails a check) is a page that says what happened and offers to start again; nothing is kept.
 
-What it does not do: it does not sign the person out of the identity provider (the next sign-in may pass
-without a password there), and a person removed from the group keeps their console session until it ends.
+4. Signing out of the console ends the session, and, where the identity provider's metadata offers an
+   `end_session_endpoint` (OpenID Connect RP-Initiated Logout 1.0), sends the browser there to end the person's
+   session at the provider too, with their ID token as `id_token_hint` and the console's sign-in page as
+   `post_logout_redirect_uri` (registered there); `provider_sign_out = false` keeps the provider's session.
+
+5. A person's word is taken for `recheck_minutes` (10): the first request after that asks the identity provider
+   again (`held`), with what it issued at sign-in, kept sealed with the session (sessions.py): the refresh token,
+   where it gave one, renewed (its new ID token checked as at sign-in, but for the nonce, and naming the same
+   subject), then the userinfo endpoint asked with the access token. The session goes on, vouched for anew, if
+   `admin_claim` still holds one of `admin_values`; else it ends, and so it does when the provider refuses the
+   renewal (the person was disabled, their grant revoked), when the access token is no longer taken, when the
+   provider cannot be reached, and when it gave no refresh token and has no userinfo endpoint: an audit line
+   (`admin/sign-in`, "refused") says why. One request of a replica asks; the others wait for its answer.
+
+So a person removed from the administrators' group keeps the console for `recheck_minutes` at most; the whole
+session lasts `[admin] session_hours` at most, however often it is vouched for.
 """
 
 from __future__ import annotations
@@ -44,8 +58,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
+import anyio
 import httpx2
 from authlib.oidc.core import CodeIDToken
 from cachetools import TTLCache
@@ -57,7 +72,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from mcp_hub.admin import pages
-from mcp_hub.admin.sessions import COOKIE, Sessions, store
+from mcp_hub.admin.sessions import COOKIE, Session, Sessions, address_of, store
 from mcp_hub.admin.throttle import LoginThrottle
 from mcp_hub.auth.discovery import fetch_json, issuer_metadata
 from mcp_hub.auth.jwks import KeySet
@@ -82,6 +97,8 @@ BINDING_COOKIE = "mcp_hub_admin_sso"
 METADATA_SECONDS = 300.0
 """How long the identity provider's metadata is kept before it is read again."""
 START = "/sso/start"
+_TOKENS = "\0tokens"
+"""Where `_signed_in` puts the tokens issued beside the claims (a name no claim has)."""
 
 
 def fingerprint(settings: AdminOidc) -> str:
@@ -147,7 +164,7 @@ async def id_token_claims(
     settings: AdminOidc,
     *,
     issuer: str,
-    nonce: str,
+    nonce: str | None,
     access_token: str | None,
     now: Callable[[], int] | None = None,
 ) -> dict[str, Any]:
@@ -199,15 +216,15 @@ Render = Callable[[Request, str, str, int], Response]
 
 class SingleSignOn:
     """The console's `/sso/start` and `/sso/callback` (see the module docstring). `settings()`: the
-    `[admin.oidc]` in force (None: single sign-on is off); `audit(administrator, outcome, reason)` writes an
-    audit line."""
+    `[admin.oidc]` in force (None: single sign-on is off); `audit(administrator, outcome, reason, address)` writes an
+    audit line (`address`: the browser's)."""
 
     def __init__(
         self,
         settings: Callable[[], AdminOidc | None],
         sessions: Sessions,
         render: Render,
-        audit: Callable[[Administrator, str, str], None],
+        audit: Callable[[Administrator, str, str, str | None], None],
         throttle: LoginThrottle,
         cluster: Cluster | None = None,
         *,
@@ -219,6 +236,9 @@ class SingleSignOn:
         self._audit = audit
         self._throttle = throttle
         self._pending = store(cluster, clock, "admin-sso")
+        self._clock = clock
+        self._checking: dict[str, anyio.Lock] = {}
+        """The sessions being asked about again (by their record's name): one request asks, the others wait."""
         self._metadata: TTLCache[str, Mapping[str, Any]] = TTLCache(maxsize=4, ttl=METADATA_SECONDS)
 
     def routes(self) -> list[Route]:
@@ -286,14 +306,22 @@ class SingleSignOn:
                 "refused",
                 f"{who} signed in at the identity provider but is not an administrator: their "
                 f"{settings.admin_claim!r} holds none of {list(settings.admin_values)}",
+                address_of(request),
             )
             body = pages.not_an_administrator(_base(request), person.label, settings.admin_claim)
             return self._render(request, "Not an administrator", body, 403)
         cookie = await self._sessions.begin_signed_in(
-            who.name, issuer=person.issuer, subject=person.subject, person=person.described, sso=fingerprint(settings)
+            who.name,
+            issuer=person.issuer,
+            subject=person.subject,
+            person=person.described,
+            sso=fingerprint(settings),
+            tokens=claims[_TOKENS],
         )
         logger.info("admin console: %s signed in through %s from %s", who.name, person.issuer, _client(request))
-        self._audit(who, "allowed", f"{who} signed in to the admin console through the identity provider")
+        self._audit(
+            who, "allowed", f"{who} signed in to the admin console through the identity provider", address_of(request)
+        )
         response = self._render(request, "Signed in", pages.signed_in(_base(request), person.label), 200)
         response.set_cookie(
             COOKIE,
@@ -370,7 +398,132 @@ class SingleSignOn:
                 raise Refused(f"The identity provider cannot be reached: {exc}. Start again.", 502) from None
         if not isinstance(claims.get("sub"), str) or not claims["sub"]:
             raise Refused("The identity provider's ID token names no subject; nothing was kept.")
-        return Person.of(claims), claims
+        kept = {name: issued[name] for name in ("id_token", "access_token", "refresh_token") if _text(issued.get(name))}
+        return Person.of(claims), {**claims, _TOKENS: kept}
+
+    # -- asking again ---------------------------------------------------------------------------------
+
+    async def held(self, session: Session, address: str | None = None) -> Session | None:
+        """`session`, once the identity provider has said again that the person is an administrator, when it last
+        said so more than `recheck_minutes` ago; None, the session ended, when it does not (see the module
+        docstring, step 5). A key's session, and one checked lately, as it is."""
+        settings = self._settings()
+        if session.issuer is None or settings is None or not self._due(session, settings):
+            return session
+        async with self._checking.setdefault(session.name, anyio.Lock()):
+            try:
+                current = await self._sessions.again(session)  # asked again by the request this one waited for?
+                if current is None or not self._due(current, settings):
+                    return current
+                try:
+                    tokens = await self._ask_again(current, settings)
+                except Refused as exc:
+                    await self._sessions.end(current)
+                    who = current.who
+                    logger.warning("admin console: the session of %s ended: %s", who.name, exc.message)
+                    self._audit(who, "refused", f"the console session of {who} ended: {exc.message}", address)
+                    return None
+                return await self._sessions.checked_again(current, tokens)
+            finally:
+                self._checking.pop(session.name, None)
+
+    def _due(self, session: Session, settings: AdminOidc) -> bool:
+        return session.checked is None or self._clock() - session.checked >= settings.recheck_minutes * 60
+
+    async def _ask_again(self, session: Session, settings: AdminOidc) -> dict[str, str]:
+        """The tokens with which the identity provider says again that the person of `session` is an
+        administrator: renewed with the refresh token (a new ID token checked), then the userinfo endpoint asked
+        with the access token; `Refused` saying why not."""
+        metadata = await self._issuer_metadata(settings)
+        tokens = dict(session.tokens)
+        claims: dict[str, Any] = {"sub": session.subject}
+        async with httpx2.AsyncClient(follow_redirects=False) as http:
+            if "refresh_token" in tokens:
+                async with self._client(settings, "") as oauth:
+                    try:
+                        issued = await fetch_issued(
+                            "the console's identity provider",
+                            oauth,
+                            _endpoint(metadata, "token_endpoint", settings),
+                            grant_type="refresh_token",
+                            refresh_token=tokens["refresh_token"],
+                        )
+                    except CredentialError as exc:
+                        raise Refused(f"the identity provider did not renew the sign-in ({exc.reason})") from None
+                tokens |= {k: issued[k] for k in ("id_token", "access_token", "refresh_token") if _text(issued.get(k))}
+                if _text(issued.get("id_token")):
+                    claims = await self._renewed_claims(http, metadata, settings, issued, session)
+            userinfo = metadata.get("userinfo_endpoint")
+            if isinstance(userinfo, str) and "access_token" in tokens:
+                try:
+                    claims = await _with_userinfo(http, userinfo, tokens["access_token"], claims)
+                except Unavailable as exc:
+                    raise Refused(f"its userinfo endpoint did not answer for them ({exc})") from None
+            elif "refresh_token" not in tokens:
+                raise Refused(
+                    "the identity provider gave the console no refresh token and has no userinfo endpoint to ask "
+                    "again whether they are an administrator"
+                )
+        if not is_administrator(claims, settings):
+            raise Refused(
+                f"they are no longer an administrator: their {settings.admin_claim!r} holds none of "
+                f"{list(settings.admin_values)}"
+            )
+        return tokens
+
+    async def _renewed_claims(
+        self,
+        http: httpx2.AsyncClient,
+        metadata: Mapping[str, Any],
+        settings: AdminOidc,
+        issued: Mapping[str, Any],
+        session: Session,
+    ) -> dict[str, Any]:
+        jwks_uri = _endpoint(metadata, "jwks_uri", settings)
+
+        async def where() -> str:
+            return jwks_uri
+
+        keys = KeySet(http, where, refetch_interval=1.0, max_age=60.0)
+        try:
+            claims = await id_token_claims(
+                str(issued["id_token"]),
+                keys,
+                settings,
+                issuer=str(metadata["issuer"]),
+                nonce=None,
+                access_token=issued.get("access_token"),
+            )
+        except Unavailable as exc:
+            raise Refused(f"the identity provider's keys cannot be had ({exc})") from None
+        if claims.get("sub") != session.subject:
+            raise Refused("the identity provider's renewed ID token names another person")
+        return claims
+
+    # -- sign-out --------------------------------------------------------------------------------------
+
+    async def sign_out_url(self, request: Request, session: Session) -> str | None:
+        """Where to send the browser of a person signing out of the console, to sign them out of the identity
+        provider too (OpenID Connect RP-Initiated Logout 1.0): its `end_session_endpoint`, with their ID token as
+        `id_token_hint`, the console's client id, and the console's sign-in page as `post_logout_redirect_uri`.
+        None: not a single sign-on session, `provider_sign_out` is off, or the provider offers no such endpoint
+        (or cannot be reached; the console's session has ended all the same)."""
+        settings = self._settings()
+        if session.issuer is None or settings is None or not settings.provider_sign_out:
+            return None
+        try:
+            metadata = await self._issuer_metadata(settings)
+        except Refused as exc:
+            logger.warning("admin console: %s is signed out of the console only: %s", session.admin, exc.message)
+            return None
+        endpoint = metadata.get("end_session_endpoint")
+        if not isinstance(endpoint, str) or urlsplit(endpoint).scheme not in ("https", "http"):
+            return None
+        back = settings.post_logout_redirect_uri or f"{request.url.scheme}://{request.url.netloc}{_base(request)}/login"
+        params = {"client_id": settings.client_id, "post_logout_redirect_uri": back}
+        if session.id_token is not None:
+            params["id_token_hint"] = session.id_token
+        return f"{endpoint}{'&' if urlsplit(endpoint).query else '?'}{urlencode(params)}"
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -440,6 +593,10 @@ def _endpoint(metadata: Mapping[str, Any], name: str, settings: AdminOidc) -> st
     if not isinstance(found, str) or urlsplit(found).scheme not in ("https", "http"):
         raise Refused(f"The metadata of {settings.issuer} names no {name}; check [admin.oidc] issuer.", 502)
     return found
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _digest(text: str) -> str:

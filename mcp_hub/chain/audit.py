@@ -169,4 +169,5 @@ def call_event(ctx: CallContext, **fields: Any) -> AuditEvent:
         via=ctx.via,
         **credential_of(ctx.principal),
         **fields,
+        client_address=ctx.address,
     )

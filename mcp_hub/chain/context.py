@@ -76,6 +76,9 @@ class CallContext:
     server's own name)."""
     endpoint_budget: int | None = None
     """The `max_result_tokens` of the curated endpoint the call came in at (0: none), or None (chain/results.py)."""
+    address: str | None = None
+    """The HTTP client's network address (as uvicorn gives it: a trusted proxy's `X-Forwarded-For` taken), for
+    the audit line; None over stdio."""
 
     @property
     def arguments(self) -> Mapping[str, Any]:

@@ -8,6 +8,12 @@ authorization server takes them; or the configured `client_id`), sends the hub
 to the authorization endpoint with a PKCE challenge, trades the code for tokens
 and refreshes them when they expire.
 
+The hub's client ID metadata document, where `client_metadata_url` names one, is the hub's own when the URL is
+the hub's `/oauth/client-metadata.json` at its public https address: the hub serves it there (registration.py's
+`client_document`), naming this mount's `redirect_uri`. The hub cannot make that URL up itself, as a `user` mount
+does from its callback: this mode's `redirect_uri` is no address of the hub's (the code is read off the redirect),
+so the hub's public address is not known to it; unset, the hub registers dynamically.
+
 No person takes part: the hub opens the authorization URL itself and reads the
 code off the redirect to its `redirect_uri` (`Unattended`). That suits an
 authorization server that approves the hub's client without a login page (a
@@ -35,6 +41,7 @@ from mcp_hub.config import ServerAuth
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.credentials.dpop import DPoPAuth
+from mcp_hub.credentials.registration import publish
 
 CLIENT_NAME = "mcp-hub"
 
@@ -48,6 +55,8 @@ class Login:
         self.server = server
         self._storage = MemoryTokens()
         self._redirect = Unattended(server, auth.redirect_uri)
+        if auth.client_id is None and auth.client_metadata_url is not None:
+            publish(auth)  # served by the hub where the URL is its own /oauth/client-metadata.json
         if auth.client_id is not None:  # pre-registered: no registration
             method = auth.token_endpoint_auth_method or ("client_secret_basic" if auth.client_secret else "none")
             self._storage.client_info = OAuthClientInformationFull(

@@ -12,7 +12,12 @@ In the order the MCP authorization specification gives its clients ("Client Regi
    PKCE); nothing is registered, nothing kept;
 3. dynamic client registration (RFC 7591) at its `registration_endpoint`, the registration kept in the
    mount's token file (connections.py) per mount and issuer, so that a restarted hub is the same client, to
-   which people's refresh tokens were issued;
+   which people's refresh tokens were issued. With replicas (`[cluster]`, `share_with`), the registration is
+   one for them all: kept in Redis (`mcp-hub:client-registration:...`, encrypted with the mount's `token_key`,
+   which every replica has), and made once, by the replica that holds the lock (`...:lock`, redis-py's `Lock`)
+   while the others wait for it and then take it; each keeps it in its token file too. A registration a token
+   file held before the replicas shared one is the one shared. While Redis is down, each replica registers as
+   it would alone;
 4. none of these: the sign-in cannot begin, and the error says to configure `client_id`.
 
 The document (`document`) names the hub (`client_name`), its redirect URI, the grants it uses
@@ -24,6 +29,8 @@ with the hub registers its document (`publish`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -31,9 +38,11 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx2
+from cryptography.fernet import Fernet, InvalidToken
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from mcp_hub.cluster import KEY_PREFIX, TIMEOUT, Cluster, errors
 from mcp_hub.config import CLIENT_DOCUMENT_PATH, USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
 from mcp_hub.credentials.connections import ConnectionStore, StoreError
@@ -46,6 +55,18 @@ GRANT_TYPES = ("authorization_code", "refresh_token")
 
 _DOCUMENTS: dict[str, set[str]] = {}
 """The hub's client ID metadata documents: URL -> the redirect URIs it lists."""
+
+_SHARED: list[Cluster] = []
+"""The Redis replicas share registrations in (`share_with`), or none."""
+
+LOCK_SECONDS = TIMEOUT_SECONDS + 5
+"""How long the registration lock is held at most (a registration takes `TIMEOUT_SECONDS` at most), and how long a
+replica waits for another's registration."""
+
+
+def share_with(cluster: Cluster | None) -> None:
+    """Share the clients registered dynamically with the replicas of `cluster` (None: this hub's own, as alone)."""
+    _SHARED[:] = [cluster] if cluster is not None else []
 
 
 @dataclass(frozen=True)
@@ -105,6 +126,12 @@ async def client_document(request: Request) -> Response:
     return JSONResponse(document(url, _DOCUMENTS[url]), headers={"cache-control": "max-age=300"})
 
 
+def _client_of(kept: dict[str, str]) -> Client:
+    secret = kept.get("client_secret") or None
+    method = kept.get("token_endpoint_auth_method") or ("client_secret_basic" if secret else "none")
+    return Client(kept["client_id"], secret, method, "registered")
+
+
 class Registration:
     """The hub's client at a mount's authorization server, found once (see the module docstring)."""
 
@@ -152,6 +179,12 @@ class Registration:
         )
 
     async def _registered(self, issuer: str, endpoint: str, metadata: dict[str, Any]) -> Client:
+        cluster = _SHARED[0] if _SHARED else None
+        if cluster is not None and cluster.up:
+            try:
+                return _client_of(await self._shared(cluster, issuer, endpoint, metadata))
+            except errors() as exc:  # Redis lost: as alone, below
+                cluster.failed(exc)
         try:
             kept = self._store.registered(self.server, issuer)
         except StoreError as exc:
@@ -163,9 +196,63 @@ class Registration:
             except StoreError as exc:
                 raise CredentialError(self.server, str(exc)) from exc
             logger.info("server %r: the hub registered as client %s at %s", self.server, kept["client_id"], issuer)
-        secret = kept.get("client_secret") or None
-        method = kept.get("token_endpoint_auth_method") or ("client_secret_basic" if secret else "none")
-        return Client(kept["client_id"], secret, method, "registered")
+        return _client_of(kept)
+
+    async def _shared(self, cluster: Cluster, issuer: str, endpoint: str, metadata: dict[str, Any]) -> dict[str, str]:
+        """The registration the replicas share (see the module docstring): read from Redis, or made under the lock
+        by this replica, or by another while this one waited."""
+        from redis.exceptions import LockError
+
+        key = f"{KEY_PREFIX}client-registration:" + hashlib.sha256(f"{self.server}\0{issuer}".encode()).hexdigest()
+        sealing = Fernet(str(self._auth.token_key).encode())
+        found = await self._read_shared(cluster, key, sealing)
+        if found is None:
+            try:
+                async with cluster.client.lock(
+                    key + ":lock", timeout=LOCK_SECONDS, blocking_timeout=LOCK_SECONDS, sleep=0.05
+                ):
+                    found = await self._read_shared(cluster, key, sealing)  # made while this one waited?
+                    if found is None:
+                        found = self._kept(issuer) or await self._register(endpoint, metadata)
+                        with anyio.fail_after(TIMEOUT):
+                            await cluster.client.set(key, sealing.encrypt(json.dumps(found).encode()))
+                        logger.info(
+                            "server %r: the hub registered as client %s at %s, for every replica",
+                            self.server,
+                            found["client_id"],
+                            issuer,
+                        )
+            except LockError as exc:
+                raise CredentialError(
+                    self.server, f"another replica held the registration at {issuer} for {LOCK_SECONDS:g} s: {exc}"
+                ) from exc
+        if self._kept(issuer) != found:
+            try:
+                self._store.register(self.server, issuer, found)
+            except StoreError as exc:
+                raise CredentialError(self.server, str(exc)) from exc
+        return found
+
+    async def _read_shared(self, cluster: Cluster, key: str, sealing: Fernet) -> dict[str, str] | None:
+        with anyio.fail_after(TIMEOUT):
+            value = await cluster.client.get(key)
+        if not isinstance(value, bytes):
+            return None
+        try:
+            found = json.loads(sealing.decrypt(value))
+        except (InvalidToken, ValueError):
+            raise CredentialError(
+                self.server,
+                "the client registration the replicas share cannot be decrypted with this replica's token_key: give "
+                "every replica the same token_key",
+            ) from None
+        return {str(k): str(v) for k, v in found.items()}
+
+    def _kept(self, issuer: str) -> dict[str, str] | None:
+        try:
+            return self._store.registered(self.server, issuer)
+        except StoreError as exc:
+            raise CredentialError(self.server, str(exc)) from exc
 
     async def _register(self, endpoint: str, metadata: dict[str, Any]) -> dict[str, str]:
         """Register the hub at `endpoint` (RFC 7591): a confidential client where the authorization server

@@ -99,6 +99,10 @@ class AuditEvent:
     """For a tool call the policy let through to its server: what it counts against cost budgets."""
     cut: Mapping[str, Any] | None = None
     """For a call whose result was over its budget (chain/results.py): its size, the budget and the kept id."""
+    client_address: str | None = None
+    """For an HTTP client: its network address, the peer's, or the client a trusted proxy names in
+    `X-Forwarded-For` (`[http] forwarded_allow_ips`); on the console's lines, the administrator's browser's; null
+    over stdio, on the command line's and the hub's own lines."""
 
     @classmethod
     def by_administrator(

@@ -10,12 +10,14 @@ OCSF has no attribute for (arguments, rule, policy revision, cost, what a result
 to `unmapped`, with its own keys. `tests/test_audit_ocsf.py` validates what this writes against the published
 schema of the class (tests/data/ocsf).
 
-The hub's audit event does not carry the client's network address, so `src_endpoint` names the client as the hub
-knows it: the MCP session's id, or the console or command line for an administrator's action, or the hub itself.
+`src_endpoint` names the client as the hub knows it: the MCP session's id, or the console or command line for an
+administrator's action, or the hub itself; and, for an HTTP client, its network address (`ip`, from the line's
+`client_address`: the peer's, or the client a trusted proxy names).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -127,6 +129,9 @@ def to_ocsf(line: Mapping[str, Any]) -> dict[str, Any]:
         for key in ("via", "arguments", "rule", "policy_revision", "results", "cost", "cut")
         if line.get(key) is not None
     }
+    address = line.get("client_address")
+    if address is not None and _ip(address) is None:  # not an IP address (a Unix socket's peer): kept as it is
+        unmapped["client_address"] = address
     if unmapped:
         event["unmapped"] = unmapped
     return event
@@ -158,8 +163,23 @@ def _source(line: Mapping[str, Any], principal: str) -> dict[str, Any]:
     if principal == "mcp-hub":
         return {"name": "mcp-hub"}
     if line.get("session"):
-        return {"uid": str(line["session"]), "name": "MCP client"}
-    return {"name": str(line.get("via") or "MCP client")}
+        source = {"uid": str(line["session"]), "name": "MCP client"}
+    else:
+        source = {"name": str(line.get("via") or "MCP client")}
+    address = _ip(line.get("client_address"))
+    if address is not None:
+        source["ip"] = address
+    return source
+
+
+def _ip(value: object) -> str | None:
+    """An address as OCSF's `ip_t` holds it (IPv4 or IPv6, an IPv6 zone left out); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return str(ipaddress.ip_address(value.partition("%")[0]))
+    except ValueError:
+        return None
 
 
 def epoch_ms(rfc3339: str) -> int:

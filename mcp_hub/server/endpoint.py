@@ -52,6 +52,7 @@ from mcp_hub.server.lane import CallLane, Observer
 from mcp_hub.server.listing import Listings, listing_ttl
 from mcp_hub.server.origin import (
     ClientOrigin,
+    address_of,
     principal_of,
     progress_relay,
     session_of,
@@ -247,6 +248,7 @@ class Endpoint:
             on_progress=progress_relay(ctx),
             via=route.via,
             endpoint_budget=self.selection.max_result_tokens,
+            address=address_of(ctx),
         )
         if origin.modern and self.parking.open:
             state = sealed_by_hub(params)
@@ -314,6 +316,7 @@ class Endpoint:
             principal=principal_of(ctx),
             session=session_of(ctx),
             origin=origin,
+            address=address_of(ctx),
         )
         # The value completed and the context's arguments as a call's arguments, the values suggested as a result.
         return _complete_result(await self._guardrails.guard_completion(completing, send))

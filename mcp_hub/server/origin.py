@@ -260,6 +260,16 @@ def identity_of(ctx: ServerRequestContext[Any, Any]) -> Identity | None:
     return identity_in(request.scope.get("state", {})) if request is not None else None
 
 
+def address_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The HTTP client's network address, as uvicorn gives it (the peer's, or, from a proxy it trusts, the client
+    `X-Forwarded-For` names); None over stdio."""
+    request = ctx.request
+    if request is None:
+        return None
+    client = request.scope.get("client")
+    return str(client[0]) if client else None
+
+
 def session_of(ctx: ServerRequestContext[Any, Any]) -> str | None:
     request = ctx.request
     return request.headers.get("mcp-session-id") if request is not None else None

@@ -15,10 +15,12 @@
 // answer only (oidc-provider's default); whether it takes client ID metadata documents (a client_id that is an
 // https URL, whose document it fetches and validates; its fetches may reach loopback, where the tests serve the
 // hub, which its SSRF guard refuses by default; the hub's certificate is trusted through NODE_EXTRA_CA_CERTS);
-// whether it registers clients dynamically (default true). The issuer is http://HOST:PORT ("host": "localhost"
+// whether it registers clients dynamically (default true); with "accountsFile", the people's claims are read from
+// that JSON file at each use instead (a test edits it: someone leaves a group). The issuer is http://HOST:PORT ("host": "localhost"
 // puts it on another site than the hub's 127.0.0.1, as an identity provider is to a browser); it listens on
 // 127.0.0.1. Prints "ready" once it listens.
 import { generateKeyPairSync } from "node:crypto";
+import { readFileSync } from "node:fs";
 import Provider, { errors } from "oidc-provider";
 
 const {
@@ -30,6 +32,7 @@ const {
   host = "127.0.0.1",
   cimd = false,
   registration = true,
+  accountsFile = null,
 } = JSON.parse(process.argv[2]);
 const issuer = `http://${host}:${port}`;
 const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
@@ -49,7 +52,10 @@ const provider = new Provider(issuer, {
   conformIdTokenClaims: !idTokenClaims,
   findAccount: async (ctx, id) => ({
     accountId: id,
-    claims: async () => ({ sub: id, ...(accounts[id] || {}) }),
+    claims: async () => {
+      const current = accountsFile ? JSON.parse(readFileSync(accountsFile, "utf8")) : accounts;
+      return { sub: id, ...(current[id] || {}) };
+    },
   }),
   pkce: { required: () => true },
   // Outgoing fetches (client ID metadata documents) without the SSRF guard's dispatcher: the hub is on loopback.
