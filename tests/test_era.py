@@ -27,7 +27,7 @@ from tests.conftest import fixture_server, hub_client, make_config, running_hub,
 from tests.servers.fixture import build_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from servers_http import lowlevel_server
+from servers_http import lowlevel_server, mcpserver_server
 
 pytestmark = pytest.mark.anyio
 
@@ -338,3 +338,14 @@ async def test_a_low_level_server_with_many_tools_keeps_its_handshake_clients_er
         async with hub_client(hub, "legacy") as old:
             result = await old.call_tool("remote_git_status", {"repo_path": "/x"})
     assert result.content[0].text == 'git_status: {"repo_path": "/x"}'  # type: ignore[union-attr]
+
+
+async def test_an_mcpserver_has_its_handshake_clients_bridged(tmp_path: Path) -> None:
+    """The SDK's `MCPServer` (benchmarks/servers_http.py) looks its schemas up directly and spends less on a
+    2026-07-28 request than on a handshake-era session's."""
+    async with probed_mount(tmp_path, mcpserver_server().streamable_http_app()) as hub:
+        rows = hub.health()["servers"]["remote"]["sessions"]
+        assert [row["protocol"] for row in rows] == ["2026-07-28", "2026-07-28"], rows
+        async with hub_client(hub, "legacy") as old:
+            result = await old.call_tool("remote_echo", {"text": "hi"})
+    assert result.content[0].text == "hi"  # type: ignore[union-attr]
