@@ -1441,7 +1441,13 @@ class ServerConfig(BaseModel):
     """False: its names are not prefixed by the mount (only when it is the only enabled server)."""
     protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
     """The protocol era spoken to it: "auto" tries 2026-07-28 and falls back to the `initialize` handshake, and
-    over streamable HTTP sends each client's requests in that client's own era where the server offers it."""
+    over streamable HTTP sends each client's requests in that client's own era where the server offers it, or,
+    with `era_probe`, a handshake-era client's in the era that measured cheaper for the server."""
+    era_probe: bool = True
+    """With `protocol = "auto"` over streamable HTTP: as each connection comes up, time a side-effect-free probe
+    (`tools/call` of a tool named "mcp-hub-era-probe", answered "unknown tool") in both eras, and send handshake-era
+    clients' requests in 2026-07-28 (bridged) where that measured as cheap, else in their own era. False: always
+    their own era, for a server that should not see the probe or must keep one era per client."""
     isolation: Literal["shared", "per-client"] = "shared"
     """"per-client": each client (principal) gets its own session (its own process, for stdio)."""
     idle_timeout: _Seconds = 300.0

@@ -8,6 +8,7 @@ refusing one of them); its `request_meta` tool answers with the `_meta` a reques
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,8 +22,12 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from mcp_hub.admin.pages import mounts
 from mcp_hub.hub import Hub
+from mcp_hub.upstream.era import PROBE_SAMPLES, PROBE_TOOL
 from tests.conftest import fixture_server, hub_client, make_config, running_hub, serve_app, wait_for
 from tests.servers.fixture import build_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from servers_http import lowlevel_server, mcpserver_server
 
 pytestmark = pytest.mark.anyio
 
@@ -208,3 +213,139 @@ async def test_check_and_the_console_show_each_session_s_era(tmp_path: Path) -> 
     page = mounts(report, {})
     assert "handshake-era clients: <b>2025-11-25</b>" in page
     assert "2026-07-28 clients and the hub&#x27;s own requests: <b>2026-07-28</b>" in page
+
+
+# -- the era probe (era_probe = true, the shipped default) -----------------------------------------------------
+
+
+class Shaped:
+    """ASGI middleware in front of the fixture: what the server was asked, and a cost added to one era's POSTs
+    (`slow`: "handshake", the requests of a session, or "2026-07-28", those without one), or a probe answered
+    with HTTP 500 (`break_probe`)."""
+
+    def __init__(self, app: Any, slow: str | None = None, seconds: float = 0.02, break_probe: bool = False) -> None:
+        self.app, self.slow, self.seconds, self.break_probe = app, slow, seconds, break_probe
+        self.probes = {"handshake": 0, "2026-07-28": 0}
+        self.deleted = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "DELETE"):
+            await self.app(scope, receive, send)
+            return
+        era = "handshake" if any(name == b"mcp-session-id" for name, _ in scope["headers"]) else "2026-07-28"
+        if scope["method"] == "DELETE":
+            self.deleted += 1
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if PROBE_TOOL.encode() in body:
+            self.probes[era] += 1
+            if self.break_probe:
+                await send({"type": "http.response.start", "status": 500, "headers": []})
+                await send({"type": "http.response.body", "body": b"probe refused"})
+                return
+        if era == self.slow:
+            await anyio.sleep(self.seconds)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+@asynccontextmanager
+async def probed_mount(tmp_path: Path, app: Any, **mount: Any) -> AsyncIterator[Hub]:
+    """A hub with `app` over HTTP as "remote", mounted as `mcp-hub import` writes it (the probe on), sessions up."""
+    async with serve_app(app) as upstream:
+        config = make_config(tmp_path, {"remote": {"url": f"{upstream}/mcp", "era_probe": True, **mount}})
+        async with running_hub(config) as hub:
+            await hub.upstreams["remote"].sessions_ready()
+            yield hub
+
+
+async def test_the_probe_keeps_the_handshake_era_where_2026_07_28_costs_the_server_more(tmp_path: Path) -> None:
+    shaped = Shaped(build_server("remote").streamable_http_app(), slow="2026-07-28")
+    async with probed_mount(tmp_path, shaped) as hub:
+        async with hub_client(hub, "legacy") as old, hub_client(hub, "2026-07-28") as new:
+            assert await era_of_a_call(old) == "handshake"
+            assert await era_of_a_call(new) == "2026-07-28"
+        rows = hub.health()["servers"]["remote"]["sessions"]
+    assert shaped.probes == {"handshake": PROBE_SAMPLES + 1, "2026-07-28": PROBE_SAMPLES + 1}
+    assert rows[1]["protocol"] == "2025-11-25"
+    assert "; measured: a probe tools/call took" in rows[1]["why"]
+    assert shaped.deleted == 1  # the handshake-era session closed with the hub
+
+
+async def test_the_probe_bridges_handshake_clients_where_2026_07_28_is_as_cheap(tmp_path: Path) -> None:
+    shaped = Shaped(build_server("remote").streamable_http_app(), slow="handshake")
+    async with probed_mount(tmp_path, shaped) as hub:
+        assert shaped.deleted == 1  # its handshake-era session, closed once measured
+        async with hub_client(hub, "legacy") as old, hub_client(hub, "2026-07-28") as new:
+            assert await era_of_a_call(old) == "2026-07-28"
+            assert await era_of_a_call(new) == "2026-07-28"
+            assert (await old.call_tool("remote_echo", {"text": "hi"})).structured_content == {
+                "text": "hi",
+                "server": "remote",
+            }
+        rows = hub.health()["servers"]["remote"]["sessions"]
+        assert hub.upstreams["remote"].state == "up"
+    assert [row["protocol"] for row in rows] == ["2026-07-28", "2026-07-28"]
+    assert rows[1]["why"].startswith("bridged on the 2026-07-28 session: 2026-07-28 measured as cheap: a probe")
+    assert shaped.probes == {"handshake": PROBE_SAMPLES + 1, "2026-07-28": PROBE_SAMPLES + 1}
+
+
+async def test_a_handshake_client_s_own_session_follows_the_probe(tmp_path: Path) -> None:
+    shaped = Shaped(build_server("remote").streamable_http_app(), slow="handshake")
+    async with probed_mount(tmp_path, shaped, isolation="per-client") as hub, hub_client(hub, "legacy") as old:
+        assert await era_of_a_call(old) == "2026-07-28"
+
+
+async def test_a_server_that_fails_the_probe_keeps_working_in_each_client_s_era(tmp_path: Path) -> None:
+    shaped = Shaped(build_server("remote").streamable_http_app(), break_probe=True)
+    async with probed_mount(tmp_path, shaped) as hub:
+        async with hub_client(hub, "legacy") as old, hub_client(hub, "2026-07-28") as new:
+            assert await era_of_a_call(old) == "handshake"
+            assert await era_of_a_call(new) == "2026-07-28"
+        upstream = hub.upstreams["remote"]
+        assert (upstream.state, upstream.restarts) == ("up", 0)
+        rows = hub.health()["servers"]["remote"]["sessions"]
+    assert "measured" not in rows[1]["why"]
+
+
+async def test_without_the_probe_the_server_never_sees_it(tmp_path: Path) -> None:
+    shaped = Shaped(build_server("remote").streamable_http_app(), slow="handshake")
+    async with probed_mount(tmp_path, shaped, era_probe=False) as hub, hub_client(hub, "legacy") as old:
+        assert await era_of_a_call(old) == "handshake"
+    assert shaped.probes == {"handshake": 0, "2026-07-28": 0}
+
+
+async def test_a_low_level_server_with_many_tools_keeps_its_handshake_clients_era(tmp_path: Path) -> None:
+    """The SDK low-level server of benchmarks/servers_http.py (53 real tools, no get_tool_input_schema), which
+    lists its tools on every 2026-07-28 tools/call with arguments: nothing added to its cost."""
+    async with probed_mount(tmp_path, lowlevel_server().streamable_http_app()) as hub:
+        rows = hub.health()["servers"]["remote"]["sessions"]
+        assert rows[1]["protocol"] == "2025-11-25", rows
+        async with hub_client(hub, "legacy") as old:
+            result = await old.call_tool("remote_git_status", {"repo_path": "/x"})
+    assert result.content[0].text == 'git_status: {"repo_path": "/x"}'  # type: ignore[union-attr]
+
+
+async def test_an_mcpserver_has_its_handshake_clients_bridged(tmp_path: Path) -> None:
+    """The SDK's `MCPServer` (benchmarks/servers_http.py) looks its schemas up directly and spends less on a
+    2026-07-28 request than on a handshake-era session's."""
+    async with probed_mount(tmp_path, mcpserver_server().streamable_http_app()) as hub:
+        rows = hub.health()["servers"]["remote"]["sessions"]
+        assert [row["protocol"] for row in rows] == ["2026-07-28", "2026-07-28"], rows
+        async with hub_client(hub, "legacy") as old:
+            result = await old.call_tool("remote_echo", {"text": "hi"})
+    assert result.content[0].text == "hi"  # type: ignore[union-attr]

@@ -114,6 +114,14 @@ _RESUME_ATTEMPTS = 2
 """Attempts in a row to resume a request's stream that bring no new event before the request fails (as the SDK)."""
 
 
+class HttpStatusError(MCPError):
+    """The server answered a request with an HTTP error status and no JSON-RPC answer."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(INTERNAL_ERROR, f"server returned HTTP {status}")
+        self.status = status
+
+
 class StreamableHttpTransport:
     """The SDK's streamable HTTP client on an httpx2 client of its own (see the module docstring), with the
     hub's requests POSTed by `channel`; the session reads both its transport's messages and those the
@@ -431,7 +439,7 @@ class HttpChannel:
             raise MCPError(INVALID_REQUEST, f"redirect to {location} not followed; use that URL as the endpoint")
         if status < 300:
             raise MCPError(INVALID_REQUEST, f"unexpected content type: {content_type or '(none)'}")
-        raise MCPError(INTERNAL_ERROR, f"server returned HTTP {status}")
+        raise HttpStatusError(status)
 
     async def _answer_on(
         self, content: aiohttp.StreamReader, request_id: str, cursor: _Cursor

@@ -690,7 +690,12 @@ class Upstream:
                 self._pool = SessionPool(self.config, tg, self.transport, self._own_mode)
             if self.config.protocol == "auto":
                 self._beside = HandshakeSession(
-                    self.config, tg, self._open_handshake, self._apply_log_level_to, self._lost
+                    self.config,
+                    tg,
+                    self._open_handshake,
+                    self._apply_log_level_to,
+                    self._lost,
+                    lambda: self._connection,
                 )
             try:
                 await self._supervise()
