@@ -17,7 +17,7 @@ import re
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,20 @@ def _forkservers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Forkserv
         yield servers
     finally:
         servers.stop()
+
+
+@contextmanager
+def forking(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In a fixture wider than a test (a module's hubs, say), `forked` commands while this lasts, as in a test that
+    is not marked `real_processes` (inside a test, whatever it is marked, nothing changes)."""
+    if _forking or request.node.get_closest_marker("real_processes") is not None:
+        yield
+        return
+    _forking.append(request.getfixturevalue("_forkservers"))
+    try:
+        yield
+    finally:
+        _forking.clear()
 
 
 @pytest.fixture(autouse=True)

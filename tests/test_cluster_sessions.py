@@ -22,7 +22,7 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import wait_for
+from tests.conftest import forking, wait_for
 from tests.harness.cluster import KEYS, Replica, hub_toml, launch_replica, start_replica, until_ready
 from tests.redis_server import RedisServer, started_redis
 
@@ -38,12 +38,15 @@ def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture(scope="module")
-def three(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -> Iterator[list[Replica]]:
+def three(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer
+) -> Iterator[list[Replica]]:
     folder = tmp_path_factory.mktemp("replicas")
     started: list[Replica] = []
     try:
-        for name in "abc":
-            started.append(launch_replica(folder / name, shared_redis.url))
+        with forking(request):  # the replicas and their servers fork from preloaded processes, as in a test
+            for name in "abc":
+                started.append(launch_replica(folder / name, shared_redis.url))
         for replica in started:
             until_ready(replica)
         yield started

@@ -50,8 +50,11 @@ from tests.conftest import (
     EVERYTHING,
     ROOT,
     hub_client,
+    hub_command,
     make_config,
+    module_server,
     running_hub,
+    script_server,
     serve_app,
     wait_for,
     write_config,
@@ -649,19 +652,33 @@ STDIO_HUB_GRACE = 120.0
 """The whole corpus starting at once on a loaded 2-core machine may take longer than the default grace."""
 
 
+def forked_table(table: dict[str, Any]) -> dict[str, Any]:
+    """A server's table, with the servers this Python runs (`python -m MODULE`, a script of tests/servers/) forked
+    from a process that imported them (`module_server`, `script_server`): the same server code, started without
+    paying for its imports again, where what is tested is the hub's first listing rather than the servers."""
+    command, args = table.get("command"), table.get("args", [])
+    settings = {key: value for key, value in table.items() if key not in ("command", "args")}
+    if command != sys.executable or not args:
+        return table
+    if args[0] == "-m":
+        return module_server(args[1], *args[2:], **settings)
+    return script_server(args[0], *args[1:], **settings)
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_stdio_client_lists_the_corpus_right_after_connecting(
     tmp_path: Path, era: str, hub: Hub, servers: dict[str, Server]
 ) -> None:
     """`mcp-hub serve` over stdio, as Claude Desktop runs it: a client that lists tools and prompts as
     soon as it has connected sees every mount's, as the module's hub (compared with the servers
-    themselves above) lists them."""
-    config = write_config(
-        tmp_path / "hub.toml", {mount: server.table for mount, server in servers.items()}, startup_grace=STDIO_HUB_GRACE
-    )
+    themselves above) lists them. The hub and the servers this Python runs are forks of preloaded processes
+    (`forked_table`); the npm servers and the SDK 1.x ones start as they would."""
+    tables = {mount: forked_table(server.table) for mount, server in servers.items()}
+    config = write_config(tmp_path / "hub.toml", tables, startup_grace=STDIO_HUB_GRACE)
+    command, *args = hub_command("serve", "--config", str(config))
     hub_process = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command,
+        args=args,
         env={"PYTHONPATH": str(ROOT), "XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]},
         cwd=str(tmp_path),
     )

@@ -2,7 +2,12 @@
 sdist, and one straight from the source tree, as `pipx install .` and `uv tool install .` build it), installed
 into a fresh virtualenv with its dependencies, and the installed `mcp-hub` run from a folder outside the
 checkout, without this checkout on the path: `--version`, `init`, `check --connect`, and the SDK's client over
-stdio, as Claude Desktop starts the hub. Built and installed once for the module (about 30 s of CPU)."""
+stdio, as Claude Desktop starts the hub. Built and installed once for the module.
+
+What pip installs (the wheel's dependencies, and the build's own `setuptools`) comes from `tests/.wheels`, a folder
+of the wheels pip downloaded for an earlier run: pip resolves the same requirements against it as against the
+package index, without reading the index's pages (most of the ~20 s of CPU an install took), and downloads into
+it what it lacks, the first time or when the requirements change."""
 
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 UNTRACKED = (".git", ".venv*", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
 """What .gitignore keeps out of a clone, and git's own folder."""
 POLICIES = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "policies").glob("*.toml")}
+WHEELS = ROOT / "tests" / ".wheels"
+BUILD_REQUIRES = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["build-system"]["requires"]
 
 
 def run(*command: str | Path, **options: object) -> subprocess.CompletedProcess[str]:
@@ -42,6 +49,30 @@ def run(*command: str | Path, **options: object) -> subprocess.CompletedProcess[
     return result
 
 
+def from_wheels() -> dict[str, str]:
+    """The environment of a command whose pip installs only from `tests/.wheels`."""
+    return {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(WHEELS), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def fill_wheels(*requirements: str | Path) -> None:
+    """Download into `tests/.wheels` what installing `requirements` needs and it does not hold yet (pip resolves
+    against the index; files already there are not fetched again)."""
+    WHEELS.mkdir(exist_ok=True)
+    run(sys.executable, "-m", "pip", "download", "--quiet", "--dest", WHEELS, *requirements)
+    for own in WHEELS.glob("mcp_hub-*"):  # the wheel under test is installed from where it was built, never kept
+        own.unlink()
+
+
+def install(python: Path, *requirements: str | Path) -> None:
+    """pip (this Python's) installs `requirements` and their dependencies into the environment of `python`, from
+    `tests/.wheels`, first filling it when it lacks something they need; without compiling what it installs."""
+    command = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile"]
+    tried = subprocess.run([*command, *map(str, requirements)], capture_output=True, text=True, env=from_wheels())
+    if tried.returncode != 0:  # the first run, or requirements that changed: fetch what is missing, then again
+        fill_wheels(*requirements)
+        run(*command, *requirements, env=from_wheels())
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel built from it (what `python -m build` makes), and in `tree/` the wheel built
@@ -51,19 +82,23 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("source") / "mcp-hub"
     shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(*UNTRACKED))
     out = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--outdir", out, source)
-    run(sys.executable, "-m", "build", "--wheel", "--outdir", out / "tree", source)
+    if not list(WHEELS.glob("setuptools-*.whl")):
+        fill_wheels(*BUILD_REQUIRES)
+    # Each build still makes an isolated environment and installs the build's requirements into it, from the wheels.
+    run(sys.executable, "-m", "build", "--outdir", out, source, env=from_wheels())
+    run(sys.executable, "-m", "build", "--wheel", "--outdir", out / "tree", source, env=from_wheels())
     return out
 
 
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The scripts folder of a fresh virtualenv into which the wheel (built from the sdist) was installed."""
+    """The scripts folder of a fresh virtualenv into which the wheel (built from the sdist) was installed with its
+    dependencies (resolved by pip from the wheel's metadata), as `uv tool install` makes one: without pip."""
     venv = tmp_path_factory.mktemp("tool") / "venv"
-    run(sys.executable, "-m", "venv", venv)
+    run(sys.executable, "-m", "venv", "--without-pip", venv)
     scripts = venv / ("Scripts" if os.name == "nt" else "bin")
     (wheel,) = dist.glob("*.whl")
-    run(scripts / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel)
+    install(scripts / "python", wheel)
     return scripts
 
 

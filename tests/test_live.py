@@ -207,11 +207,13 @@ async def test_an_edit_written_a_piece_at_a_time_is_read_once_the_writes_stop(
 
 
 async def test_edits_add_remove_and_restart_servers_while_others_serve_on(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Added and removed servers join and leave the catalog with list_changed (a call in flight to the removed
     one ends with an error); a changed one restarts; the untouched one keeps its process, its session and the
     call it is serving; a bad edit changes nothing."""
+    monkeypatch.setattr(live, "POLL_INTERVAL", 0.05)  # each edit seen in a twentieth of a second, not half
+    monkeypatch.setattr(live, "QUIET", 0.05)
     caplog.set_level(logging.INFO, logger="mcp_hub.live")
     path = tmp_path / "hub.toml"
     a, b, c = fixture_server("a", protocol="legacy"), fixture_server("b"), fixture_server("c")

@@ -1,7 +1,8 @@
 """Resilience: the hub under load and abuse, from both sides, with real processes.
 
-Upstreams are the fixture server as stdio children (forks of a preloaded one, and launched afresh, marked
-`real_processes`, where a test kills, freezes or measures them), and in-process over HTTP;
+Upstreams are the fixture server as stdio children (forks of a preloaded one, which a test may kill or freeze as
+it would a process of its own; launched afresh, marked `real_processes`, where a test measures a process the hub
+runs or its children), and in-process over HTTP;
 the hub runs in-process behind uvicorn, or as `mcp-hub serve` in a child
 process where its memory and its own children are easier to watch; clients are
 the SDK's `Client`, or raw HTTP and raw stdio where they must misbehave.
@@ -410,7 +411,6 @@ async def hub_serving(tmp_path: Path, servers: dict[str, dict[str, Any]]) -> Asy
     await back_to(before)
 
 
-@pytest.mark.real_processes
 @pytest.mark.parametrize("mode", MODES)
 async def test_an_upstream_killed_mid_call(tmp_path: Path, mode: str) -> None:
     async with hub_serving(tmp_path, {"a": fixture_server("a"), "b": fixture_server("b")}) as (hub, url, baseline):
@@ -476,7 +476,6 @@ async def test_a_server_that_crashes_again_soon_waits_longer_and_one_that_served
     assert waits[3] == "server 'a': reconnecting in 0.1s", waits  # not 0.4 s: the one before served a healthy run
 
 
-@pytest.mark.real_processes
 async def test_a_hung_upstream_times_out_and_the_others_serve(tmp_path: Path) -> None:
     servers = {"stuck": fixture_server("stuck", timeout=1.0), "ok": fixture_server("ok")}
     async with hub_serving(tmp_path, servers) as (hub, url, baseline):
@@ -655,7 +654,6 @@ def _payload(size: int) -> str:
     return (unit * (size // len(unit) + 1))[:size]
 
 
-@pytest.mark.real_processes
 @pytest.mark.parametrize(("upstream", "mode"), [("stdio", "legacy"), ("http", MODERN)])
 async def test_ten_megabytes_each_way(tmp_path: Path, upstream: str, mode: str) -> None:
     payload = _payload(TEN_MB)

@@ -41,6 +41,7 @@ from tests.conftest import (
     fixture_server,
     hub_command,
     hub_environment,
+    module_server,
     running_hub,
     serve_app,
     wait_for,
@@ -122,7 +123,7 @@ def _fetch_server(work: Path) -> dict[str, Any]:
     no_node = work / "no-node"
     no_node.mkdir(exist_ok=True)
     env = {"NO_PROXY": "*", "no_proxy": "*", "PATH": str(no_node)}
-    return {"command": sys.executable, "args": ["-m", "mcp_server_fetch", "--allow-private-ips"], "env": env}
+    return module_server("mcp_server_fetch", "--allow-private-ips", env=env)  # forked from a preloaded process
 
 
 def _everything() -> dict[str, Any]:

@@ -4,10 +4,12 @@ loop and on uvloop's (the hub's), its pipes, its exit and its session, as the SD
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -129,3 +131,66 @@ def test_a_stdio_mount_runs_on_a_child_spawned_here_on_both_loops(tmp_path: Path
         process_module.ChildProcess.attach = original  # type: ignore[method-assign]
     assert len(spawned) == 2
     assert all(child.returncode is not None for child in spawned)  # type: ignore[attr-defined]
+
+
+def _children_running(marker: str) -> list[int]:
+    """This process's children whose command line holds `marker` and that have not exited."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            command = Path(entry.path, "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and marker.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_spawn_cancelled_at_any_of_its_waits_leaves_no_child_and_no_pipe_open() -> None:
+    """The hub stopping while a server starts: `spawn` cancelled before it began, and at each of its waits in turn
+    (connecting the stdout pipe, then the stdin pipe, ...), leaves no child running and no pipe transport open
+    (an open one, or a `Popen` of a child still running, warns when collected: an error in this suite)."""
+    marker = f"cancelled-spawn-{os.getpid()}"
+    sleeper = [sys.executable, "-c", f"import time; time.sleep(60)  # {marker}"]
+
+    async def scenario() -> None:
+        cancelled = 0
+        for turns in range(8):
+            task = asyncio.ensure_future(spawn(sleeper, env=None, stderr=subprocess.DEVNULL, cwd=None))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                child = await task
+            except asyncio.CancelledError:
+                cancelled += 1
+            else:  # started before the cancel came: closed as the hub closes one
+                child.kill()
+                await child.aclose()
+        assert cancelled >= 3  # before the spawn began, and at (at least) both pipes' connections
+        gc.collect()
+        for _ in range(200):  # a child killed as it was discarded is reaped by a thread of its own
+            if not _children_running(marker):
+                break
+            await asyncio.sleep(0.01)
+        assert _children_running(marker) == []
+
+    # A pipe transport left open also keeps uvloop's loop from closing: bounded here, as a failure, not a hang.
+    ended, failed = threading.Event(), []
+
+    def run() -> None:
+        try:
+            on_each_loop(scenario)
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            ended.set()
+
+    threading.Thread(target=run, name="cancelled spawns", daemon=True).start()
+    assert ended.wait(60), "a loop did not close within 60 s: a child's pipe transport was left open"
+    if failed:
+        raise failed[0]

@@ -3,7 +3,6 @@ going to answer, and a call to a server still starting waits for it, both within
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import anyio
@@ -13,17 +12,20 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from mcp_hub.hub import Hub
-from tests.conftest import fixture_server, hub_client, hub_environment, make_config, write_config
+from tests.conftest import fixture_server, hub_client, hub_command, hub_environment, make_config, write_config
 
-pytestmark = [pytest.mark.anyio, pytest.mark.real_processes, pytest.mark.slow]
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+"""Not `real_processes`: what is tested is how the hub waits for its servers (whose lateness the fixture server's
+`--start-delay` makes), not their processes; the hub and its servers are forks of preloaded processes."""
 
 ERAS = ["legacy", "2026-07-28"]
 
 
 def _stdio_hub(config: Path) -> StdioServerParameters:
+    command, *args = hub_command("serve", "--config", str(config))
     return StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "mcp_hub", "serve", "--config", str(config)],
+        command=command,
+        args=args,
         cwd=str(config.parent),
         env=hub_environment(),  # the session's state folder: no catalog snapshot of an earlier run
     )
@@ -60,7 +62,7 @@ async def test_the_grace_bounds_the_wait_for_a_server_that_hangs(tmp_path: Path)
     config = make_config(
         tmp_path,
         {"up": fixture_server("up"), "stuck": fixture_server("stuck", "--hang-on-start", connect_timeout=60.0)},
-        startup_grace=2.0,
+        startup_grace=1.0,
     )
     hub = Hub(config)
     async with hub.running(), hub_client(hub) as client:

@@ -20,6 +20,7 @@ import functools
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,15 +109,17 @@ class _ReaderProtocol(asyncio.StreamReaderProtocol):
 
 def _discard(popen: subprocess.Popen[bytes]) -> None:
     """A child the loop could not take on (cancelled while its pipes were being connected): killed, its pipes
-    closed; the kernel's reaping of it is left to `Popen`'s own (at the next spawn, or at exit)."""
+    closed, and reaped, by a thread of its own where it has not died yet (the loop is not held up for it)."""
     with contextlib.suppress(OSError):
         os.killpg(popen.pid, signal.SIGKILL)
     for pipe in (popen.stdin, popen.stdout):
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
-    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+    try:
         popen.wait(0)
+    except subprocess.TimeoutExpired:
+        threading.Thread(target=popen.wait, name=f"reaping {popen.pid}", daemon=True).start()
 
 
 class ChildProcess(Process):
@@ -141,6 +144,7 @@ class ChildProcess(Process):
         assert popen.stdin is not None and popen.stdout is not None
         loop = asyncio.get_running_loop()
         pidfd = os.pidfd_open(popen.pid)
+        pipe: asyncio.ReadTransport | None = None
         try:
             reader = asyncio.StreamReader(limit=READ_LIMIT, loop=loop)
             protocol_of_reader = _ReaderProtocol(reader, loop=loop)
@@ -148,7 +152,9 @@ class ChildProcess(Process):
             transport, protocol = await loop.connect_write_pipe(
                 lambda: asyncio.streams.FlowControlMixin(loop=loop), popen.stdin
             )
-        except BaseException:
+        except BaseException:  # cancelled (the hub stopping as the server starts): the stdout pipe's transport too
+            if pipe is not None:
+                pipe.close()
             os.close(pidfd)
             raise
         writer = asyncio.StreamWriter(transport, protocol, None, loop)

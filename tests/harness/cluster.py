@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx2
 
-from tests.conftest import ROOT, free_port, hub_command
+from tests.conftest import ROOT, forked, free_port, hub_command
 
 KEYS = {"alice": "a" * 32, "carol": "c" * 32}
 
@@ -49,11 +49,12 @@ class Replica:
 def hub_toml(redis_url: str, work_ms: int = 0, servers: tuple[str, ...] = ("up",)) -> str:
     """A replica's hub.toml: `servers`, each tests/servers/counting.py over stdio in the handshake era."""
     keys = ", ".join(f'{name} = "{key}"' for name, key in KEYS.items())
-    args = ", ".join(f'"{a}"' for a in ["-m", "tests.servers.counting", "--work-ms", str(work_ms)])
+    program, *launch = forked("tests.servers.counting", [sys.executable, "-m", "tests.servers.counting"])
+    args = ", ".join(f'"{a}"' for a in [*launch, "--work-ms", str(work_ms)])
     mounts = "".join(
         f"""
 [servers.{name}]
-command = "{sys.executable}"
+command = "{program}"
 args = [{args}]
 cwd = "{ROOT}"
 env = {{ PYTHONPATH = "{ROOT}" }}
