@@ -31,7 +31,6 @@ from starlette.authentication import AuthCredentials
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mcp_hub.auth.dpop import bound_key, proof_refusal
 from mcp_hub.auth.identity import HTTP_PRINCIPAL, IDENTITY_KEY, PRINCIPAL_KEY, Identity
 from mcp_hub.auth.metadata import challenge
 from mcp_hub.auth.refusal import Refusal, Unavailable
@@ -41,6 +40,14 @@ if TYPE_CHECKING:
     from mcp_hub.auth.verifier import TokenVerifier
 
 logger = logging.getLogger("mcp_hub.auth")
+
+
+def _dpop_checks() -> Any:
+    """mcp_hub.auth.dpop, imported where a token is checked for its key (joserfc: only with [auth.oauth])."""
+    from mcp_hub.auth import dpop
+
+    return dpop
+
 
 StepUp = Callable[[str, str, str, str], Sequence[str]]
 """(principal, method, kind, public name) -> the scopes the policy asks of a token for that item (a rule's `scopes`
@@ -94,7 +101,7 @@ class Credentials:
                     else needed
                 )
                 refusal = Refusal.insufficient_scope(missing, needed=tuple(dict.fromkeys(held)))
-                if bound_key(identity.claims) is not None:
+                if _dpop_checks().bound_key(identity.claims) is not None:
                     refusal.scheme = "DPoP"
                 await self._refuse(refusal, scope, receive, send)
                 return
@@ -128,7 +135,7 @@ class Credentials:
             identity = await self._dpop(scope, credential, proofs)
         else:
             identity = await self._verifier.verify(credential)
-            if bound_key(identity.claims) is not None:
+            if _dpop_checks().bound_key(identity.claims) is not None:
                 raise Refusal(
                     "the token is bound to a key (DPoP): present it as Authorization: DPoP TOKEN, with a proof",
                     scheme="DPoP",
@@ -147,9 +154,9 @@ class Credentials:
             if self._proofs is None:
                 raise Refusal("this resource takes no DPoP-bound tokens", scheme="DPoP")
             if len(proofs) != 1:
-                raise proof_refusal("send one DPoP header, with the proof of the token's key")
+                raise _dpop_checks().proof_refusal("send one DPoP header, with the proof of the token's key")
             identity = await self._verifier.verify(token, scopes=False)
-            bound = bound_key(identity.claims)
+            bound = _dpop_checks().bound_key(identity.claims)
             if bound is None:
                 raise Refusal("the token is bound to no key (it has no cnf.jkt): present it as Bearer", scheme="DPoP")
             await self._proofs.check(proofs[0], method=scope["method"], url=_url_of(scope), token=token, bound=bound)

@@ -42,12 +42,13 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import httpx2
-from joserfc import jwt
-from joserfc.jwk import ECKey, JWKRegistry, RSAKey
+
+if TYPE_CHECKING:
+    from joserfc.jwk import ECKey, RSAKey
 
 SIGNING_ALGORITHMS = ("ES256", "PS256", "RS256")
 """The proof algorithms the hub signs with, in the order it prefers them (not EdDSA: joserfc deprecates the name,
@@ -96,6 +97,8 @@ class ProofKey:
         if algorithm not in SIGNING_ALGORITHMS:
             raise ValueError(f"unsupported DPoP algorithm {algorithm!r}")
         self.algorithm = algorithm
+        from joserfc.jwk import ECKey, JWKRegistry, RSAKey  # joserfc: only where a mount binds its tokens
+
         if private is not None:
             self._key: ECKey | RSAKey = JWKRegistry.import_key(dict(private))  # type: ignore[assignment]
         elif algorithm == "ES256":
@@ -133,6 +136,8 @@ class ProofKey:
         if nonce is not None:
             claims["nonce"] = nonce
         header = {"typ": "dpop+jwt", "alg": self.algorithm, "jwk": self._public}
+        from joserfc import jwt
+
         return jwt.encode(header, claims, self._key, algorithms=[self.algorithm])
 
     def learn(self, url: str, headers: Mapping[str, str]) -> str | None:
