@@ -80,6 +80,14 @@ class Connection:
     def key(self) -> tuple[str, str, str]:
         return (self.principal, self.mount, self.issuer)
 
+    def fresh(self, early: float) -> bool:
+        """Whether the access token is still worth sending: before its expiry less `early` seconds (less a tenth
+        of its life, for a short-lived one); always, when the authorization server gave no lifetime."""
+        if self.expires_at is None:
+            return True
+        life = self.expires_at - self.connected_at
+        return time.time() < self.expires_at - min(early, max(life, 0) * 0.1)
+
     def __repr__(self) -> str:  # never show the tokens
         return f"Connection(principal={self.principal!r}, mount={self.mount!r}, issuer={self.issuer!r})"
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -233,12 +232,7 @@ class EnterpriseLogin:
             raise CredentialError(self.server, str(exc)) from exc
 
     def _usable(self, connection: Connection) -> bool:
-        if (connection.principal, connection.access_token) in self._stale:
-            return False
-        if connection.expires_at is None:
-            return True
-        life = connection.expires_at - connection.connected_at
-        return time.time() < connection.expires_at - min(EARLY_SECONDS, max(life, 0) * 0.1)
+        return (connection.principal, connection.access_token) not in self._stale and connection.fresh(EARLY_SECONDS)
 
 
 def _subject_of(assertion: str) -> str:

@@ -208,12 +208,7 @@ class UserLogin:
             raise CredentialError(self.server, str(exc)) from exc
 
     def _usable(self, connection: Connection) -> bool:
-        if (connection.principal, connection.access_token) in self._stale:
-            return False
-        if connection.expires_at is None:
-            return True
-        life = connection.expires_at - connection.connected_at
-        return time.time() < connection.expires_at - min(EARLY_SECONDS, max(life, 0) * 0.1)
+        return (connection.principal, connection.access_token) not in self._stale and connection.fresh(EARLY_SECONDS)
 
     async def _refresh(self, connection: Connection) -> Connection | None:
         self._stale.discard((connection.principal, connection.access_token))
