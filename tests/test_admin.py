@@ -72,6 +72,7 @@ async def test_login_sets_a_strict_http_only_cookie_and_a_wrong_key_is_refused(t
             assert (await forged.get(f"{base}/admin/status")).status_code == 303
 
 
+@pytest.mark.slow
 async def test_an_action_without_the_csrf_token_is_refused(tmp_path: Path) -> None:
     async with console_hub(tmp_path) as (hub, base), httpx2.AsyncClient() as web:
         async with hub_client(hub) as client:

@@ -98,6 +98,7 @@ async def test_the_page_a_tool_names_is_read_through_the_hub(tmp_path: Path, ser
     assert page["_meta"]["ui"]["csp"]["connectDomains"] == ["https://api.example.com"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("server_era", "host_era"), ERAS[:2])
 async def test_a_tool_result_names_its_page_by_the_hubs_uri(tmp_path: Path, server_era: str, host_era: str) -> None:
     async with direct(server_era) as server:

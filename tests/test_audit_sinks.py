@@ -222,6 +222,7 @@ def line(number: int) -> str:
     return replace(BASE, decision_id=f"{number:032d}").to_json()
 
 
+@pytest.mark.slow
 def test_a_sink_that_is_down_keeps_its_latest_events_up_to_its_buffer(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, "mcp_hub.audit.errors")
     destination = Outage()

@@ -149,6 +149,7 @@ YES = {"action": "accept", "content": {"confirm": True}}
         ("srv_echo", {"key": "a"}),  # another tool
     ],
 )
+@pytest.mark.slow
 async def test_a_retry_for_another_call_than_the_one_confirmed_is_refused_audited_and_runs_nothing(
     tmp_path: Path, name: str, other: dict[str, Any]
 ) -> None:

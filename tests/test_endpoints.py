@@ -161,6 +161,7 @@ async def test_a_principal_sees_the_intersection_of_its_profile_and_the_endpoint
     assert elsewhere == (INVALID_PARAMS, "Unknown tool: time_echo")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_call_outside_the_view_is_refused_like_an_unknown_tool(tmp_path: Path, mode: str) -> None:
     async with served(tmp_path) as (_, base):
@@ -324,6 +325,7 @@ def test_endpoint_tables_are_checked_naming_file_key_and_fix(tmp_path: Path) -> 
     assert caught.value.key == "endpoints.research" and "endpoints: coding" in caught.value.reason
 
 
+@pytest.mark.slow
 def test_check_reports_a_bad_endpoint_selector(tmp_path: Path) -> None:
     config = tmp_path / "hub.toml"
     config.write_text('[servers.git]\ncommand = "x"\n[endpoints.coding]\ntools = ["echo"]\n', encoding="utf-8")

@@ -173,6 +173,7 @@ class Heard:
         self.logs.append(str(params.data))
 
 
+@pytest.mark.slow
 async def test_a_list_change_announced_on_the_handshake_session_reaches_both_eras(tmp_path: Path) -> None:
     """The server announces a change on the session of the request that caused it: the handshake-era one."""
     heard = Heard()
@@ -273,6 +274,7 @@ async def probed_mount(tmp_path: Path, app: Any, **mount: Any) -> AsyncIterator[
             yield hub
 
 
+@pytest.mark.slow
 async def test_the_probe_keeps_the_handshake_era_where_2026_07_28_costs_the_server_more(tmp_path: Path) -> None:
     shaped = Shaped(build_server("remote").streamable_http_app(), slow="2026-07-28")
     async with probed_mount(tmp_path, shaped) as hub:
@@ -286,6 +288,7 @@ async def test_the_probe_keeps_the_handshake_era_where_2026_07_28_costs_the_serv
     assert shaped.deleted == 1  # the handshake-era session closed with the hub
 
 
+@pytest.mark.slow
 async def test_the_probe_bridges_handshake_clients_where_2026_07_28_is_as_cheap(tmp_path: Path) -> None:
     shaped = Shaped(build_server("remote").streamable_http_app(), slow="handshake")
     async with probed_mount(tmp_path, shaped) as hub:
@@ -304,6 +307,7 @@ async def test_the_probe_bridges_handshake_clients_where_2026_07_28_is_as_cheap(
     assert shaped.probes == {"handshake": PROBE_SAMPLES + 1, "2026-07-28": PROBE_SAMPLES + 1}
 
 
+@pytest.mark.slow
 async def test_a_handshake_client_s_own_session_follows_the_probe(tmp_path: Path) -> None:
     shaped = Shaped(build_server("remote").streamable_http_app(), slow="handshake")
     async with probed_mount(tmp_path, shaped, isolation="per-client") as hub, hub_client(hub, "legacy") as old:

@@ -88,6 +88,7 @@ async def test_redact_replaces_each_kind_in_every_part_of_a_tool_result(tmp_path
     assert_no_values(audit)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ERAS)
 async def test_block_answers_a_tool_error_naming_the_guard_and_nothing_of_the_result(tmp_path: Path, mode: str) -> None:
     config, audit = setup(tmp_path, guard("block", "results"))

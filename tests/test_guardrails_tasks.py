@@ -77,6 +77,7 @@ async def test_without_guards_a_tasks_result_passes_unchanged(tmp_path: Path) ->
     assert done["result"]["content"][0]["text"] == f"computed {KEY}"
 
 
+@pytest.mark.slow
 async def test_redact_replaces_a_secret_in_a_tasks_result_and_status_message(tmp_path: Path) -> None:
     config, audit = setup(tmp_path, "redact")
     status, done = await run_tasks(config)

@@ -153,6 +153,7 @@ async def test_provider_calls_go_through_the_hubs_policy_and_audit(tmp_path: Pat
     ) == 2
 
 
+@pytest.mark.slow
 async def test_a_served_hub_by_url_as_the_principal_of_its_api_key(tmp_path: Path) -> None:
     config_path, audit = setup(tmp_path)
     with config_path.open("a", encoding="utf-8") as file:

@@ -96,6 +96,7 @@ def _without_descriptions(value: Any) -> Any:
     return value
 
 
+@pytest.mark.slow
 async def test_each_endpoint_s_cap_applies_to_its_own_list_and_the_corpus_fits(tmp_path: Path) -> None:
     async with corpus_hub(tmp_path, {"max_result_tokens": 0}) as hub:
         whole = await listed(hub.endpoint.server)

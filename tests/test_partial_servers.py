@@ -50,6 +50,7 @@ async def test_a_server_without_a_templates_handler_mounts(tmp_path: Path, proto
             assert result.content[0].text == "partial: hi"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_a_refused_list_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = make_config(tmp_path, {"p": partial_server(protocol="legacy")})
     with caplog.at_level(logging.INFO, logger="mcp_hub"):

@@ -275,6 +275,7 @@ async def test_a_megabyte_resource_of_server_everything_is_kept_and_read_back_wh
 # -- structure, images, embedded resources (pure) ----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_structured_content_is_cut_by_its_structure_into_valid_json() -> None:
     rows = [{"id": n, "name": f"row {n}", "tags": ["a", "b"] * 50, "note": "x" * 3000} for n in range(3000)]
     structured = {"rows": rows, "total": 3000, "source": "inventory"}

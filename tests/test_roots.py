@@ -148,6 +148,7 @@ async def test_a_2026_server_hears_that_it_may_ask_for_configured_roots(tmp_path
 # -- no configured roots ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_over_http_a_server_asking_outside_any_call_hears_no_roots(tmp_path: Path) -> None:
     """An HTTP hub has many clients: outside a call no one's roots are the server's, so it hears none,
     and no error."""

@@ -116,6 +116,7 @@ async def test_search_finds_a_tool_and_call_invokes_it_as_a_direct_call(tmp_path
     assert (through["mount"], through["name"], through["outcome"]) == ("srv", "echo", "allowed")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_denied_tool_is_never_found_and_calling_it_answers_as_a_direct_call(tmp_path: Path, mode: str) -> None:
     """Found by no search, refused through call_tool exactly as when called directly, audited alike."""
@@ -379,6 +380,7 @@ def test_check_says_how_search_ranks(tmp_path: Path) -> None:
     assert "tool search: on, ranked by bm25" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_each_search_leaves_an_audit_line(tmp_path: Path, mode: str) -> None:
     """Who searched, for what, how many tools were found and which, like the line of a call."""
