@@ -787,8 +787,7 @@ _ROOTS_SHARED_BY_2026_CLIENTS = pytest.mark.xfail(
         "README, Isolation: a per-client mount serves a 2026-07-28 request by its principal; an in-process "
         "client has no HTTP layer, so every in-process 2026-07-28 request is the local user's ('stdio') and "
         "they share that principal's session, and server-everything asks a session for its roots once and "
-        "keeps them: the second client hears the roots of the first (over HTTP, server-everything's first "
-        "roots/list for the new session can also race the hub's GET stream and go unanswered)"
+        "keeps them: the second client hears the roots of the first"
     ),
 )
 

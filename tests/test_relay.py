@@ -236,6 +236,32 @@ async def http_upstream(name: str) -> AsyncIterator[str]:
         yield f"{base}/mcp"
 
 
+def late_to_listen(app: Any, seconds: float) -> Any:
+    """`app`, taking `seconds` before it answers a GET (the standalone stream opens that late)."""
+
+    async def late(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await anyio.sleep(seconds)
+        await app(scope, receive, send)
+
+    return late
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+async def test_a_question_on_the_session_right_after_the_handshake_is_not_lost(tmp_path: Path) -> None:
+    """A handshake-era server over HTTP drops what it sends on the standalone stream while no GET is open:
+    the hub serves a session only once the server has answered its GET, so a server asking the session
+    (not the call) for roots during the first call is heard, however slowly the GET is answered."""
+    ada = Person("ada")
+    async with serve_app(late_to_listen(build_server("srv").streamable_http_app(), 0.8)) as base:
+        config = make_config(tmp_path, {"srv": {"url": f"{base}/mcp", "protocol": "legacy"}})
+        async with running_hub(config) as hub, hub_client(hub, "legacy", **ada.options()) as client:
+            with anyio.fail_after(10):
+                result = await client.call_tool("srv_ask", {"what": "roots"})
+    assert result.content[0].text == EXPECTED["roots"]  # type: ignore[union-attr]
+    assert ada.asked == ["roots"]
+
+
 # The in-process server asks for sampling as a handshake-era server does, which the SDK warns is deprecated.
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")

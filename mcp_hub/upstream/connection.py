@@ -393,6 +393,8 @@ async def _negotiated(
             client.session.adopt(types.DiscoverResult.model_validate(discovered))
         if client.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
             _declare_callers_capabilities(client.session, config.roots is not None)
+        else:
+            await transport.listening()
         yield client.session
 
 

@@ -101,6 +101,8 @@ _INJECT_BUFFER = 32
 _DRAIN_SECONDS = 0.5
 _DRAIN_BYTES = 64 * 1024
 """How long and how much of a body is read past its answer to keep the connection."""
+_LISTEN_WAIT = 2.0
+"""How long a new session waits for the server to answer its standalone GET stream before it serves anyway."""
 _KEEPALIVE_SECONDS = 4.0
 """How long an idle connection to the server is kept: under the 5 s after which uvicorn and Node close
 theirs, so the hub never sends a request on a connection the server is closing."""
@@ -136,6 +138,8 @@ class StreamableHttpTransport:
         self.refused: int | None = None
         """The 4xx status the server answered every POST with so far (None: none, or one was accepted)."""
         self._accepted = False
+        self._listening = anyio.Event()
+        self._posts: HttpChannel | None = None
 
     async def __aenter__(self) -> TransportStreams:
         async with AsyncExitStack() as stack:
@@ -150,16 +154,35 @@ class StreamableHttpTransport:
                 posts.learn(response.headers)
                 if response.request.method == "POST" and not self._accepted:
                     self._note_post(response.status_code)
+                elif response.request.method == "GET" and "last-event-id" not in response.request.headers:
+                    self._listening.set()
 
             client.event_hooks = {"response": [_drain_on_close, learn]}
             read_stream, write_stream = await stack.enter_async_context(
                 streamable_http_client(self._url, http_client=client, max_sse_event_size=None)
             )
             merged = await stack.enter_async_context(posts.merging(read_stream))
+            self._posts = posts
             self._stack = stack.pop_all()
             # A credential whose auth flow must see every response (a login) takes the SDK client's path only.
             self.channel = posts if credential is None or credential.channel_ok else None
             return merged, write_stream
+
+    async def listening(self) -> None:
+        """Return once the server has answered the session's standalone GET stream (at most `_LISTEN_WAIT`).
+
+        The SDK's client opens that stream in the background after the
+        handshake; a server sends what is not about a request (a `roots/list`,
+        a question it asks the session) on it, and drops it while no stream is
+        open. The hub's first request could otherwise reach the server before
+        the GET does, and a question asked during it would be lost. A server
+        that refuses the GET (405) has answered it; a session without an id
+        (a stateless server, 2026-07-28) opens none.
+        """
+        if self._posts is None or self._posts.session_id is None:
+            return
+        with anyio.move_on_after(_LISTEN_WAIT):
+            await self._listening.wait()
 
     def _note_post(self, status: int) -> None:
         """Keep the status of a refused POST until one is accepted (see `refused`)."""

@@ -74,6 +74,13 @@ class WatchedTransport:
         none was sent, or the transport is not streamable HTTP)."""
         return getattr(self._inner, "refused", None)
 
+    async def listening(self) -> None:
+        """Return once the server can send the session what is not about a request (see
+        `StreamableHttpTransport.listening`); at once for other transports."""
+        listening = getattr(self._inner, "listening", None)
+        if listening is not None:
+            await listening()
+
     async def __aenter__(self) -> TransportStreams:
         read_stream, write_stream = await self._inner.__aenter__()
         return _WatchedReadStream(read_stream, self.closed), write_stream
