@@ -329,10 +329,23 @@ async def _value(result: Any) -> Any:
     return await result if inspect.isawaitable(result) else result
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the default, see pyproject.toml): a worker for each CPU this process may run on.
+
+    Most of a test's time is spent waiting (for a child process to start, a timeout to pass, a server to answer),
+    so two workers on two CPUs keep both busy where one pytest process used about 0.7 of them. Each worker runs
+    whole test files (`--dist loadfile`), so a module's shared fixtures start once. `-n 0` runs in this process
+    (a debugger, `-p tests.timing`)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The checkout's modules are compiled once, before any test starts a hub or a client as a child process: with
     `PYTHONDONTWRITEBYTECODE` set, no child writes what it compiled, and each would compile the hub again (~0.4 s
-    of CPU a child). Compiling what is already compiled only reads the file times."""
+    of CPU a child). Compiling what is already compiled only reads the file times. With workers (xdist), the
+    controller compiles before it starts them."""
+    if hasattr(session.config, "workerinput"):
+        return
     for folder in ("mcp_hub", "tests"):
         compileall.compile_dir(ROOT / folder, quiet=2, rx=re.compile(r"node_modules|\.venv"))
 

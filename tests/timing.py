@@ -288,6 +288,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("numprocesses", None) or hasattr(config, "workerinput"):
+        raise pytest.UsageError("tests.timing measures the tests in one process: add -n 0")
     config.pluginmanager.register(TimingPlugin(config), "timing-report")
 
 
