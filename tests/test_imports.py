@@ -17,6 +17,7 @@ OPTIONAL = {
     "authlib.integrations": "a mount's OAuth credential: the exchanges with its authorization server",
     "limits": "[policy] dir: the rate limits",
     "tomlkit": "mcp-hub import",
+    "aiohttp": "a streamable HTTP mount: the client its requests go out on (about 0.15 s of every start)",
     "mcp_hub.admin": "[admin]: the web console",
     "mcp_hub.auth.verifier": "[auth.oauth]",
     "mcp_hub.importer": "mcp-hub import",
