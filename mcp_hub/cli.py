@@ -36,7 +36,6 @@ import anyio
 
 from mcp_hub import __version__
 from mcp_hub.allocator import keep_freed_memory
-from mcp_hub.auth.metadata import metadata_url
 from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.catalog.catalog import KINDS, Kind
 from mcp_hub.catalog.naming import split_uri
@@ -325,6 +324,8 @@ def _check(args: argparse.Namespace) -> int:
         print(f"warning: `serve --transport http` would refuse to start: {exposure}", file=sys.stderr)
     oauth, sso = config.auth.oauth, config.admin.oidc
     if oauth is not None:
+        from mcp_hub.auth.metadata import metadata_url  # with the HTTP app's routes: not needed to serve stdio
+
         print(f"[auth.oauth]: ok, tokens of {oauth.issuer} for {oauth.resource}; metadata at {metadata_url(oauth)}")
     if sso is not None:
         admins = f"{sso.admin_claim} holds one of {', '.join(sso.admin_values)}"

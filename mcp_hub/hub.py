@@ -62,8 +62,6 @@ from mcp_hub.results import KeptResults, tokens
 from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
 from mcp_hub.server.curated import Selection, selections
-from mcp_hub.server.http import build_app
-from mcp_hub.server.http.cards import Cards
 from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
 from mcp_hub.server.stdio import stdio_endpoint
@@ -74,6 +72,7 @@ from mcp_hub.upstream.stderr import collapsed
 
 if TYPE_CHECKING:
     from mcp_hub.chain.budgets import BudgetCounter
+    from mcp_hub.server.http.cards import Cards
 from mcp_hub.upstream.startup import Startup
 
 logger = logging.getLogger("mcp_hub")
@@ -686,6 +685,8 @@ class Hub:
     def http_app(self, host: str, admin: ASGIApp | None = None) -> ASGIApp:
         """The ASGI app serving the hub over streamable HTTP, bound to `host`: its own endpoint at `[http] path`,
         each curated one at `path/NAME`, `/healthz` and `/readyz`, and the admin console at `/admin`."""
+        from mcp_hub.server.http import build_app  # a hub serving stdio never imports its HTTP app
+
         return build_app(
             self.endpoint.server,
             endpoints={name: served.server for name, served in self.endpoints.items()},
@@ -711,6 +712,8 @@ class Hub:
         """What the hub's server cards say (`[http] server_cards`; server/http/cards.py), or None: no cards."""
         if not self.config.http.server_cards:
             return None
+        from mcp_hub.server.http.cards import Cards
+
         return Cards(
             name=self.config.hub.name,
             description=self.config.hub.description,

@@ -34,6 +34,18 @@ CANCEL_SECONDS = 2.0
 """How long the hub tries to tell a server that a request it abandoned is cancelled."""
 
 
+class HttpStatusError(MCPError):
+    """The server answered a request with an HTTP error status and no JSON-RPC answer.
+
+    Raised by http.py's channel; kept here, with what every channel shares, so that code which tells it
+    apart (era.py's probes) does not import the HTTP client (aiohttp) before an HTTP server is mounted.
+    """
+
+    def __init__(self, status: int) -> None:
+        super().__init__(INTERNAL_ERROR, f"server returned HTTP {status}")
+        self.status = status
+
+
 class Channel(Protocol):
     """Where a connection's requests go past the SDK session (see the module docstring)."""
 

@@ -52,8 +52,8 @@ import anyio.abc
 from mcp.shared.exceptions import MCPError
 
 from mcp_hub.config import ServerConfig
+from mcp_hub.upstream.channel import HttpStatusError
 from mcp_hub.upstream.connection import Connection, described
-from mcp_hub.upstream.http import HttpStatusError
 
 logger = logging.getLogger("mcp_hub.upstream")
 

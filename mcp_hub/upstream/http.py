@@ -89,7 +89,15 @@ from mcp_hub import wire
 from mcp_hub.credentials import Credential, CredentialError
 from mcp_hub.sdk.client import ReadStream, TransportStreams
 from mcp_hub.streams import Incoming, ReadStreamBase, deliver_progress
-from mcp_hub.upstream.channel import CANCEL_SECONDS, cancel_notice, closed, raw_result, request_ids, request_message
+from mcp_hub.upstream.channel import (
+    CANCEL_SECONDS,
+    HttpStatusError,
+    cancel_notice,
+    closed,
+    raw_result,
+    request_ids,
+    request_message,
+)
 
 logger = logging.getLogger("mcp_hub.upstream")
 
@@ -114,14 +122,6 @@ _RETRY_MAX_SECONDS = 60.0
 """The longest `retry` delay a server gets waited for; the request's deadline may end the wait sooner."""
 _RESUME_ATTEMPTS = 2
 """Attempts in a row to resume a request's stream that bring no new event before the request fails (as the SDK)."""
-
-
-class HttpStatusError(MCPError):
-    """The server answered a request with an HTTP error status and no JSON-RPC answer."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(INTERNAL_ERROR, f"server returned HTTP {status}")
-        self.status = status
 
 
 class StreamableHttpTransport:
