@@ -13,6 +13,7 @@ budgets.py      budgets of calls and cost: declared per profile, principal, grou
 constraints.py  argument constraints, path_within
 compiled.py     profiles with `extends` flattened, rules indexed by kind
 decide.py       PolicySet.decide / visible, and THE precedence (its docstring)
+memo.py         what a policy found for one (who, what), kept for the next call that asks
 explain.py      a decision told for a person (`explain`)
 masking.py      argument values hidden for audit records
 source.py       the line of a key in a TOML file, for messages

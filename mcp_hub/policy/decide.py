@@ -56,6 +56,7 @@ from mcp_hub.policy.budgets import CompiledBudget
 from mcp_hub.policy.compiled import KINDS, CompiledProfile, CompiledRule, Kind
 from mcp_hub.policy.constraints import Realpath, Violation
 from mcp_hub.policy.guards import Direction, Guarding
+from mcp_hub.policy.memo import per_principal
 from mcp_hub.policy.model import AuditSettings, ConfirmationSettings, PinningSettings
 from mcp_hub.policy.principal import Principal, groups_of, scopes_of
 from mcp_hub.policy.rates import parse_rate
@@ -221,6 +222,7 @@ class PolicySet:
         """Whether any profile has guards (without, nothing in calls or results is looked at)."""
         return any(profile.guards for profile in self.profiles.values())
 
+    @per_principal
     def guarding(self, principal: str, kind: Kind, mount: str, name: str, direction: Direction) -> Guarding:
         """The guards of the principal's profile that apply to this item in this direction (see guards.py)."""
         profile_name = self.profile_for(principal)
@@ -296,9 +298,10 @@ class PolicySet:
             yield frozenset({scope})
             yield from by_rules(profile, frozenset({scope}))
 
+    @per_principal
     def _grants(
         self, principal: str, kind: Kind, mount: str, name: str
-    ) -> Decision | tuple[CompiledProfile, list[CompiledRule]]:
+    ) -> Decision | tuple[CompiledProfile, tuple[CompiledRule, ...]]:
         """Steps 1-3: a DENIED decision, or the profile and its matching allow/confirm rules."""
         profile_name = self.profile_for(principal)
         if profile_name is None:
@@ -316,7 +319,7 @@ class PolicySet:
         if not grants and profile.default == "deny":
             reason = f"no rule of profile {profile.name!r} allows this, and it denies by default"
             return Decision(Outcome.DENIED, DEFAULT, reason, profile.name, (), self.revision)
-        return profile, grants
+        return profile, tuple(grants)
 
     def _decision(
         self,
@@ -369,7 +372,7 @@ class PolicySet:
         )
 
 
-def _rules_budget(grants: list[CompiledRule]) -> int | None:
+def _rules_budget(grants: tuple[CompiledRule, ...]) -> int | None:
     """The result budget matching rules set: the smallest positive one; 0 when every one that says says 0."""
     said = [rule.max_result_tokens for rule in grants if rule.max_result_tokens is not None]
     if not said:

@@ -71,13 +71,14 @@ class _Question:
 class _Parked:
     """One call, running in the lot, and what it is waiting for."""
 
-    id: str
     principal: str
     method: str
     public: str
-    arguments: str
-    """`arguments_digest` of the call's arguments."""
+    arguments: Mapping[str, Any]
+    """The call's arguments, as the client sent them (their `arguments_digest` goes in the state)."""
     scope: anyio.CancelScope
+    id: str = ""
+    """Given when the call is first parked (a call that asks nothing, the common case, needs none)."""
     questions: dict[str, _Question] = field(default_factory=dict)
     changed: anyio.Event = field(default_factory=anyio.Event)
     done: bool = False
@@ -168,14 +169,7 @@ class ParkingLot:
         `can_ask(method)` raises `ClientCannotAnswer` for a question the client cannot take.
         """
         assert self._task_group is not None
-        parked = _Parked(
-            secrets.token_urlsafe(16),
-            ctx.principal,
-            ctx.method,
-            ctx.public,
-            arguments_digest(ctx.arguments),
-            anyio.CancelScope(),
-        )
+        parked = _Parked(ctx.principal, ctx.method, ctx.public, ctx.arguments, anyio.CancelScope())
         asking = replace(ctx, origin=_AskingOrigin(ctx.origin, parked, can_ask))
 
         async def run() -> None:
@@ -190,7 +184,8 @@ class ParkingLot:
                     raise
             finally:
                 parked.done = True
-                self._parked.pop(parked.id, None)
+                if parked.id:
+                    self._parked.pop(parked.id, None)
                 parked.poke()
 
         self._task_group.start_soon(run)
@@ -229,6 +224,7 @@ class ParkingLot:
                 if new:
                     for question in new.values():
                         question.sent = True
+                    parked.id = parked.id or secrets.token_urlsafe(16)
                     self._parked[parked.id] = parked
                     parked.scope.deadline = anyio.current_time() + self._ttl
                     handed_out = True
@@ -251,7 +247,7 @@ class ParkingLot:
             "sub": parked.principal,
             "method": parked.method,
             "name": parked.public,
-            "args": parked.arguments,
+            "args": arguments_digest(parked.arguments),
             "exp": time.time() + self._ttl,
             "jti": secrets.token_urlsafe(12),
         }

@@ -1,0 +1,45 @@
+"""What an immutable policy found for one (who, what), kept for the next call that asks the same.
+
+Each call asks the policy about the same item several times (is it listed, the decision, the guards of its
+arguments and of its result), and most calls ask about the few items in use. A `PolicySet` never changes (a
+reload makes a new one), so what it finds depends only on who asks (`seen_as`: the principal's name, and its
+scopes and groups) and the arguments after it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from mcp_hub.policy.principal import seen_as
+
+KEPT = 4096
+"""How many answers a method keeps per policy; past that it starts again (a bound, not an order: the items in use
+are back after a call each)."""
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def per_principal(method: F) -> F:
+    """`method(self, principal, *args)` (hashable `args`, a result never changed by its callers), kept per
+    `self` by who asks and `args`."""
+    slot = f"_kept_{method.__name__}"
+
+    @functools.wraps(method)
+    def kept(self: Any, principal: str, *args: Hashable) -> Any:
+        memo: dict[Hashable, Any] | None = self.__dict__.get(slot)
+        if memo is None:
+            memo = self.__dict__[slot] = {}  # (in __dict__, as functools.cached_property: a frozen dataclass too)
+        key = (seen_as(principal), *args)
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        found = method(self, principal, *args)
+        if len(memo) >= KEPT:
+            memo.clear()
+        memo[key] = found
+        return found
+
+    return kept  # type: ignore[return-value]
