@@ -213,7 +213,7 @@ def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None
         item = stack.pop()
         if isinstance(item, str):
             total += len(item)
-        elif isinstance(item, Mapping):
+        elif isinstance(item, (dict, Mapping)):  # dict first: a C check before the ABC
             mapping = cast(Mapping[str, Any], item)
             total += sum(len(k) for k in mapping if isinstance(k, str))
             stack += [v for k, v in mapping.items() if not (k in skip and (isinstance(v, str) or k not in BINARY_KEYS))]
@@ -238,7 +238,7 @@ def _walk(
         redact = keys.redact
         chosen = [m for m in matches if redact is not None and redact(m)]
         return redacted(value, chosen) if chosen else value
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):  # dict first: a C check before the ABC
         mapping = cast(Mapping[str, Any], value)
         out: dict[str, Any] | None = None
         renamed = False

@@ -199,12 +199,12 @@ class AuditEvent:
 
     def to_json(self) -> str:
         """One compact line; never raises. Unserializable values (and NaN, cycles, odd keys) become repr strings."""
-        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        values = {name: getattr(self, name) for name in _FIELDS}
         try:
             arguments = None if self.arguments is None else dict(self.arguments)  # a MappingProxyType too
             results = None if self.results is None else list(self.results)
             cut = None if self.cut is None else dict(self.cut)
-            line = json.dumps({**values, "arguments": arguments, "results": results, "cut": cut}, **_JSON)
+            line = _ENCODER.encode({**values, "arguments": arguments, "results": results, "cut": cut})
         except Exception:  # field by field, so one bad value spoils only itself
             line = "{" + ",".join(f'"{key}":{_dumps_field(value)}' for key, value in values.items()) + "}"
         return shown(line, json_escapes=True)
@@ -222,6 +222,9 @@ def _repr(value: object) -> str:  # json.dumps(default=): what JSON cannot hold 
 
 
 _JSON: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False, "default": _repr}
+_ENCODER = json.JSONEncoder(**_JSON)
+"""`json.dumps(..., **_JSON)` without making an encoder per line."""
+_FIELDS = tuple(field.name for field in fields(AuditEvent))
 
 
 def _dumps_field(value: object) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -18,17 +19,24 @@ def mask_arguments(arguments: Mapping[str, Any], patterns: Sequence[str]) -> dic
     objects and through the items of arrays (tuples come back as lists). Other values are
     copied as they are. `arguments` is not modified.
     """
-    globs = tuple(compile_glob(pattern, ignore_case=True) for pattern in patterns)
-    return _mask_object(arguments, globs)
+    return _mask_object(arguments, _globs(tuple(patterns)))
 
 
-def _mask_object(value: Mapping[Any, Any], globs: tuple[re.Pattern[str], ...]) -> dict[Any, Any]:
-    return {
-        key: MASK if any(glob.match(str(key)) for glob in globs) else _mask(item, globs) for key, item in value.items()
-    }
+@functools.lru_cache(maxsize=64)
+def _globs(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern matching a key that any of `patterns` matches (compiled once per list of globs: every call's
+    audit line masks with the same few)."""
+    if not patterns:
+        return re.compile(r"(?!)")  # matches nothing
+    either = "|".join(f"(?:{compile_glob(pattern).pattern})" for pattern in patterns)
+    return re.compile(either, re.IGNORECASE)
 
 
-def _mask(value: Any, globs: tuple[re.Pattern[str], ...]) -> Any:
+def _mask_object(value: Mapping[Any, Any], globs: re.Pattern[str]) -> dict[Any, Any]:
+    return {key: MASK if globs.match(str(key)) else _mask(item, globs) for key, item in value.items()}
+
+
+def _mask(value: Any, globs: re.Pattern[str]) -> Any:
     if isinstance(value, Mapping):
         return _mask_object(cast(Mapping[Any, Any], value), globs)
     if isinstance(value, list | tuple):
