@@ -215,6 +215,34 @@ def test_rotation_keeps_every_line_whole(tmp_path: Path) -> None:
     assert [r["decision_id"] for r in lines(path)] == [e.decision_id for e in sent]  # order kept across files
 
 
+def test_lines_queued_together_go_to_the_file_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the writer takes at once is one write and one flush (a rotation splits it), not one per line."""
+    writes: list[int] = []
+    put = audit._AuditFileHandler._put
+
+    def counted(self: Any, chunk: list[str]) -> None:
+        writes.append(len(chunk))
+        put(self, chunk)
+
+    monkeypatch.setattr(audit._AuditFileHandler, "_put", counted)
+    path = tmp_path / "audit.log"
+    sent = [event(name=f"t{i}") for i in range(200)]
+    with AuditLog(path) as log:
+        for e in sent:  # queued within the writer's linger
+            log.record(e)
+    assert [r["decision_id"] for r in lines(path)] == [e.decision_id for e in sent]
+    assert sum(writes) == 200 and len(writes) <= 3, writes  # (a first line may be taken alone)
+    writes.clear()
+    rotated = tmp_path / "rotated.log"
+    with AuditLog(rotated, max_bytes=2_000, backups=200) as log:
+        for e in sent:
+            log.record(e)
+    assert all(f.stat().st_size <= 2_000 for f in files(rotated))
+    assert len(writes) <= len(files(rotated)) + 2  # one write per file, give or take a wake-up
+
+
 def test_rotation_fsyncs_and_stop_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync

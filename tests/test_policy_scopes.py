@@ -103,3 +103,24 @@ def test_a_scope_mapped_in_two_files_is_refused() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_policies(files)
     assert "scope 's' is already mapped in a.toml" in str(caught.value)
+
+
+def test_what_a_policy_keeps_is_per_name_scopes_and_groups() -> None:
+    """A policy keeps what it found for (who, item) (policy/memo.py): the same name with other scopes or groups,
+    asked in any order, gets its own answer, and the guards and the listing agree with the decision."""
+    policy = parse_policies({"p.toml": POLICY})
+    asked = [
+        (Principal("bob", scopes={"hub:read", "notes:write"}), "write"),
+        (Principal("bob", scopes={"hub:read"}), None),
+        (Principal("bob", groups={"ops"}), "default"),
+        ("bob", None),
+        (Principal("bob", scopes={"hub:read", "notes:write"}), "write"),
+        (Principal("bob"), None),
+    ]
+    for _ in range(2):  # the second time from what was kept
+        for principal, rule in asked:
+            decision = policy.decide(principal, WRITE)
+            assert (decision.rule if decision.outcome is Outcome.ALLOWED else None) == rule, seen_as(principal)
+            assert policy.visible(principal, "tool", "notes", "write_note") is (rule is not None)
+    fresh = parse_policies({"p.toml": POLICY})
+    assert fresh.decide(Principal("bob", groups={"ops"}), WRITE) == policy.decide(Principal("bob", groups={"ops"}), WRITE)
