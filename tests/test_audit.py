@@ -215,9 +215,7 @@ def test_rotation_keeps_every_line_whole(tmp_path: Path) -> None:
     assert [r["decision_id"] for r in lines(path)] == [e.decision_id for e in sent]  # order kept across files
 
 
-def test_lines_queued_together_go_to_the_file_in_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_lines_queued_together_go_to_the_file_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the writer takes at once is one write and one flush (a rotation splits it), not one per line."""
     writes: list[int] = []
     put = audit._AuditFileHandler._put

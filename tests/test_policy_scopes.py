@@ -123,4 +123,5 @@ def test_what_a_policy_keeps_is_per_name_scopes_and_groups() -> None:
             assert (decision.rule if decision.outcome is Outcome.ALLOWED else None) == rule, seen_as(principal)
             assert policy.visible(principal, "tool", "notes", "write_note") is (rule is not None)
     fresh = parse_policies({"p.toml": POLICY})
-    assert fresh.decide(Principal("bob", groups={"ops"}), WRITE) == policy.decide(Principal("bob", groups={"ops"}), WRITE)
+    ops = Principal("bob", groups={"ops"})
+    assert fresh.decide(ops, WRITE) == policy.decide(ops, WRITE)
