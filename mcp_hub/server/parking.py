@@ -214,7 +214,6 @@ class ParkingLot:
         handed_out = False
         try:
             while True:
-                parked.changed = anyio.Event()
                 if parked.done:
                     if parked.error is not None:
                         raise parked.error
@@ -233,6 +232,8 @@ class ParkingLot:
                         "inputRequests": {key: {"method": q.method, "params": q.params} for key, q in new.items()},
                         "requestState": self._seal(parked),
                     }
+                if parked.changed.is_set():  # what it told of is looked at above: a new one for what comes next
+                    parked.changed = anyio.Event()
                 await parked.changed.wait()
         finally:
             if not handed_out and not parked.done:
