@@ -38,7 +38,10 @@ offer is reached directly (and through the relay) in the era the SDK's client
 falls back to (`auto`), as that client would reach the server without a hub. Printed per era and side:
 the p50 (the median over rounds of each round's p50) and its ratio to direct
 and to the relay; calls/s at c=16 (the median over rounds) and its ratio to
-direct; and the CPU per call, in the latency blocks, of the hop (the hub or
+direct, with what the client, the hop and the server spent together per call
+in that block and how many cores the machine had busy meanwhile (on 2 cores,
+c=16 is bound by that sum: 2 cores / the sum, where the cores are all busy);
+and the CPU per call, in the latency blocks, of the hop (the hub or
 the relay) and of the server, against the server's own CPU per call when
 called directly (/proc counts in 10 ms ticks: these are sums over each
 round's calls), and of the client (this process): on 2 cores the client,
@@ -149,6 +152,10 @@ class Tally:
     p50_ms: list[float] = field(default_factory=list)
     rate: list[float] = field(default_factory=list)
     cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    loaded_us: list[float] = field(default_factory=list)
+    """At c=16: the CPU per call of the client, the hop and the server together."""
+    busy: list[float] = field(default_factory=list)
+    """At c=16: how many of the machine's cores were busy (any process's work)."""
 
 
 def imported_config(checkout: Path, url: str, work: Path, server: str) -> Path:
@@ -234,8 +241,15 @@ async def measure_era(
                 samples[side.label].extend(await cpu[side.label].measure(block))
         for side in order:
             tool = side.tool(server.tool)
+            tally, meter = tallies[side.label], bench.CpuTally(side)
+            used, before, started = meter.snapshot(), bench.LoadMeter.machine_jiffies(), time.perf_counter()
             rate = await bench.throughput_of(side.clients, tool, server.args, CONCURRENCY, throughput_calls, SECONDS)
-            tallies[side.label].rate.append(rate)
+            elapsed, after = time.perf_counter() - started, bench.LoadMeter.machine_jiffies()
+            calls = max(1.0, rate * elapsed)
+            tally.rate.append(rate)
+            tally.loaded_us.append(sum(meter.snapshot().values()) - sum(used.values()))
+            tally.loaded_us[-1] *= 1e6 / calls
+            tally.busy.append((after[0] - before[0]) / max(1, after[1] - before[1]) * (os.cpu_count() or 1))
         for side in sides:
             tally = tallies[side.label]
             tally.p50_ms.append(bench.percentile(samples[side.label], 0.5) * 1e3)
@@ -258,8 +272,8 @@ def report(era: str, tallies: dict[str, Tally], server: ServerKind, fallback: bo
         + (" The server does not offer this era: direct and the relay are the client's fallback." if fallback else ""),
         "",
         "| path | p50 ms | vs direct | vs relay | calls/s c=16 | vs direct "
-        "| hop CPU/call | server CPU/call | hop / server's own | client CPU/call |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| hop CPU/call | server CPU/call | hop / server's own | client CPU/call | c=16: all CPU/call, cores busy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, tally in tallies.items():
         p50, rate = statistics.median(tally.p50_ms), statistics.median(tally.rate)
@@ -270,7 +284,8 @@ def report(era: str, tallies: dict[str, Tally], server: ServerKind, fallback: bo
         ratio_text = f"{hop / server_own:.2f}x" if hop is not None else ""
         lines.append(
             f"| {label} | {p50:.3f} | {p50 / d_p50:.2f}x | {p50 / r_p50:.2f}x | {rate:.0f} | {rate / d_rate:.2f}x "
-            f"| {hop_text} | {server:.0f} us | {ratio_text} | {client:.0f} us |"
+            f"| {hop_text} | {server:.0f} us | {ratio_text} | {client:.0f} us "
+            f"| {statistics.median(tally.loaded_us):.0f} us, {statistics.median(tally.busy):.2f} |"
         )
     lines.append("")
     return lines
