@@ -27,7 +27,9 @@ def per_principal(method: F) -> F:
     slot = f"_kept_{method.__name__}"
 
     @functools.wraps(method)
-    def kept(self: Any, principal: str, *args: Hashable) -> Any:
+    def kept(self: Any, principal: str, *args: Hashable, **named: Any) -> Any:
+        if named:  # asked by keyword: not kept (callers pass positions)
+            return method(self, principal, *args, **named)
         memo: dict[Hashable, Any] | None = self.__dict__.get(slot)
         if memo is None:
             memo = self.__dict__[slot] = {}  # (in __dict__, as functools.cached_property: a frozen dataclass too)
