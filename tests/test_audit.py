@@ -241,6 +241,17 @@ def test_lines_queued_together_go_to_the_file_in_one_write(tmp_path: Path, monke
     assert len(writes) <= len(files(rotated)) + 2  # one write per file, give or take a wake-up
 
 
+def test_a_line_longer_than_max_bytes_gets_a_file_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    sent = [event(name="a"), event(name="b" * 3_000), event(name="c")]
+    with AuditLog(path, max_bytes=2_000, backups=10) as log:
+        for e in sent:
+            log.record(e)
+    assert [r["name"] for r in lines(path)] == ["a", "b" * 3_000, "c"]
+    assert all(f.stat().st_size > 0 for f in files(path))  # no empty file rotated away
+    assert len(files(path)) == 3
+
+
 def test_rotation_fsyncs_and_stop_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real_fsync = os.fsync

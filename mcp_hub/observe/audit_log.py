@@ -258,8 +258,9 @@ class _AuditFileHandler(RotatingFileHandler):
 
     def write_lines(self, lines: Sequence[str]) -> None:
         """Append `lines`, each whole and in order, with one write and one flush, rotating first wherever a line
-        would take the file to `maxBytes` (as `shouldRollover` decides for each record). A failed write is
-        reported to `on_error`, with the lines it lost: those of the failed write and the rest of the batch."""
+        would take a file that holds something to `maxBytes` (as `shouldRollover` decides for each record; as
+        Python 3.13's, never an empty file: a line longer than `maxBytes` gets a file of its own). A failed write
+        is reported to `on_error`, with the lines it lost: those of the failed write and the rest of the batch."""
         self.acquire()
         written = 0
         try:
@@ -274,7 +275,7 @@ class _AuditFileHandler(RotatingFileHandler):
             chunk: list[str] = []
             for line in lines:
                 text = line + self.terminator
-                if rotating and position + len(text) >= self.maxBytes:
+                if rotating and position and position + len(text) >= self.maxBytes:  # never an empty file
                     self._put(chunk)
                     written += len(chunk)
                     chunk = []
