@@ -368,7 +368,7 @@ class Guardrails:
         detectors, names = self._detectors, guarding.detectors
         checked, scan = scan_value(
             message,
-            lambda text: detectors.find(text, names),
+            detectors.finder(names),
             lambda match: guarding.handling(match).action != "flag",
             skip=RESULT_SKIP,
         )
@@ -396,7 +396,7 @@ class Guardrails:
         def redact(match: Match) -> bool:
             return everything or guarding.handling(match).action == "redact"
 
-        scan = functools.partial(scan_value, value, lambda text: detectors.find(text, names), redact, skip=skip)
+        scan = functools.partial(scan_value, value, detectors.finder(names), redact, skip=skip)
         if text_size(value, skip, INLINE_SCAN) <= INLINE_SCAN:
             return scan()
         return await anyio.to_thread.run_sync(scan, limiter=self._threads)

@@ -102,6 +102,22 @@ class Detectors:
             clean[text] = None
         return found
 
+    def finder(self, detectors: Collection[str]) -> Callable[[str], list[Match]]:
+        """`find` with these detectors, as one function for a scan to call on every string and key: a short text
+        already found clean is answered without going further."""
+        names = detectors if isinstance(detectors, frozenset) else frozenset(detectors)
+        clean = self._clean.get(names)
+        if clean is None:
+            clean = self._clean[names] = {}  # (the same dict `find` fills and clears)
+        find = self.find
+
+        def found(text: str) -> list[Match]:
+            if len(text) <= CLEAN_LENGTH and text in clean:
+                return []
+            return find(text, names)
+
+        return found
+
     def _found(self, text: str, detectors: Collection[str]) -> list[Match]:
         found: list[Match] = []
         for name in DETECTORS:
