@@ -12,11 +12,12 @@ import functools
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
+from cachetools import LRUCache
+
 from mcp_hub.policy.principal import seen_as
 
 KEPT = 4096
-"""How many answers a method keeps per policy; past that it starts again (a bound, not an order: the items in use
-are back after a call each)."""
+"""How many answers a method keeps per policy, the least recently asked given up first."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -30,18 +31,16 @@ def per_principal(method: F) -> F:
     def kept(self: Any, principal: str, *args: Hashable, **named: Any) -> Any:
         if named:  # asked by keyword: not kept (callers pass positions)
             return method(self, principal, *args, **named)
-        memo: dict[Hashable, Any] | None = self.__dict__.get(slot)
+        memo: LRUCache[Hashable, Any] | None = self.__dict__.get(slot)
         if memo is None:
-            memo = self.__dict__[slot] = {}  # (in __dict__, as functools.cached_property: a frozen dataclass too)
+            # (in __dict__, as functools.cached_property does: a frozen dataclass too)
+            memo = self.__dict__[slot] = LRUCache(maxsize=KEPT)
         key = (seen_as(principal), *args)
         try:
             return memo[key]
         except KeyError:
             pass
-        found = method(self, principal, *args)
-        if len(memo) >= KEPT:
-            memo.clear()
-        memo[key] = found
+        found = memo[key] = method(self, principal, *args)
         return found
 
     return kept  # type: ignore[return-value]
