@@ -479,8 +479,7 @@ async def _connected_hub(
             await upstream.sessions_ready()
         servers: dict[str, Any] = hub.health()["servers"]
         for name, report in servers.items():  # not in /healthz, which anyone who reaches the hub may read
-            upstream = hub.upstreams.get(name)  # none: a server the loader disabled
-            report["stderr"] = upstream.stderr.lines() if upstream is not None else []
+            report["stderr"] = hub.stderr_of(name)
         return servers
 
 

@@ -592,6 +592,12 @@ class Hub:
             report["cluster"] = self.cluster.report()
         return report
 
+    def stderr_of(self, name: str) -> list[str]:
+        """The last lines mount `name`'s stdio server wrote to stderr, across its attempts, its secrets masked
+        (`check --connect` shows them); none for a mount without a server process or one the loader disabled."""
+        upstream = self.upstreams.get(name)
+        return self._masked(upstream.stderr.lines()) if upstream is not None else []
+
     def _masked(self, lines: list[str]) -> list[str]:
         """`lines` (a server's stderr) with the secrets in them redacted as the guards redact them
         (`[REDACTED:github_token]`): the hub's own secret values, and every format the "secrets" detector knows."""

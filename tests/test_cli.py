@@ -69,10 +69,18 @@ def test_check_connect_fails_when_a_server_cannot_start(tmp_path: Path) -> None:
 
 def test_check_connect_says_what_it_waited_for_and_what_the_server_wrote(tmp_path: Path) -> None:
     hang = "import sys, time; print('hang: loading the model', file=sys.stderr, flush=True); time.sleep(1000)"
-    crash = "import sys; print('crash: no such file: /etc/crash.json', file=sys.stderr); sys.exit(3)"
+    crash = (
+        "import os, sys; print('crash: no such file: /etc/crash.json', file=sys.stderr); "
+        "print('crash: token', os.environ['API_TOKEN'], 'and', 'ghp_' + 36 * 'a', file=sys.stderr); sys.exit(3)"
+    )
     servers = {
         "hang": {"command": sys.executable, "args": ["-c", hang], "connect_timeout": 2},
-        "crash": {"command": sys.executable, "args": ["-c", crash], "connect_timeout": 2},
+        "crash": {
+            "command": sys.executable,
+            "args": ["-c", crash],
+            "connect_timeout": 2,
+            "env": {"API_TOKEN": "tok-0123456789-secret"},
+        },
     }
     config = write_config(tmp_path / "hub.toml", servers)
     result = mcp_hub("check", "--config", str(config), "--connect")
@@ -81,6 +89,10 @@ def test_check_connect_says_what_it_waited_for_and_what_the_server_wrote(tmp_pat
     assert any(line.startswith("  hang: ") and "no answer to initialize within 2s" in line for line in lines), lines
     assert "    stderr: hang: loading the model" in lines
     assert any(line.startswith("    stderr: crash: no such file: /etc/crash.json") for line in lines), lines
+    # what check shows is masked as the console masks it: the mount's secret values and known secret formats
+    tokens = [line for line in lines if line.startswith("    stderr: crash: token")]
+    assert tokens and all(line.count("[REDACTED") == 2 for line in tokens), tokens
+    assert "tok-0123456789-secret" not in result.stdout and "ghp_" not in result.stdout, tokens
     assert "crash: no such file" in result.stderr  # still passed on to the hub's own stderr
 
 
