@@ -29,9 +29,10 @@ import math
 import os
 import re
 import tomllib
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -1824,8 +1825,13 @@ def _validate(data: dict[str, Any], file: str, unknown: list[ConfigError] | None
     try:
         config = HubConfig.model_validate({**data, "path": file})
     except ValidationError as exc:
-        # An unknown key is reported once, as `_unknown_keys` words it.
-        problems += [config_error(error, file) for error in exc.errors() if error["type"] != "extra_forbidden"]
+        # An unknown key is reported once: as `_unknown_keys` words it, else (a table it does not walk) here.
+        named = {problem.key for problem in problems}
+        for error in exc.errors():
+            if error["type"] != "extra_forbidden":
+                problems.append(config_error(error, file))
+            elif (key := dotted_key(error["loc"])) not in named:
+                problems.append(ConfigError(file, key, _extra_reason(error["loc"])))
         problems = problems or [config_error(exc.errors()[0], file)]
     else:
         if not problems:
@@ -1925,6 +1931,49 @@ def _check_table(table: dict[str, Any], allowed: tuple[str, ...], loc: tuple[str
     ]
 
 
+def _extra_reason(loc: tuple[str | int, ...]) -> str:
+    """Why the key at `loc` (a pydantic `extra_forbidden` error) is refused, with the keys its table allows."""
+    table = _model_at(loc[:-1])
+    allowed = tuple(table.model_fields) if table is not None else ()
+    return unknown_key_reason(str(loc[-1]), allowed) if allowed else f"unknown key {loc[-1]!r}; remove it"
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model of the table at `loc` in a `HubConfig`: through optional tables, arrays of tables and named
+    tables (`[servers.NAME]`); None where `loc` leads elsewhere."""
+    kind: Any = HubConfig
+    for part in loc:
+        kind = _unwrapped(kind)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            field = kind.model_fields.get(str(part))
+            if field is None:
+                return None
+            kind = field.annotation
+        elif get_origin(kind) in (tuple, list) and isinstance(part, int):
+            kind = get_args(kind)[0]
+        elif get_origin(kind) in (dict, Mapping):
+            kind = get_args(kind)[1]
+        else:
+            return None
+    kind = _unwrapped(kind)
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+def _unwrapped(kind: Any) -> Any:
+    """`kind` without `Annotated[...]` and an optional's `None`."""
+    while True:
+        origin = get_origin(kind)
+        if origin is Annotated:
+            kind = get_args(kind)[0]
+        elif origin in (Union, types.UnionType):
+            options = [arg for arg in get_args(kind) if arg is not type(None)]
+            if len(options) != 1:
+                return kind
+            kind = options[0]
+        else:
+            return kind
+
+
 def unknown_key_reason(key: str, allowed: tuple[str, ...]) -> str:
     close = difflib.get_close_matches(key, allowed, n=1)
     if close:
@@ -1959,6 +2008,8 @@ def config_error(error: ErrorDetails, file: str) -> ConfigError:
 
 
 def _type_reason(error: ErrorDetails) -> str:
+    if error["type"] == "missing":
+        return f"missing: its table needs {error['loc'][-1]} = ..."
     got = _describe(error["input"])
     if error["type"] in ("model_type", "dict_type"):
         return f"must be a table, got {got}; write it as a [section] or as {{ key = value }}"

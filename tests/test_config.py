@@ -283,6 +283,23 @@ def test_error_names_file_key_and_fix(text: str, key: str, fragments: list[str])
     assert ";" in error.reason  # what is wrong; how to fix it
 
 
+def test_a_typo_in_any_nested_table_gets_a_suggestion_and_a_missing_key_is_named_as_missing() -> None:
+    """Every table of the file, however deep (`[admin.oidc]`, `[[audit.sinks]]`), words an unknown key as the
+    top-level tables do, and a required key that is absent is said to be missing, not of a wrong type."""
+    text = (
+        '[[audit.sinks]]\ndestination = "syslog"\naddress = "127.0.0.1:514"\nfacilty = "local0"\n'
+        '[admin]\nkeys = { root = "' + "k" * 32 + '" }\n'
+        '[admin.oidc]\nissuer = "https://idp.example"\nclient_idd = "c"\nadmin_claim = "groups"\n'
+        'admin_values = ["ops"]\n'
+    )
+    error = config_error(text)
+    reasons = {problem.key: problem.reason for problem in error.problems}
+    assert reasons["audit.sinks[0].facilty"] == "unknown key 'facilty'; did you mean 'facility'?"
+    assert reasons["admin.oidc.client_idd"] == "unknown key 'client_idd'; did you mean 'client_id'?"
+    assert reasons["admin.oidc.client_id"] == "missing: its table needs client_id = ..."
+    assert len(reasons) == 3, reasons
+
+
 def test_missing_file(tmp_path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError) as caught:
