@@ -141,6 +141,7 @@ async def test_reject_keeps_the_tool_held_and_accept_serves_it_each_leaving_an_a
         lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
         admin_lines = [line for line in lines if line["method"].startswith("admin/")]
         assert [(line["principal"], line["outcome"], line["name"]) for line in admin_lines] == [
+            ("admin:root", "allowed", None),  # the sign-in
             ("admin:root", "rejected", "echo"),
             ("admin:root", "accepted", "echo"),
         ]
@@ -352,6 +353,17 @@ async def test_login_attempts_are_throttled_per_address_and_key_and_per_address(
             assert (await attempt(web, base, f"wrong-key-{n:02d}-" + "w" * 20, "10.0.0.3")).status_code == 401
         assert throttled(await attempt(web, base, ADMIN_KEY, "10.0.0.3"))  # the right key too, once held back
         assert (await attempt(web, base, ADMIN_KEY, "10.0.0.4")).status_code == 303
+
+    # each sign-in is an audit line, with the browser's address; a key that is no administrator's is never written
+    text = (tmp_path / "audit.jsonl").read_text(encoding="utf-8")
+    assert wrong not in text and ADMIN_KEY not in text
+    signed = [json.loads(line) for line in text.splitlines() if json.loads(line)["method"] == "admin/sign-in"]
+    seen = [(line["principal"], line["outcome"], line["client_address"]) for line in signed]
+    assert seen[:6] == [("admin:(unknown key)", "refused", "10.0.0.1")] * 6
+    assert "too many sign-in attempts" in signed[5]["reason"] and "not an admin key" in signed[0]["reason"]
+    assert seen[6:8] == [("admin:(unknown key)", "refused", "10.0.0.2"), ("admin:root", "allowed", "10.0.0.1")]
+    assert seen[-2:] == [("admin:(unknown key)", "refused", "10.0.0.3"), ("admin:root", "allowed", "10.0.0.4")]
+    assert len(seen) == 30
 
 
 def test_audit_pages_walk_the_rotated_files_newest_first(tmp_path: Path) -> None:

@@ -61,6 +61,8 @@ logger = logging.getLogger("mcp_hub.admin")
 
 REFRESH = 0.5
 """Seconds between two looks at what a live stream follows (the status, the audit file)."""
+_UNKNOWN_KEY = Administrator("(unknown key)")
+"""Who the audit line of a refused key sign-in names: the key was no administrator's (the key is never written)."""
 
 _POLICY_KIND = {"tools": "tool", "prompts": "prompt", "resources": "resource", "resource_templates": "resource"}
 _VISIBLE_KIND = {
@@ -261,7 +263,14 @@ class _Pages:
         wait = await self.throttle.attempt(_client(request), key)
         if wait is not None:
             seconds = max(1, math.ceil(wait))
-            logger.warning("admin console: too many login attempts from %s; held back %d s", _client(request), seconds)
+            self._record(
+                _UNKNOWN_KEY,
+                "admin/sign-in",
+                None,
+                "refused",
+                f"too many sign-in attempts from this address; held back {seconds} s",
+                address_of(request),
+            )
             response = await self._login_form(
                 request, f"too many sign-in attempts; try again in {seconds} s", status_code=429
             )
@@ -269,9 +278,11 @@ class _Pages:
             return response
         admin = self.sessions.admin_of(key) if key else None
         if admin is None:
-            logger.warning("admin console: a login with an unknown key from %s", _client(request))
+            reason = "a sign-in to the admin console with a key that is not an admin key"
+            self._record(_UNKNOWN_KEY, "admin/sign-in", None, "refused", reason, address_of(request))
             return await self._login_form(request, "That key is not an admin key.")
-        logger.info("admin console: %s logged in from %s", admin, _client(request))
+        reason = f"{Administrator(admin)} signed in to the admin console with an admin key"
+        self._record(Administrator(admin), "admin/sign-in", None, "allowed", reason, address_of(request))
         response = RedirectResponse(f"{_base(request)}/status", status_code=303)
         _cookie(response, request, COOKIE, await self.sessions.begin(admin, key), self.sessions.lifetime)
         response.delete_cookie(LOGIN_COOKIE, path=_base(request) or "/")
@@ -455,7 +466,13 @@ class _Pages:
         """The audit line of an administrator's action (`key`: the tool's MOUNT/NAME, if about one; `address`: the
         browser's network address)."""
         mount, _, tool = key.partition("/") if key is not None else (None, "", None)
-        logger.info("admin console: %s%s", reason, f" ({key})" if key else "")
+        logger.log(
+            logging.WARNING if outcome == "refused" else logging.INFO,
+            "admin console: %s%s%s",
+            reason,
+            f" ({key})" if key else "",
+            f" from {address}" if address else "",
+        )
         event = AuditEvent.by_administrator(
             who,
             method=method,
