@@ -1,3 +1,3 @@
-from mcp_hub.cli import main
+from mcp_hub.entry import main
 
 main()

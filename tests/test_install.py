@@ -136,7 +136,7 @@ def test_the_sdist_and_the_wheels_hold_the_policies_the_scripts_and_the_license(
             info = f"mcp_hub-{VERSION}.dist-info"
             assert f"{info}/licenses/LICENSE" in names
             scripts = archive.read(f"{info}/entry_points.txt").decode("utf-8")
-            assert "mcp-hub = mcp_hub.cli:main" in scripts
+            assert "mcp-hub = mcp_hub.entry:main" in scripts
             assert "mcp-hub-example-notes = mcp_hub.examples.notes:main" in scripts
             assert "mcp-hub-skills = mcp_hub.skills_server:main" in scripts
             assert not [name for name in names if name.startswith("tests/")]
