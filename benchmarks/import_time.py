@@ -11,8 +11,9 @@ done (it then leaves with `os._exit`, skipping the interpreter's teardown):
 - `SDK`: imports the parts of the `mcp` SDK a hub serving streamable HTTP in
   front of stdio and HTTP servers uses (`SDK_MODULES`), with their dependencies
   (pydantic, starlette, httpx2, anyio);
-- `hub`: imports `mcp_hub.cli` and `mcp_hub.hub`, what `mcp-hub serve` has loaded
-  before it reads its configuration (the rest is imported as the config asks);
+- `hub`: imports `mcp_hub.cli` and `mcp_hub.hub` as the `mcp-hub` command does (with the
+  garbage collector paused: mcp_hub/entry.py), what `mcp-hub serve` has loaded before it
+  reads its configuration (the rest is imported as the config asks);
 - `serve --help`: runs `python -m mcp_hub serve --help` to its end (with the interpreter's exit);
 - `second start`: runs `python -m mcp_hub serve --transport stdio` with a config of
   `--mounts` stdio fixture servers (50 tools each) whose catalog snapshot an
@@ -70,7 +71,7 @@ _STARTED = "; import os; os._exit(0)"
 IMPORTS: dict[str, list[str]] = {
     "interpreter": ["-c", "pass" + _STARTED],
     "SDK": ["-c", "import " + ", ".join(SDK_MODULES) + _STARTED],
-    "hub": ["-c", "import mcp_hub.cli, mcp_hub.hub" + _STARTED],
+    "hub": ["-c", "import gc; gc.disable(); import mcp_hub.cli, mcp_hub.hub; gc.freeze()" + _STARTED],
     "serve --help": ["-m", "mcp_hub", "serve", "--help"],
 }
 SECOND = "second start"
