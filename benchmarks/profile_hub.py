@@ -2,7 +2,7 @@
 
     python benchmarks/profile_hub.py [--profiler cprofile|py-spy] [--calls N] [--big] [--stdio [--client-stdio]]
                                      [--list TOOLS [--page-size N]]
-                                     [--mode M] [--hub-protocol P] [--out DIR]
+                                     [--mode M] [--hub-protocol P] [--imported] [--out DIR]
 
 Starts the HTTP fixture upstream and `mcp-hub serve --transport http` as
 `bench.py` does, warms up, then runs `--calls` sequential `tools/call echo` (or `big` with 1 MB, `--big`)
@@ -283,6 +283,7 @@ async def run(
     listing: Listing | None = None,
     stdio: bool = False,
     client_stdio: bool = False,
+    imported: bool = False,
 ) -> None:
     work = out  # the hub's config and the processes' log stay beside the profile
     upstream_port, hub_port = bench.free_port(), bench.free_port()
@@ -290,7 +291,11 @@ async def run(
     servers = {"up": {"url": upstream_url, "protocol": hub_protocol}}
     if stdio:  # the hub's child instead (the HTTP fixture then runs idle)
         servers = {"up": bench.fixture_server("up", protocol=hub_protocol)}
-    if listing is None:
+    if imported:  # the mount as `mcp-hub import` writes it: policy, guardrails, pins and the audit file on
+        import default_path
+
+        config = default_path.imported_config(bench.ROOT, upstream_url, work, "fixture")
+    elif listing is None:
         config = bench.hub_config(work / "hub.toml", servers)
     else:
         config = bench.write_config(work / "hub.toml", servers, log_level="warning", **listing.hub_settings())
@@ -389,6 +394,11 @@ def main() -> None:
         "--list", type=int, metavar="TOOLS", help="profile whole tools/list runs of an upstream with TOOLS tools"
     )
     parser.add_argument("--page-size", type=int, help="with --list: the hub's page_size (default: the hub's default)")
+    parser.add_argument(
+        "--imported",
+        action="store_true",
+        help="the hub.toml `mcp-hub import` writes for the upstream's url (every default protection on)",
+    )
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mcp-hub-profile")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -398,7 +408,10 @@ def main() -> None:
     protocol = args.hub_protocol or args.mode
     if args.client_stdio and not args.stdio:
         parser.error("--client-stdio needs --stdio")
-    anyio.run(run, args.profiler, calls, args.mode, protocol, args.out, big, listing, args.stdio, args.client_stdio)
+    if args.imported and (args.stdio or listing is not None):
+        parser.error("--imported profiles tools/call over HTTP: not with --stdio or --list")
+    where = (args.stdio, args.client_stdio, args.imported)
+    anyio.run(run, args.profiler, calls, args.mode, protocol, args.out, big, listing, *where)
 
 
 if __name__ == "__main__":

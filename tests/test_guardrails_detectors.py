@@ -17,7 +17,19 @@ from detect_secrets.plugins.npm import NpmDetector
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_hub.guardrails import DETECTORS, Detectors, Match, expand, merged, redacted, scan_value, secrets
+from mcp_hub.guardrails import (
+    BINARY_KEYS,
+    DETECTORS,
+    Detectors,
+    Match,
+    expand,
+    merged,
+    redacted,
+    scan_texts,
+    scan_value,
+    secrets,
+    texts_of,
+)
 from mcp_hub.guardrails.matches import whole_token
 from mcp_hub.guardrails.scan import PIECE
 
@@ -377,3 +389,49 @@ def test_short_texts_found_clean_are_remembered_and_secrets_are_not() -> None:
     assert [m.kind for m in watched.find(AWS_KEY, names)] == ["aws_access_key"]
     assert AWS_KEY not in watched._clean[names]
     assert watched.find("content", {"secrets"}) == []  # another set of detectors, remembered apart
+
+
+_LEAVES = st.sampled_from(["fine", "content", AWS_KEY, EMAIL, f"key {AWS_SECRET}", CARD, "", "text", "data", "type"])
+_JSON = st.recursive(
+    _LEAVES | st.integers() | st.none() | st.booleans(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["text", "data", "blob", "type", "_meta", AWS_KEY, EMAIL, "n"]), inner, max_size=4
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON)
+def test_a_scan_of_the_texts_walked_once_is_the_scan_of_the_value(value: object) -> None:
+    """`scan_texts` over `texts_of` (the guardrails link's inline scan) answers what `scan_value` does: the same
+    value (the same object where nothing was redacted), the same hits at the same paths; the detectors look at each
+    distinct text once."""
+    detectors, skip = Detectors(), BINARY_KEYS | {"type", "_meta"}
+    names = frozenset({"secrets", "email"})
+    looked: list[str] = []
+
+    def find(text: str) -> list[Match]:
+        looked.append(text)
+        return detectors.find(text, names)
+
+    texts = texts_of(value, skip)
+    assert texts is not None
+    new, scan = scan_texts(value, texts, find, lambda m: m.kind != "email", skip=skip)
+    expected, expected_scan = scan_value(
+        value, lambda text: detectors.find(text, names), lambda m: m.kind != "email", skip=skip
+    )
+    assert new == expected and (new is value) == (expected is value)
+    assert scan.hits == expected_scan.hits
+    assert len(looked) == len(set(looked)) == len(set(texts))
+
+
+def test_texts_of_stops_past_its_limit_and_skips_what_a_scan_skips() -> None:
+    value = {"content": [{"type": "text", "text": "x" * 100}], "data": "y" * 1000, "n": 1}
+    assert sorted(texts_of(value, BINARY_KEYS | {"type"}) or []) == sorted(
+        ["content", "type", "text", "x" * 100, "data", "n"]
+    )
+    assert texts_of(value, BINARY_KEYS, limit=50) is None
+    assert texts_of({"data": {"inner": "z"}}) == ["data", "inner", "z"]  # a `data` that is not base64 text is scanned

@@ -63,7 +63,18 @@ from mcp_hub.chain.context import CallContext, Handler
 from mcp_hub.chain.questions import GuardedOrigin
 from mcp_hub.config import HubConfig
 from mcp_hub.errors import Refused
-from mcp_hub.guardrails import BINARY_KEYS, Detectors, Match, Scan, marker, merged, redacted, scan_value, text_size
+from mcp_hub.guardrails import (
+    BINARY_KEYS,
+    Detectors,
+    Match,
+    Scan,
+    marker,
+    merged,
+    redacted,
+    scan_texts,
+    scan_value,
+    texts_of,
+)
 from mcp_hub.observe.audit_log import AuditLog
 from mcp_hub.observe.otel import SHOWN_TARGET
 from mcp_hub.policy import PolicySet
@@ -396,9 +407,11 @@ class Guardrails:
         def redact(match: Match) -> bool:
             return everything or guarding.handling(match).action == "redact"
 
-        scan = functools.partial(scan_value, value, detectors.finder(names), redact, skip=skip)
-        if text_size(value, skip, INLINE_SCAN) <= INLINE_SCAN:
-            return scan()
+        find = detectors.finder(names)
+        texts = texts_of(value, skip, INLINE_SCAN)  # one walk: the size, and the texts to scan inline
+        if texts is not None:
+            return scan_texts(value, texts, find, redact, skip=skip)
+        scan = functools.partial(scan_value, value, find, redact, skip=skip)
         return await anyio.to_thread.run_sync(scan, limiter=self._threads)
 
     def _blocked(

@@ -16,7 +16,7 @@ hidden.py    tag characters, bidi controls, zero-width characters, HTML comments
 instructions.py  wording aimed at the model: overriding its instructions, hiding from the user, posing markup,
              credential files, rules for other tools
 scan.py      detectors by name (long texts in pieces where a match cannot span lines), and a scan of a
-             JSON value (its object keys too) that redacts in a copy
+             JSON value (its object keys too) that redacts in a copy, walked once where nothing is found
 tools.py     tool poisoning: hidden text or instructions to the model in a tool's definition
 ```
 """
@@ -32,8 +32,9 @@ from mcp_hub.guardrails.scan import (
     Detectors,
     Scan,
     expand,
+    scan_texts,
     scan_value,
-    text_size,
+    texts_of,
 )
 from mcp_hub.guardrails.tools import poisoned
 
@@ -50,6 +51,7 @@ __all__ = [
     "merged",
     "poisoned",
     "redacted",
+    "scan_texts",
     "scan_value",
-    "text_size",
+    "texts_of",
 ]

@@ -221,21 +221,53 @@ class _Keys:
         return found
 
 
-def text_size(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> int:
-    """How many characters `scan_value` would scan in a JSON value (counting stops once past `limit`)."""
+def texts_of(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> list[str] | None:
+    """Every string `scan_value` would scan in a JSON value (object keys too, skipping what it skips), in no
+    particular order; None once they hold more than `limit` characters. One walk that both sizes a
+    value and gives its texts to the detectors, so that a value in which they find nothing is walked no further."""
+    texts: list[str] = []
     total = 0
     stack = [value]
-    while stack and (limit is None or total <= limit):
+    while stack:
         item = stack.pop()
         if isinstance(item, str):
+            texts.append(item)
             total += len(item)
         elif isinstance(item, (dict, Mapping)):  # dict first: a C check before the ABC
             mapping = cast(Mapping[str, Any], item)
-            total += sum(len(k) for k in mapping if isinstance(k, str))
-            stack += [v for k, v in mapping.items() if not (k in skip and (isinstance(v, str) or k not in BINARY_KEYS))]
+            for key, inner in mapping.items():
+                if isinstance(key, str):
+                    texts.append(key)
+                    total += len(key)
+                if not (key in skip and (isinstance(inner, str) or key not in BINARY_KEYS)):
+                    stack.append(inner)
         elif isinstance(item, list | tuple):
             stack += cast(Sequence[Any], item)
-    return total
+        else:
+            continue
+        if limit is not None and total > limit:
+            return None
+    return texts
+
+
+def scan_texts(
+    value: Any,
+    texts: Iterable[str],
+    find: Callable[[str], list[Match]],
+    redact: Callable[[Match], bool] | None = None,
+    *,
+    skip: Collection[str] = BINARY_KEYS,
+) -> tuple[Any, Scan]:
+    """`scan_value(value, find, redact, skip=skip)` given `texts_of(value, skip)`: the detectors look at each
+    distinct text once, and a value in which they find nothing (the common case) is returned as it is, with an
+    empty `Scan`, without a second walk; else the walk of `scan_value` is given what they found."""
+    found: dict[str, list[Match]] = {}
+    for text in texts:
+        if text not in found:
+            found[text] = find(text)
+    if not any(found.values()):
+        return value, Scan()
+    return scan_value(value, found.__getitem__, redact, skip=skip)
 
 
 def _walk(
