@@ -39,8 +39,8 @@ _VARIATION_SELECTOR = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 def shown(text: str, *, json_escapes: bool = False) -> str:
     """`text` with its deceiving characters escaped: `\\u202e`, or `\\U000e0041` beyond the BMP (with
     `json_escapes`, a JSON surrogate pair `\\udb40\\udc41`, so that JSON text stays JSON)."""
-    if text.isprintable() and _IGNORABLE.search(text) is None:
-        return text  # nearly always: one pass in C
+    if text.isprintable() and (text.isascii() or _IGNORABLE.search(text) is None):
+        return text  # nearly always: one pass in C (`isascii` is a flag: what `_IGNORABLE` finds is not ASCII)
     out: list[str] = []
     varies = False  # whether the previous character, kept as it is, may take a variation selector
     for char in text:

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import fields, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, cast
@@ -102,6 +102,22 @@ def test_time_and_decision_id_formats() -> None:
     decision_id = AuditLog.new_decision_id()
     assert re.fullmatch(r"[0-9a-f]{32}", decision_id) and uuid.UUID(decision_id).version == 4
     assert AuditLog.new_decision_id() != decision_id
+    ids = [uuid.UUID(AuditLog.new_decision_id()) for _ in range(200)]  # every id: version 4, the RFC's variant
+    assert {(i.version, i.variant) for i in ids} == {(4, uuid.RFC_4122)} and len(set(ids)) == 200
+    assert len({i.int & 0xFFFF for i in ids}) > 100  # random bits are not cleared with the version's
+
+
+def test_the_time_is_the_clock_s_to_the_millisecond_and_a_new_second_is_written_anew() -> None:
+    """`now()` keeps the text of the second it last wrote, and writes another second's anew."""
+    from mcp_hub.observe import audit_log
+
+    for stale in (None, (int(time.time()) - 1, "1999-01-01T00:00:00")):
+        if stale is not None:
+            audit_log._second = stale  # as if the last line had been written a second ago
+        before = datetime.now(UTC).replace(tzinfo=None)
+        written = datetime.fromisoformat(AuditLog.now().removesuffix("Z"))
+        after = datetime.now(UTC).replace(tzinfo=None)
+        assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= written <= after
 
 
 class Unrepresentable:
