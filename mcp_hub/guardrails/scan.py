@@ -223,31 +223,40 @@ class _Keys:
 
 def texts_of(value: Any, skip: Collection[str] = BINARY_KEYS, limit: int | None = None) -> list[str] | None:
     """Every string `scan_value` would scan in a JSON value (object keys too, skipping what it skips), in no
-    particular order; None once they hold more than `limit` characters. One walk that both sizes a
-    value and gives its texts to the detectors, so that a value in which they find nothing is walked no further."""
+    particular order; None once they hold more than `limit` characters. One walk that both sizes a value and gives
+    its texts to the detectors, so that a value in which they find nothing is walked no further."""
     texts: list[str] = []
     total = 0
     stack = [value]
     while stack:
         item = stack.pop()
+        kind = type(item)
+        if kind in _LEAVES:
+            continue
         if isinstance(item, str):
             texts.append(item)
             total += len(item)
-        elif isinstance(item, (dict, Mapping)):  # dict first: a C check before the ABC
-            mapping = cast(Mapping[str, Any], item)
-            for key, inner in mapping.items():
+        elif kind is dict or (kind is not list and isinstance(item, Mapping)):  # dict first: before the ABC
+            for key, inner in cast(Mapping[Any, Any], item).items():
                 if isinstance(key, str):
                     texts.append(key)
                     total += len(key)
-                if not (key in skip and (isinstance(inner, str) or key not in BINARY_KEYS)):
+                if key in skip and (isinstance(inner, str) or key not in BINARY_KEYS):
+                    continue
+                if type(inner) is str:  # the common leaf, taken here rather than through the stack
+                    texts.append(inner)
+                    total += len(inner)
+                elif type(inner) not in _LEAVES:
                     stack.append(inner)
         elif isinstance(item, list | tuple):
             stack += cast(Sequence[Any], item)
-        else:
-            continue
         if limit is not None and total > limit:
             return None
     return texts
+
+
+_LEAVES = frozenset((int, float, bool, type(None)))
+"""JSON's values that hold no text (their exact types: a subclass is looked at as `_walk` would)."""
 
 
 def scan_texts(
