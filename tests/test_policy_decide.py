@@ -352,6 +352,20 @@ def test_decide_calls_realpath_only_for_present_path_arguments() -> None:
     assert "/srv/docs/a" in calls
 
 
+def test_a_decision_the_arguments_cannot_change_is_made_once_and_one_they_can_each_call() -> None:
+    """An item no matching rule constrains is decided once per (who, item), whatever the arguments; one with
+    constraints is decided on each call's arguments."""
+    p = policy(CONSTRAINED)
+    first = p.decide("x", tool("time", "now", {"zone": "utc"}))
+    assert p.decide("x", tool("time", "now", {"zone": "cet", "more": [1]})) is first
+    assert p.decide("x", tool("time", "now")) is first and first.outcome is Outcome.ALLOWED
+    assert p.decide("y", tool("time", "now")).outcome is Outcome.DENIED  # another caller: decided on its own
+    inside = p.decide("x", tool("files", "read_text", {"path": "/srv/docs/a"}), realpath=fake_realpath)
+    outside = p.decide("x", tool("files", "read_text", {"path": "/etc"}), realpath=fake_realpath)
+    assert (inside.outcome, outside.outcome) == (Outcome.ALLOWED, Outcome.REFUSED)
+    assert p.decide("x", tool("files", "read_text", {"path": "/srv/docs/a"}), realpath=fake_realpath) is not inside
+
+
 # -- empty policy ------------------------------------------------------------------------------
 
 

@@ -188,6 +188,27 @@ class PolicySet:
         if isinstance(found, Decision):
             return found
         profile, grants = found
+        if target.kind == "resource" or not any(rule.arguments for rule in grants):
+            return self._unconstrained(principal, target.kind, target.mount, target.name)
+        return self._decided(principal, target, profile, grants, realpath)
+
+    @per_principal
+    def _unconstrained(self, principal: str, kind: Kind, mount: str, name: str) -> Decision:
+        """`decide` for an item no matching rule constrains the arguments of (or a resource): the same decision
+        whatever the arguments, made once per (who, item)."""
+        found = self._grants(principal, kind, mount, name)
+        assert not isinstance(found, Decision)  # (`decide` asks only for items its grants allow)
+        return self._decided(principal, Target(kind, mount, name), *found, os.path.realpath)
+
+    def _decided(
+        self,
+        principal: str,
+        target: Target,
+        profile: CompiledProfile,
+        grants: tuple[CompiledRule, ...],
+        realpath: Realpath,
+    ) -> Decision:
+        """Steps 4-6, for the grants `_grants` found."""
         rates = tuple(RateLimit(rule.id, rule.rate, rule.rate_scope) for rule in grants if rule.rate is not None)
         spend: tuple[tuple[CompiledBudget, ...], int] = ((), 1)
         if target.kind == "tool":
