@@ -358,7 +358,8 @@ def test_a_decision_the_arguments_cannot_change_is_made_once_and_one_they_can_ea
     p = policy(CONSTRAINED)
     first = p.decide("x", tool("time", "now", {"zone": "utc"}))
     assert p.decide("x", tool("time", "now", {"zone": "cet", "more": [1]})) is first
-    assert p.decide("x", tool("time", "now")) is first and first.outcome is Outcome.ALLOWED
+    assert p.decide("x", tool("time", "now", {})) is first and first.outcome is Outcome.ALLOWED
+    assert p.decide("x", tool("time", "now")) == first  # (no arguments at all: decided each time, alike)
     assert p.decide("y", tool("time", "now")).outcome is Outcome.DENIED  # another caller: decided on its own
     inside = p.decide("x", tool("files", "read_text", {"path": "/srv/docs/a"}), realpath=fake_realpath)
     outside = p.decide("x", tool("files", "read_text", {"path": "/etc"}), realpath=fake_realpath)

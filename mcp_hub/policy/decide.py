@@ -188,27 +188,8 @@ class PolicySet:
         if isinstance(found, Decision):
             return found
         profile, grants = found
-        if target.kind == "resource" or not any(rule.arguments for rule in grants):
+        if target.arguments is not None and not any(rule.arguments for rule in grants):
             return self._unconstrained(principal, target.kind, target.mount, target.name)
-        return self._decided(principal, target, profile, grants, realpath)
-
-    @per_principal
-    def _unconstrained(self, principal: str, kind: Kind, mount: str, name: str) -> Decision:
-        """`decide` for an item no matching rule constrains the arguments of (or a resource): the same decision
-        whatever the arguments, made once per (who, item)."""
-        found = self._grants(principal, kind, mount, name)
-        assert not isinstance(found, Decision)  # (`decide` asks only for items its grants allow)
-        return self._decided(principal, Target(kind, mount, name), *found, os.path.realpath)
-
-    def _decided(
-        self,
-        principal: str,
-        target: Target,
-        profile: CompiledProfile,
-        grants: tuple[CompiledRule, ...],
-        realpath: Realpath,
-    ) -> Decision:
-        """Steps 4-6, for the grants `_grants` found."""
         rates = tuple(RateLimit(rule.id, rule.rate, rule.rate_scope) for rule in grants if rule.rate is not None)
         spend: tuple[tuple[CompiledBudget, ...], int] = ((), 1)
         if target.kind == "tool":
@@ -237,6 +218,11 @@ class PolicySet:
             )
         reason = BUILTIN_REASON if profile.builtin else f"profile {profile.name!r} allows by default"
         return self._decision(Outcome.ALLOWED, DEFAULT, reason, profile, rates, spend=spend)
+
+    @per_principal
+    def _unconstrained(self, principal: str, kind: Kind, mount: str, name: str) -> Decision:
+        """`decide` for an item no matching rule constrains the arguments of: the same whatever they are, made once."""
+        return self.decide(principal, Target(kind, mount, name))  # (no arguments: decided, not kept)
 
     @cached_property
     def has_guards(self) -> bool:
@@ -357,21 +343,8 @@ class PolicySet:
         budget: int | None = None,
     ) -> Decision:
         confirmation = self.confirmation if confirm else None
-        budgets, cost = spend
-        return Decision(
-            outcome,
-            rule,
-            reason,
-            profile.name,
-            rates,
-            self.revision,
-            violations,
-            confirmation,
-            cache,
-            budgets,
-            cost,
-            budget,
-        )
+        fields = (outcome, rule, reason, profile.name, rates, self.revision, violations, confirmation, cache)
+        return Decision(*fields, *spend, budget)  # (spend: the budgets and the cost)
 
     def result_budget(self, principal: str) -> int | None:
         """The `max_result_tokens` of the principal's profile (or of one it extends); None: none says."""
