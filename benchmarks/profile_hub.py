@@ -294,7 +294,10 @@ async def run(
     if imported:  # the mount as `mcp-hub import` writes it: policy, guardrails, pins and the audit file on
         import default_path
 
-        config = default_path.imported_config(bench.ROOT, upstream_url, work, "fixture")
+        fresh = work / "imported"  # (the last run's hub.toml would be imported into: it names `up` already)
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir()
+        config = default_path.imported_config(bench.ROOT, upstream_url, fresh, "fixture")
     elif listing is None:
         config = bench.hub_config(work / "hub.toml", servers)
     else:
