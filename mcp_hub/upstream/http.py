@@ -471,12 +471,14 @@ class HttpChannel:
 
         None if the body ends first, or breaks after an event with an id (the stream can be resumed then).
         """
+        events = _SseEvents(cursor)
         try:
-            async for data in _sse_messages(content, cursor):
-                message = _parse(data)
-                if message.get("id") == request_id and ("result" in message or "error" in message):
-                    return message
-                await self._other(message)
+            async for chunk in content.iter_any():
+                for data in events.feed(chunk):
+                    message = _parse(data)
+                    if message.get("id") == request_id and ("result" in message or "error" in message):
+                        return message
+                    await self._other(message)
         except (aiohttp.ClientError, OSError) as exc:
             if not cursor.event_id:
                 raise
@@ -606,50 +608,68 @@ class _MergedReceive(ReadStreamBase):
         await self._inner.aclose()
 
 
-async def _sse_messages(content: aiohttp.StreamReader, cursor: _Cursor) -> AsyncIterator[bytes]:
-    """The data of each `message` event of an SSE body, as it arrives.
+class _SseEvents:
+    """The data of each `message` event of an SSE body, from its chunks as they arrive (`feed`).
+
+    A plain parser rather than an async generator: a request's reader stops at its answer, and an
+    async generator left suspended there is closed by the event loop through a thread-safe wake-up
+    and a task of its own, on every call.
 
     Lines end at LF (a CR before it is dropped); a line is joined from its
     chunks once, when its end arrives, so a long event costs time linear in its
     length. Comments, fields other than `event`, `data`, `id` and `retry`, and
     events with no data are skipped; an event cut off by the end of the body is
-    discarded, as the SSE standard says. `cursor` follows the stream as the
-    standard's EventSource does: each event dispatched (one without data too,
-    a priming event) sets its last event id from the latest `id` field, and a
-    `retry` field of digits sets the reconnection delay at once.
+    discarded, as the SSE standard says (it is never dispatched). `cursor` follows
+    the stream as the standard's EventSource does: each event dispatched (one
+    without data too, a priming event) sets its last event id from the latest
+    `id` field, and a `retry` field of digits sets the reconnection delay at once.
     """
-    parts: list[bytes] = []
-    event: bytes = b"message"
-    data: list[bytes] = []
-    event_id = cursor.event_id
-    async for chunk in content.iter_any():
+
+    __slots__ = ("_cursor", "_data", "_event", "_event_id", "_parts")
+
+    def __init__(self, cursor: _Cursor) -> None:
+        self._cursor = cursor
+        self._parts: list[bytes] = []
+        self._event = b"message"
+        self._data: list[bytes] = []
+        self._event_id = cursor.event_id
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of the `message` events `chunk` completes, in order."""
+        messages: list[bytes] = []
+        parts = self._parts
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            line = b"".join([*parts, chunk[start:end]]) if parts else chunk[start:end]
-            parts = []
+            if parts:
+                parts.append(chunk[start:end])
+                line = b"".join(parts)
+                parts = self._parts = []
+            else:
+                line = chunk[start:end]
             start = end + 1
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:
-                cursor.event_id = event_id
-                if event == b"message" and (message := b"\n".join(data)):
-                    yield message  # an event without data (a priming event, say) carries no message
-                event, data = b"message", []
+                self._cursor.event_id = self._event_id
+                if self._event == b"message" and (message := b"\n".join(self._data)):
+                    messages.append(message)  # an event without data (a priming event, say) carries no message
+                self._event, self._data = b"message", []
                 continue
             field, _, value = line.partition(b":")
             if value.startswith(b" "):
                 value = value[1:]
             if field == b"data":
-                data.append(value)
+                self._data.append(value)
             elif field == b"event":
-                event = value
+                self._event = value
             elif field == b"id":
                 if b"\0" not in value and b"\r" not in value:
-                    event_id = value.decode("utf-8", "replace")
+                    self._event_id = value.decode("utf-8", "replace")
             elif field == b"retry" and value.isdigit():
-                cursor.retry_ms = int(value) if len(value) <= 9 else 10**9  # past any bound, without a huge int
+                self._cursor.retry_ms = int(value) if len(value) <= 9 else 10**9  # past any bound, without a huge int
         if start < len(chunk):
             parts.append(chunk[start:])
+        return messages
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

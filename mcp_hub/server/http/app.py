@@ -45,6 +45,7 @@ from mcp_hub.auth.middleware import Credentials, StepUp
 from mcp_hub.cluster import Cluster
 from mcp_hub.config import OAuthSettings
 from mcp_hub.sdk import server as sdk_server
+from mcp_hub.server.http.acceptance import Acceptance
 from mcp_hub.server.http.cards import Cards
 from mcp_hub.server.http.cors import BrowserOrigins
 from mcp_hub.server.http.fields import FieldValues
@@ -171,12 +172,15 @@ def build_app(
         sdk = StreamableHTTPASGIApp(manager)
         sdk_path = SdkPath(sdk)
         lane = lane_of(server)
+        acceptance = Acceptance(security)
         return door(
             Doors(
                 sdk,
                 sdk_path,
-                HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path),
-                None if manager.json_response else ModernRequests(manager, lane, max_request_body, sdk_path),
+                HandshakeRequests(manager, session_connections(server), lane, max_request_body, sdk_path, acceptance),
+                None
+                if manager.json_response
+                else ModernRequests(manager, lane, max_request_body, sdk_path, acceptance),
             ),
             parking,
             below,
@@ -299,7 +303,7 @@ class Doors:
         if version in MODERN_PROTOCOL_VERSIONS and not repeated and self._modern is not None:
             await self._modern.serve(scope, receive, send, headers)
         elif session_id is not None and (version is None or version in HANDSHAKE_PROTOCOL_VERSIONS):
-            await self._handshake.serve(scope, receive, send, session_id)
+            await self._handshake.serve(scope, receive, send, session_id, headers)
         else:
             await self._sdk_path.serve(scope, receive, send, session_id is not None)
 

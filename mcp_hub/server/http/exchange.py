@@ -6,8 +6,9 @@
   that calls back when it does (a dropped connection cancels its call: the answer can never reach it).
 - `Exchange` is a request served in the POST's task and answered as JSON, unless the request sends the
   client something on its way or `WINDOW` passes first: either starts an SSE stream that ends with the
-  answer. Each era's door (handshake.py, modern.py) says how its stream starts and how an answer is
-  written; the SDK's own path (sdk_path.py) makes the same choice for the answers the SDK writes.
+  answer; its client is watched once it has run for `WATCH_AFTER`. Each era's door (handshake.py,
+  modern.py) says how its stream starts and how an answer is written; the SDK's own path (sdk_path.py)
+  makes the same choice for the answers the SDK writes.
 
 The watcher and the stream are bare asyncio tasks (uvicorn serves on asyncio): a task group would cost
 each request a task for the handler, and cancelling an anyio scope formats the current task's repr for its
@@ -28,6 +29,9 @@ logger = logging.getLogger("mcp_hub.server")
 
 WINDOW = 15.0
 """Seconds a POST's answer may take before its stream starts anyway (the SDK's 2026-07-28 ping interval)."""
+
+WATCH_AFTER = 0.1
+"""Seconds a request runs before its client is watched for going away (see `Exchange`)."""
 
 
 async def read_body(receive: Receive, max_body: int) -> tuple[list[bytes], bool]:
@@ -114,26 +118,61 @@ class Exchange:
     the client something on its way or `WINDOW` passes (`_window`). A client gone before its answer cancels
     the request (`_cancel`).
 
+    The client is watched only once the request has run for `WATCH_AFTER`: most calls are answered
+    sooner, and a task per request to watch (started, then cancelled) costs about as much as the rest of
+    this module. A client that left earlier is seen at once when the watch starts (the server keeps its
+    disconnect), so its request is cancelled at most `WATCH_AFTER` later than it would have been.
+
     An era's door says how: `_window` (what the window passing does), `_cancel` (how its request is
     cancelled), `_answer` (how an outcome is written, as JSON or at the end of the stream) and `_finish`
-    (what is left to stop once the request ran)."""
+    (what is left to stop once the request ran). `_stop_watching` ends the watch (an answer being written
+    is no longer cancelled by its client leaving)."""
 
     gone = False
     """Whether the client went away before its answer."""
 
+    _watcher: asyncio.Task[None] | None = None
+    _timer: asyncio.TimerHandle | None = None
+
     async def serve(self, receive: Receive, run: Awaitable[Outcome]) -> None:
         """Run the request (`run`) in this task, and answer it."""
         loop = asyncio.get_running_loop()
-        watcher = loop.create_task(_watch(receive, self._gone))
-        timer = loop.call_later(WINDOW, self._window)
+        self._receive = receive
+        self._started = loop.time()
+        self._timer = loop.call_later(min(WATCH_AFTER, WINDOW), self._tick)
         try:
             outcome = await run
-            timer.cancel()
-            await self._answer(outcome, watcher)
+            self._stop_timer()
+            await self._answer(outcome)
         finally:
-            timer.cancel()
-            watcher.cancel()
+            self._stop_timer()
+            self._stop_watching()
             self._finish()
+
+    def _tick(self) -> None:
+        """The request has run for `WATCH_AFTER` (start watching its client) or `WINDOW` (`_window`)."""
+        loop = asyncio.get_running_loop()
+        self._watch_client()
+        left = self._started + WINDOW - loop.time()
+        if left > 0:
+            self._timer = loop.call_later(left, self._tick)
+        else:
+            self._timer = None
+            self._window()
+
+    def _watch_client(self) -> None:
+        """Watch the client from now on (if not yet)."""
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(_watch(self._receive, self._gone))
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _stop_watching(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
 
     def _gone(self) -> None:
         self.gone = True
@@ -145,7 +184,7 @@ class Exchange:
     def _cancel(self) -> None:
         raise NotImplementedError
 
-    async def _answer(self, outcome: Outcome, watcher: asyncio.Task[None]) -> None:
+    async def _answer(self, outcome: Outcome) -> None:
         raise NotImplementedError
 
     def _finish(self) -> None:

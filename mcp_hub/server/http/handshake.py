@@ -37,7 +37,7 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner
-from mcp.server.streamable_http import REQUEST_CANCELLED, StreamableHTTPServerTransport, check_accept_headers
+from mcp.server.streamable_http import REQUEST_CANCELLED, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.dispatcher import OnRequest
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher, progress_token_from_params
@@ -50,6 +50,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_hub import wire
 from mcp_hub.scopes import cancel_scope
 from mcp_hub.sdk import server as sdk_server
+from mcp_hub.server.http.acceptance import Acceptance
 from mcp_hub.server.http.exchange import (
     Exchange,
     Outcome,
@@ -81,16 +82,21 @@ class HandshakeRequests:
         lane: CallLane | None,
         max_body: int,
         sdk: ASGIFallback,
+        acceptance: Acceptance | None = None,
     ) -> None:
         self._manager = manager
         self._connections = connections
         self._lane = lane
         self._max_body = max_body
         self._sdk = sdk
+        self._acceptance = acceptance if acceptance is not None else Acceptance(manager.security_settings)
         self._runners: WeakKeyDictionary[Connection, ServerRunner[Any]] = WeakKeyDictionary()
 
-    async def serve(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
-        """Serve a POST for session `session_id` (of a handshake-era version, or none)."""
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, session_id: str, headers: Mapping[str, str]
+    ) -> None:
+        """Serve a POST for session `session_id` (of a handshake-era version, or none), with `headers` (the
+        first of each name)."""
         session = self._session(scope, session_id)
         if session is None:
             await self._sdk(scope, receive, send)
@@ -99,7 +105,7 @@ class HandshakeRequests:
         # Held from here, as the SDK holds a session from the moment a request reaches its transport: the
         # session was found live just now, and its idle countdown must not run out while the body arrives.
         with sdk_server.holding(transport):
-            await self._serve(transport, connection, scope, receive, send)
+            await self._serve(transport, connection, scope, receive, send, headers)
 
     async def _serve(
         self,
@@ -108,11 +114,12 @@ class HandshakeRequests:
         scope: Scope,
         receive: Receive,
         send: Send,
+        headers: Mapping[str, str],
     ) -> None:
-        request = Request(scope, receive)
-        if not self._acceptable(transport, request) or await sdk_server.security_refusal(transport, request):
+        if not await self._acceptance.handshake(headers, transport):
             await self._sdk(scope, receive, send)
             return
+        request = Request(scope, receive)
         chunks, complete = await read_body(receive, self._max_body)
         message = request_of(b"".join(chunks)) if complete else None
         if message is None:
@@ -149,11 +156,6 @@ class HandshakeRequests:
         if requestor != sdk_server.session_owner(self._manager, session_id):
             return None  # another credential's session: the SDK answers as if it did not exist
         return transport, connection
-
-    @staticmethod
-    def _acceptable(transport: StreamableHTTPServerTransport, request: Request) -> bool:
-        has_json, has_sse = check_accept_headers(request)
-        return has_json and has_sse and sdk_server.content_type_accepted(transport, request)
 
     @staticmethod
     def _free(transport: StreamableHTTPServerTransport, connection: Connection, request_id: str | int) -> bool:
@@ -263,7 +265,7 @@ class HandshakeExchange(Exchange):
         if self._streamer is not None:
             self._streamer.cancel()
 
-    async def _answer(self, outcome: Outcome, watcher: asyncio.Task[None]) -> None:
+    async def _answer(self, outcome: Outcome) -> None:
         """The request ran (through the session's runner, or the hub's lane for calls): answer it as JSON, or
         through the session's channel and wait for its stream to send it; nothing if its client is gone."""
         result, error = outcome
@@ -290,6 +292,7 @@ class HandshakeExchange(Exchange):
                 assert self._send is not None
                 await send_response(self._send, 200, headers, body)
             return
+        self._watch_client()  # until its stream has sent the answer
         await asyncio.wait((self._streamer,))  # its stream ends with the answer, or the client left
         if not self._streamer.cancelled() and (failure := self._streamer.exception()) is not None:
             raise failure

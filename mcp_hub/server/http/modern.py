@@ -29,9 +29,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp.server.streamable_http import check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     MCP_PARAM_HEADER_PREFIX,
@@ -50,6 +48,7 @@ from starlette.types import Receive, Scope, Send
 from mcp_hub import wire
 from mcp_hub.sdk import server as sdk_server
 from mcp_hub.server.http import exchange
+from mcp_hub.server.http.acceptance import Acceptance
 from mcp_hub.server.http.exchange import (
     Exchange,
     Outcome,
@@ -84,19 +83,24 @@ class ModernRequests:
 
     `manager` is the SDK's session manager behind it (its server, security
     settings and lifespan state are used here); `max_body` is the largest body
-    served here (a larger one goes to `sdk`, the SDK's path, which refuses it).
+    served here (a larger one goes to `sdk`, the SDK's path, which refuses it);
+    `acceptance` checks a POST's headers as the SDK does (acceptance.py).
     """
 
     def __init__(
-        self, manager: StreamableHTTPSessionManager, lane: CallLane | None, max_body: int, sdk: ASGIFallback
+        self,
+        manager: StreamableHTTPSessionManager,
+        lane: CallLane | None,
+        max_body: int,
+        sdk: ASGIFallback,
+        acceptance: Acceptance | None = None,
     ) -> None:
         self._manager = manager
         self._server = manager.app
         self._lane = lane
-        self._security = TransportSecurityMiddleware(manager.security_settings)
+        self._acceptance = acceptance if acceptance is not None else Acceptance(manager.security_settings)
         self._max_body = max_body
         self._sdk = sdk
-        self._accepted: dict[tuple[str | None, ...], bool] = {}
         self._envelopes = Envelopes()
         self._marked: dict[int, tuple[Any, bool]] = {}
         """Whether an input schema declares `x-mcp-header` properties, by the schema's id (the schema is
@@ -104,7 +108,7 @@ class ModernRequests:
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]) -> None:
         """Serve a POST of a 2026-07-28 version, with `headers` (the first of each name; no `Mcp-*` repeated)."""
-        if not await self._acceptable(headers):
+        if not await self._acceptance.modern(headers):
             await self._sdk(scope, receive, send)
             return
         request = Request(scope, receive)
@@ -141,22 +145,6 @@ class ModernRequests:
                 sdk_server.lifespan_state(self._manager),
             ),
         )
-
-    async def _acceptable(self, headers: Mapping[str, str]) -> bool:
-        """Whether the SDK takes a POST with these headers: it accepts JSON and SSE, and passes the transport's
-        security check (content type, and with DNS rebinding protection, host and origin). The SDK's checks,
-        remembered for the few header values a server sees."""
-        key = tuple(headers.get(name) for name in _CHECKED_HEADERS)
-        known = self._accepted.get(key)
-        if known is None:
-            shim = _HeadersOnly(headers)
-            has_json, has_sse = check_accept_headers(shim)  # type: ignore[arg-type]
-            refused = await self._security.validate_request(shim, is_post=True)  # type: ignore[arg-type]
-            known = has_json and has_sse and refused is None
-            if len(self._accepted) >= 1024:
-                self._accepted.clear()
-            self._accepted[key] = known
-        return known
 
     def _served(self, message: dict[str, Any]) -> bool:
         """Whether the SDK checks nothing for this request that is not checked here: a `tools/call` of a
@@ -196,16 +184,6 @@ class ModernRequests:
         return marked
 
 
-_CHECKED_HEADERS = ("accept", "content-type", "host", "origin")
-
-
-class _HeadersOnly:
-    """What the SDK's accept and security checks read of a request: its headers."""
-
-    def __init__(self, headers: Mapping[str, str]) -> None:
-        self.headers = headers
-
-
 class ModernExchange(Exchange):
     """One 2026-07-28 request's answer: JSON when it sent nothing on its way, else an SSE stream that ends with
     it (pinged every window while the request runs)."""
@@ -228,8 +206,8 @@ class ModernExchange(Exchange):
         if self._pinger is not None:
             self._pinger.cancel()
 
-    async def _answer(self, outcome: Outcome, watcher: asyncio.Task[None]) -> None:
-        watcher.cancel()
+    async def _answer(self, outcome: Outcome) -> None:
+        self._stop_watching()
         self._finish()
         result, error = outcome
         if self.gone or (result is None and error is None):
