@@ -223,3 +223,17 @@ async def test_a_handshake_era_confirmation_answers_for_its_own_call(tmp_path: P
     assert results["b"].is_error is True and "Not confirmed" in results["b"].content[0].text
     outcomes = {line["arguments"]["key"]: line["outcome"] for line in audit_lines(audit)}
     assert outcomes == {"a": "confirmed", "b": "declined"}
+
+
+async def test_a_call_waiting_for_its_confirmation_ends_when_the_hub_stops(tmp_path: Path) -> None:
+    """A parked call runs in a task of the hub's parking lot; stopping the hub cancels it, and the lot closes
+    only once it has ended (nothing of it is left waiting)."""
+    config, _audit = setup(tmp_path)
+    with anyio.fail_after(20):
+        async with running_hub(load_config(config)) as hub:
+            lot = hub.endpoint.parking
+            async with hub_client(hub, "2026-07-28", elicitation_callback=Person().elicitation) as client:
+                await ask(client, "srv_delete_note", {"key": "a"})
+                assert lot.open and len(lot._parked) == 1  # pyright: ignore[reportPrivateUsage]
+        assert not lot.open
+        assert lot._parked == {}  # pyright: ignore[reportPrivateUsage]

@@ -643,3 +643,65 @@ async def test_a_request_reusing_the_id_of_a_streaming_call_in_flight_is_refused
     assert events and events[-1] == done, f"the first call's POST ended without its answer: {events}"
     assert [e["params"]["progressToken"] for e in events[:-1]] == ["first"] * 3
     assert ping.json() == {"jsonrpc": "2.0", "id": 8, "result": {}}
+
+
+# -- an upstream's SSE answer, read -----------------------------------------------------------------------------
+
+_SSE_BODY = (
+    b": a comment\r\n"
+    b"id: prime-1\r\nretry: 250\r\ndata:\r\n\r\n"  # a priming event: an id, no message
+    b'event: message\r\nid: 7\r\ndata: {"a":\r\ndata: 1}\r\n\r\n'  # data over two lines
+    b"event: other\ndata: skipped\n\n"  # not a `message` event
+    b'id: bad\x00id\ndata:{"b":2}\n\n'  # an id with NUL is ignored; no space after the colon
+    b'data: {"cut": true}\n'  # cut off by the end of the body: never dispatched
+)
+
+
+def _read_sse(chunks: list[bytes]) -> tuple[list[bytes], str | None, int | None]:
+    from mcp_hub.upstream.http import _Cursor, _SseEvents  # pyright: ignore[reportPrivateUsage]
+
+    cursor = _Cursor()
+    events = _SseEvents(cursor)
+    messages = [message for chunk in chunks for message in events.feed(chunk)]
+    return messages, cursor.event_id, cursor.retry_ms
+
+
+def test_an_upstreams_sse_body_reads_the_same_however_it_is_cut_into_chunks() -> None:
+    """Each `message` event's data, the last event id and the retry delay, whether the body arrives whole, cut
+    in two at any byte, or a byte at a time: lines and events joined across chunks, CRLF and LF alike."""
+    whole = _read_sse([_SSE_BODY])
+    assert whole == ([b'{"a":\n1}', b'{"b":2}'], "7", 250)
+    assert _read_sse([_SSE_BODY[i : i + 1] for i in range(len(_SSE_BODY))]) == whole
+    for cut in range(1, len(_SSE_BODY)):
+        assert _read_sse([_SSE_BODY[:cut], _SSE_BODY[cut:]]) == whole, cut
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_answered_on_an_sse_stream_leaves_no_async_generator_for_the_loop_to_close(
+    tmp_path: Path, mode: str
+) -> None:
+    """A handshake-era server answers a call on an SSE stream, which the hub reads until the answer. An async
+    generator left suspended there would be closed by the event loop through a thread-safe wake-up and a task
+    of its own, on every call; nothing of the hub's is left for it to close."""
+    import sys
+
+    closed_by_loop: list[str] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def finalizer(agen: Any) -> None:
+        closed_by_loop.append(agen.ag_code.co_filename)
+        if hooks.finalizer is not None:
+            hooks.finalizer(agen)
+
+    async with http_fixture("remote") as url:
+        config = make_config(tmp_path, {"remote": {"url": url, "protocol": "legacy"}})
+        async with running_hub(config) as hub, hub_client(hub, mode) as client:
+            await client.call_tool("remote_echo", {"text": "warm-up"})
+            sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+            try:
+                for i in range(20):
+                    result = await client.call_tool("remote_echo", {"text": str(i)})
+                    assert result.structured_content == {"text": str(i), "server": "remote"}
+            finally:
+                sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=hooks.finalizer)
+    assert [name for name in closed_by_loop if "mcp_hub" in name] == []
