@@ -47,6 +47,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST
 
 from mcp_hub.chain.context import CallContext, Handler
+from mcp_hub.scopes import cancel_scope
 from mcp_hub.upstream import ClientAs, Origin
 
 logger = logging.getLogger("mcp_hub.server")
@@ -180,7 +181,7 @@ class ParkingLot:
         """
         tasks = self._tasks
         assert tasks is not None
-        parked = _Parked(ctx.principal, ctx.method, ctx.public, ctx.arguments, anyio.CancelScope())
+        parked = _Parked(ctx.principal, ctx.method, ctx.public, ctx.arguments, cancel_scope())
         asking = replace(ctx, origin=_AskingOrigin(ctx.origin, parked, can_ask))
 
         async def run() -> None:
