@@ -83,9 +83,9 @@ def counting_connections(app: Any, seen: set[tuple[str, int]]) -> Any:
 
 @pytest.mark.parametrize("protocol", ["legacy", "auto"])
 async def test_streamable_http_upstream_keeps_its_connection_across_calls(tmp_path: Path, protocol: str) -> None:
-    """A call answered on an SSE stream leaves the rest of that stream to be read; the hub reads it, so the
-    connection is kept and the next call does not open a new one (over the hub's own POSTs of handshake-era
-    calls, and over the SDK's client for 2026-07-28 ones)."""
+    """A call answered on an SSE stream leaves the rest of that stream to arrive; the hub lets it (aiohttp's
+    response left open for its own POSTs of handshake-era calls, the SDK's client's response read to its end for
+    2026-07-28 ones), so the connection is kept and the next call does not open a new one."""
     seen: set[tuple[str, int]] = set()
     upstream_app = counting_connections(build_server("remote").streamable_http_app(), seen)
     async with serve_app(upstream_app) as upstream:

@@ -34,8 +34,9 @@ session stamps on it, and reads the answer straight off that POST's body:
 The POSTs go out through aiohttp, whose client spends well under half the CPU
 of httpx2's on one request (about 0.4 against 1.3 ms on the benchmark VM, for
 the same POST to the same server); its pooled connections are kept when an
-answer arrives before the end of its body (the rest is read in the background,
-within bounds, as `_DrainOnClose` does for the SDK's client).
+answer arrives before the end of its body (aiohttp gives the connection back
+when the rest has arrived, within bounds, as `_DrainOnClose` does for the SDK's
+client).
 
 The SDK's client keeps everything else: the handshake or discovery, the
 standalone GET stream, `subscriptions/listen`, answering a server's questions,
@@ -52,6 +53,7 @@ from the client, closing the request's stream is the signal.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import datetime
 import logging
@@ -108,7 +110,8 @@ _INJECT_BUFFER = 32
 """Messages handed over to the session that may wait for its reader."""
 _DRAIN_SECONDS = 0.5
 _DRAIN_BYTES = 64 * 1024
-"""How long and how much of a body is read past its answer to keep the connection."""
+"""How long and how much of a body is read past its answer to keep the connection (the SDK's client's
+responses; the hub's own wait as long for theirs to end, see `HttpChannel._finish`)."""
 _LISTEN_WAIT = 2.0
 """How long a new session waits for the server to answer its standalone GET stream before it serves anyway."""
 _KEEPALIVE_SECONDS = 4.0
@@ -278,6 +281,8 @@ class HttpChannel:
         )
         self._ids = request_ids()
         self._progress: dict[str, ProgressFnT] = {}
+        self._unfinished: set[aiohttp.ClientResponse] = set()
+        """Answered responses whose body had not ended (see `_finish`)."""
         self.session_id: str | None = None
         """The server's `Mcp-Session-Id`, learned from its responses (see `learn`)."""
 
@@ -360,14 +365,27 @@ class HttpChannel:
         return {} if self._credential is None else await self._credential.headers("POST", self._url)
 
     def _finish(self, response: aiohttp.ClientResponse, answered: bool) -> None:
-        """Give the response's connection back: at once if its body is read, else after reading
-        the rest in the background (bounded); an unanswered request's connection is dropped."""
+        """Give the response's connection back: at once if its body is read, else once the rest of it has
+        arrived (bounded); an unanswered request's connection is dropped.
+
+        The rest of an answered body is normally its end, already on its way: aiohttp gives the connection
+        back to its pool by itself when a response left open reaches the end of its body, so nothing reads
+        it here. A body not ended within `_DRAIN_SECONDS` (a server that streams on, or goes quiet) is
+        closed, its connection dropped; meanwhile aiohttp holds at most its read buffer of it, and stops
+        reading from the connection when that is full."""
         if not answered or self._tasks is None:
             response.close()
         elif response.content.at_eof():
             response.release()
         else:
-            self._tasks.start_soon(_drain, response)
+            self._unfinished.add(response)
+            asyncio.get_running_loop().call_later(_DRAIN_SECONDS, self._close_unfinished, response)
+
+    def _close_unfinished(self, response: aiohttp.ClientResponse) -> None:
+        """Close a response whose body has not ended (aiohttp closed it, connection kept, if it has)."""
+        self._unfinished.discard(response)
+        if not response.closed:
+            response.close()
 
     async def progress(self, message: Mapping[str, Any]) -> bool:
         """Deliver `notifications/progress` for a request sent here; False if it is for no such request."""
@@ -421,6 +439,9 @@ class HttpChannel:
             finally:
                 self._http = self._tasks = None
                 tg.cancel_scope.cancel()
+                for response in self._unfinished:
+                    response.close()
+                self._unfinished.clear()
 
     # -- reading an answer ---------------------------------------------------------
 
@@ -670,26 +691,6 @@ class _SseEvents:
         if start < len(chunk):
             parts.append(chunk[start:])
         return messages
-
-
-async def _drain(response: aiohttp.ClientResponse) -> None:
-    """Read what is left of a body (within bounds), then give its connection back to the pool;
-    past the bounds, or on an error, drop the connection instead."""
-    received = 0
-    released = False
-    try:
-        with anyio.move_on_after(_DRAIN_SECONDS):
-            while chunk := await response.content.readany():
-                received += len(chunk)
-                if received > _DRAIN_BYTES:
-                    return
-            response.release()
-            released = True
-    except aiohttp.ClientError:
-        return
-    finally:
-        if not released:
-            response.close()
 
 
 def _body(message: Mapping[str, Any]) -> aiohttp.BytesPayload:
