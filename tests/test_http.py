@@ -705,3 +705,82 @@ async def test_a_call_answered_on_an_sse_stream_leaves_no_async_generator_for_th
             finally:
                 sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=hooks.finalizer)
     assert [name for name in closed_by_loop if "mcp_hub" in name] == []
+
+
+def _streaming_on_after_the_answer(seen: set[tuple[str, int]], dropped: list[float]) -> Any:
+    """An HTTP server answering every POSTed request on an SSE stream, then ending the stream 0.05 s later
+    (`params.name` "short") or streaming comments on for 5 s ("long"). `seen`: the client address of each
+    request; `dropped`: when the client dropped a "long" stream (monotonic clock)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        seen.add(tuple(scope["client"]))
+        body = b""
+        while (message := await receive())["type"] == "http.request":
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        request = json.loads(body)
+        answer = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {"ok": True}}).encode()
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": b"event: message\ndata: " + answer + b"\n\n", "more_body": True}
+        )
+        if request["params"]["name"] == "short":
+            await anyio.sleep(0.05)
+            await send({"type": "http.response.body", "body": b""})
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def ping() -> None:
+                for _ in range(100):
+                    await anyio.sleep(0.05)
+                    await send({"type": "http.response.body", "body": b": ping\n\n", "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(ping)
+            if (await receive())["type"] == "http.disconnect":
+                dropped.append(anyio.current_time())
+                tg.cancel_scope.cancel()
+
+    return app
+
+
+async def test_an_answer_before_the_end_of_its_body_keeps_its_connection_and_a_body_that_streams_on_is_dropped() -> (
+    None
+):
+    """The hub takes an upstream's answer as soon as it arrives on the stream. When the rest of the body ends
+    soon after, the connection goes back to the pool (the next requests reuse it); when the server streams on,
+    the response is closed after `_DRAIN_SECONDS` and its connection dropped, nothing left open."""
+    from mcp_hub.upstream.http import _DRAIN_SECONDS, HttpChannel  # pyright: ignore[reportPrivateUsage]
+
+    seen: set[tuple[str, int]] = set()
+    dropped: list[float] = []
+    headers = {"mcp-protocol-version": "2025-11-25"}
+    async with serve_app(_streaming_on_after_the_answer(seen, dropped)) as base:
+        transport_writes, transport_reads = anyio.create_memory_object_stream[Any](1)
+        channel = HttpChannel(f"{base}/mcp", {})
+        async with transport_writes, transport_reads, channel.merging(transport_reads) as merged:
+            for _ in range(3):
+                with anyio.fail_after(5):
+                    assert await channel.request("tools/call", {"name": "short"}, headers) == {"ok": True}
+                await anyio.sleep(0.2)  # the body has ended meanwhile
+            assert len(seen) == 1  # one connection for all three
+            started = anyio.current_time()
+            with anyio.fail_after(5):
+                assert await channel.request("tools/call", {"name": "long"}, headers) == {"ok": True}
+            assert anyio.current_time() - started < _DRAIN_SECONDS  # answered before the body ends
+            await wait_for(lambda: _true(bool(dropped)), timeout=5)
+            assert dropped[0] - started >= _DRAIN_SECONDS * 0.9
+            assert channel._unfinished == set()  # pyright: ignore[reportPrivateUsage]
+            await merged.aclose()
+
+
+async def _true(value: bool) -> bool:
+    return value
