@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
@@ -99,6 +100,8 @@ class Hub:
         """`telemetry` replaces the one `[telemetry]` configures (to read what the hub reports in-process);
         `endpoint` names the `[endpoints.NAME]` its own endpoint (stdio, `/mcp`) serves instead of everything."""
         sdk.install()
+        self.started_at = time.time()
+        """When this hub was made (its serving begins at once): the console's "Up since"."""
         self.config = config
         servers = config.enabled_servers()
         self.catalog = Catalog(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,17 @@ async def test_the_catalog_shows_what_a_principal_sees_and_why(tmp_path: Path) -
         assert "outcome-hidden" in crash and "by the profile&#x27;s default" in crash
         searched = await web.get(f"{base}/admin/catalog", params={"q": "crash"})
         assert 'data-name="srv_crash"' in searched.text and 'data-name="srv_echo"' not in searched.text
+
+
+async def test_the_status_page_says_when_the_hub_started(tmp_path: Path) -> None:
+    """A time, not a duration drawn once and left to go stale while the page follows the mounts live."""
+    async with console_hub(tmp_path) as (hub, base), httpx2.AsyncClient() as web:
+        await logged_in(web, base)
+        page = (await web.get(f"{base}/admin/status")).text
+        shown = re.search(r"<b id=fact-up-since>([^<]+)</b>", page)
+        assert shown is not None and "Uptime" not in page
+        assert shown.group(1) == time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(hub.started_at))
+        assert time.time() - 60 < hub.started_at <= time.time()
 
 
 async def test_a_logged_out_session_is_refused_at_once(tmp_path: Path) -> None:

@@ -100,6 +100,7 @@ class ConsoleHub(Protocol):
     pins: PinStore
     audit: AuditLog
     upstreams: Mapping[str, Upstream]
+    started_at: float
     cluster: Cluster | None
     budgets: BudgetCounter | None
     dashboard: Dashboard | None
@@ -152,7 +153,6 @@ class _Pages:
             hub.cluster,
             clock=clock,
         )
-        self.started = time.monotonic()
         self._masks: tuple[HubConfig | None, set[str], list[str]] = (None, set(), [])
         """The configuration last read for secrets, every secret value read so far, and those longest first."""
         self.connections = Connections(hub, self._render, _base)
@@ -339,11 +339,11 @@ class _Pages:
         return self._masked(pages.mounts(self.hub.health(stderr=True), sessions))
 
     async def _status(self, request: Request, session: Session) -> Response:
-        uptime = int(time.monotonic() - self.started)
         policy = self.hub.policy()
         facts = {
             "Version": __version__,
-            "Uptime": f"{uptime // 3600}h {uptime % 3600 // 60:02d}m {uptime % 60:02d}s",
+            # A time, not a duration: the page is drawn once, and only the mounts below it follow live.
+            "Up since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.hub.started_at)),
             "Policy revision": policy.revision,
             "Policy files": ", ".join(policy.sources) or "(built-in policy)",
         }
