@@ -337,3 +337,24 @@ def test_explain_reads_every_public_form_of_a_resource() -> None:
     assert _split_target("resource", "ui://apps+demo/app.html") == ("apps", "ui://demo/app.html")
     assert _split_target("resource", "skill://docs/pdf/SKILL.md") == ("docs", "skill://pdf/SKILL.md")
     assert _split_target("resource", "docs/skill://pdf/SKILL.md") == ("docs", "skill://pdf/SKILL.md")
+
+
+def test_the_command_runs_with_the_collector_on_and_what_it_loaded_frozen() -> None:
+    """mcp_hub/entry.py loads the hub with the garbage collector paused: it must be back on when the command
+    runs (else a serving hub would never collect a cycle), with the loaded modules' objects frozen."""
+    probe = (
+        "import gc, sys\n"
+        "sys.argv = ['mcp-hub', '--version']\n"
+        "from mcp_hub.entry import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(gc.isenabled(), gc.get_freeze_count(), 'mcp_hub.hub' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    version, state = done.stdout.splitlines()
+    enabled, frozen, loaded = state.split()
+    assert version.startswith("mcp-hub ") and enabled == "True" and loaded == "True"
+    assert int(frozen) > 50_000  # the SDK's models and the hub's modules, not a handful
