@@ -17,6 +17,7 @@ from mcp_hub.catalog.naming import (
     assign_names,
     decode_cursor,
     encode_cursor,
+    own_name,
     public_uri,
     split_prefixed,
     split_uri,
@@ -365,3 +366,25 @@ def test_arbitrary_cursor_raises_only_invalid_cursor(cursor: str, revision: str)
     except InvalidCursor:
         return
     assert cursor == encode_cursor(offset, revision)
+
+
+@given(name_inputs())
+def test_names_around_own_names_equal_names_of_all(inputs: tuple[list[tuple[str, str]], set[str]]) -> None:
+    """A view named in parts: the own names of prefixed mounts' items, the rest assigned around them, equal
+    the names all the pairs are given together."""
+    items, unprefixed = inputs
+    own = {
+        (mount, native): name
+        for mount, native in items
+        if mount not in unprefixed and (name := own_name(mount, native)) is not None
+    }
+    rest = [pair for pair in items if pair not in own]
+    assert {**own, **assign_names(rest, unprefixed, taken=own.values())} == assign_names(items, unprefixed)
+
+
+def test_own_name_is_the_valid_natural_name_only() -> None:
+    assert own_name("github", "create_issue") == "github_create_issue"
+    assert own_name("github", "") is None
+    assert own_name("github", "files.read") is None
+    assert own_name("github", "a" * 58) is None  # 65 characters with the prefix
+    assert own_name("github", "a" * 57) == "github_" + "a" * 57  # 64: the longest name

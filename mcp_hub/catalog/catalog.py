@@ -6,9 +6,17 @@ changes, the public view of that kind is rebuilt once into an immutable
 name), so listing and routing never do work proportional to the catalog size
 per request: a page is a slice, a lookup is a dict access.
 
-Names are assigned by `naming.assign_names` over the whole kind at once, which
-is what makes them collision-free; resource URIs and templates get the
-reversible `mount+` prefix.
+A view is joined from each mount's share of it (`_Part`), kept while the
+mount's listing, its prefix and the overrides stay: as the servers of a hub
+of many mounts arrive one by one, each arrival makes its own share and joins
+the others' as they are, rather than renaming and copying every item again.
+
+Names are those `naming.assign_names` gives the whole kind at once, which is
+what makes them collision-free: a prefixed mount's item named naturally
+(`naming.own_name`, nearly all of them) is named in its share; the rest
+(invalid or too long names, unprefixed mounts) are assigned together at each
+join, around the others. Resource URIs and templates get the reversible
+`mount+` prefix.
 
 What a server lists is checked here, once, before anything else reads it
 (`Catalog.admit`): an item the protocol's own model rejects (a tool without a
@@ -22,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -93,8 +101,22 @@ class View:
     """Where each item leads, position for position."""
     index: Mapping[str, Target] = field(default_factory=lambda: MappingProxyType({}))
     revision: str = "0"
-    natives: Mapping[str, tuple[Target, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    """Tools and prompts by the server's own name, for the callers that know only that (MCP Apps pages)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One mount's share of a kind's view, made from its listing `listed` (kept while that same list is the
+    mount's listing): its public items and where each leads, in the listing's order. Of a named kind, `names`
+    maps the public names of `items` to their targets; `pending` are the items whose names depend on the
+    other mounts' (`naming.own_name` gives none), with `order` then saying where each of `items` (an int: its
+    position in `items`) and of `pending` (a dict: the item) falls in the listing."""
+
+    listed: Sequence[dict[str, Any]] | None
+    items: tuple[dict[str, Any], ...] = ()
+    targets: tuple[Target, ...] = ()
+    names: Mapping[str, Target] = field(default_factory=dict)
+    pending: tuple[dict[str, Any], ...] = ()
+    order: tuple[int | dict[str, Any], ...] = ()
 
 
 def page(
@@ -122,6 +144,8 @@ class Catalog:
         """What the administrator says a model reads of some tools (overrides.py): applied to the public view."""
         self._raw: dict[str, dict[str, list[dict[str, Any]]]] = {m: {} for m in self._mounts}
         self._views: dict[str, View] = {kind: View() for kind in KINDS}
+        self._parts: dict[str, dict[str, _Part]] = {kind: {} for kind in KINDS}
+        self._natives: dict[str, tuple[View, Mapping[str, tuple[Target, ...]]]] = {}
         self._revisions = itertools.count(1)
         self._skipped: dict[str, dict[str, list[str]]] = {m: {} for m in self._mounts}
         self._watchers: list[Callable[[frozenset[str]], None]] = []
@@ -222,6 +246,7 @@ class Catalog:
             self.overrides = overrides
         self._raw = {m: self._raw.get(m, {}) for m in self._mounts}
         self._skipped = {m: self._skipped.get(m, {}) for m in self._mounts}
+        self._parts = {kind: {} for kind in KINDS}  # a prefix or an override may have changed
         changed: set[str] = set()
         for kind in KINDS:
             view = self._build(kind)
@@ -259,8 +284,16 @@ class Catalog:
         return None
 
     def natives(self, kind: str, native: str) -> tuple[Target, ...]:
-        """The tools or prompts whose servers call them `native`, one per mount that lists one."""
-        return tuple(self._views[kind].natives.get(native, ()))
+        """The tools or prompts whose servers call them `native`, one per mount that lists one (for the callers
+        that know only that: MCP Apps pages). Indexed when first asked after the view changed."""
+        view = self._views[kind]
+        known = self._natives.get(kind)
+        if known is None or known[0] is not view:
+            by_native: dict[str, tuple[Target, ...]] = {}
+            for target in view.targets:
+                by_native[target.native] = (*by_native.get(target.native, ()), target)
+            known = self._natives[kind] = (view, by_native)
+        return known[1].get(native, ())
 
     def pages_may_call(self, target: Target) -> bool:
         """Whether an MCP Apps page may call this tool: its `_meta.ui.visibility` includes "app", or is not given."""
@@ -296,43 +329,81 @@ class Catalog:
         mapped = self.public_meta(mount, meta)
         return item if mapped is meta else {**item, "_meta": mapped}
 
+    def _shown(self, kind: str, mount: str, item: dict[str, Any], public: str) -> dict[str, Any]:
+        """A named item as listed: under its public name, as its overrides show it, its pages' URIs public."""
+        key = _ITEM_KEY[kind]
+        overrides = self.overrides if kind == "tools" and self.overrides else None
+        shown = {**item, key: public}
+        if overrides is not None:
+            shown = overrides.shown(mount, item[key], shown)
+        return self._public_item(mount, shown)
+
     def _prefixed_mounts(self) -> frozenset[str]:
         return frozenset(self._mounts) - self._unprefixed
 
-    def _entries(self, kind: str) -> Iterable[tuple[str, dict[str, Any]]]:
-        for mount in self._mounts:
-            for item in self._raw[mount].get(kind, ()):
-                yield mount, item
+    def _part(self, kind: str, mount: str) -> _Part:
+        listed = self._raw[mount].get(kind)
+        part = self._parts[kind].get(mount)
+        if part is None or part.listed is not listed:
+            part = self._parts[kind][mount] = self._make_part(kind, mount, listed)
+        return part
+
+    def _make_part(self, kind: str, mount: str, listed: Sequence[dict[str, Any]] | None) -> _Part:
+        key = _ITEM_KEY[kind]
+        entries = [item for item in listed or () if isinstance(item.get(key), str)]
+        if kind not in NAMED_KINDS:
+            items = tuple({**item, key: self.public_uri(mount, item[key])} for item in entries)
+            return _Part(listed, items, tuple(Target(mount, item[key]) for item in entries))
+        if entries:
+            naming.check_mount(mount)
+        if kind == "tools" and self.overrides and listed is not None:
+            self.overrides.check(mount, listed)
+        prefixed = mount not in self._unprefixed
+        shown: list[dict[str, Any]] = []
+        names: dict[str, Target] = {}
+        pending: list[dict[str, Any]] = []
+        order: list[int | dict[str, Any]] = []
+        for item in entries:
+            public = naming.own_name(mount, item[key]) if prefixed else None
+            if public is None:
+                pending.append(item)
+                order.append(item)
+            elif public not in names:  # a server listing the same name twice: first wins
+                names[public] = Target(mount, item[key])
+                order.append(len(shown))
+                shown.append(self._shown(kind, mount, item, public))
+        return _Part(
+            listed, tuple(shown), tuple(names.values()), names, tuple(pending), tuple(order) if pending else ()
+        )
 
     def _build(self, kind: str) -> View:
-        key = _ITEM_KEY[kind]
-        entries = [(mount, item) for mount, item in self._entries(kind) if isinstance(item.get(key), str)]
         revision = str(next(self._revisions))
-        if kind in NAMED_KINDS:
-            names = naming.assign_names(((m, item[key]) for m, item in entries), self._unprefixed)
-            overrides = self.overrides if kind == "tools" else None
-            if overrides:
-                for mount in self._mounts:
-                    if kind in self._raw[mount]:  # the mount has listed (or been listed from the snapshot)
-                        overrides.check(mount, self._raw[mount][kind])
-            items: list[dict[str, Any]] = []
-            index: dict[str, Target] = {}
-            natives: dict[str, tuple[Target, ...]] = {}
-            for mount, item in entries:
-                public = names[(mount, item[key])]
-                if public in index:
-                    continue  # a server listing the same name twice: first wins
-                index[public] = Target(mount, item[key])
-                natives[item[key]] = (*natives.get(item[key], ()), index[public])
-                shown = (
-                    {**item, key: public}
-                    if overrides is None
-                    else overrides.shown(mount, item[key], {**item, key: public})
-                )
-                items.append(self._public_item(mount, shown))
-            return View(
-                tuple(items), tuple(index.values()), MappingProxyType(index), revision, MappingProxyType(natives)
-            )
-        mapped = tuple({**item, key: self.public_uri(mount, item[key])} for mount, item in entries)
-        targets = tuple(Target(mount, item[key]) for mount, item in entries)
-        return View(mapped, targets, MappingProxyType({}), revision)
+        parts = [(mount, self._part(kind, mount)) for mount in self._mounts]
+        if kind not in NAMED_KINDS:
+            mapped = tuple(item for _, part in parts for item in part.items)
+            return View(mapped, tuple(target for _, part in parts for target in part.targets), revision=revision)
+        key = _ITEM_KEY[kind]
+        assigned: dict[tuple[str, str], str] = {}
+        if any(part.pending for _, part in parts):
+            taken = {public for _, part in parts for public in part.names}
+            pending = ((mount, item[key]) for mount, part in parts for item in part.pending)
+            assigned = naming.assign_names(pending, self._unprefixed, taken)
+        items: list[dict[str, Any]] = []
+        index: dict[str, Target] = {}
+        for mount, part in parts:
+            if not part.pending:  # its names are its own: no other mount's can equal them
+                items.extend(part.items)
+                index.update(part.names)
+                continue
+            for placed in part.order:
+                if isinstance(placed, int):
+                    item, target = part.items[placed], part.targets[placed]
+                    public = item[key]
+                else:
+                    public, target = assigned[mount, placed[key]], Target(mount, placed[key])
+                    if public in index:
+                        continue  # a server listing the same name twice: first wins
+                    item = self._shown(kind, mount, placed, public)
+                index[public] = target
+                items.append(item)
+        return View(tuple(items), tuple(index.values()), MappingProxyType(index), revision)

@@ -68,7 +68,9 @@ _CURSOR_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 _DIGEST_LENGTH = 8  # hex chars of the first try; each retry adds 2
 
 
-def assign_names(items: Iterable[tuple[str, str]], unprefixed: Collection[str] = ()) -> dict[tuple[str, str], str]:
+def assign_names(
+    items: Iterable[tuple[str, str]], unprefixed: Collection[str] = (), taken: Collection[str] = ()
+) -> dict[tuple[str, str], str]:
     """The public name of each ``(mount, native)`` pair; call once per kind (tools, prompts).
 
     The result is injective, every name matches :data:`PUBLIC_NAME_RE`, and it
@@ -79,24 +81,41 @@ def assign_names(items: Iterable[tuple[str, str]], unprefixed: Collection[str] =
     names. Shortened names are assigned in sorted order, never take a name already
     given out, and lengthen their digest until they are free.
 
+    `taken`: the names of the other pairs of the kind whose names are their own (`own_name`), left out of
+    `items`: the names given are then those all the pairs together would be given, without sorting them all.
+
     Raises ``ValueError`` for a mount name outside ``^[a-z][a-z0-9-]{0,31}$``.
     """
     pairs = sorted(set(items), key=lambda pair: (pair[0] in unprefixed, pair))
     for mount, _ in pairs:
-        if not _MOUNT_RE.fullmatch(mount):
-            raise ValueError(f"invalid mount name {mount!r}")
+        check_mount(mount)
     names: dict[tuple[str, str], str] = {}
-    taken: set[str] = set()
+    used = set(taken)
     for mount, native in pairs:
         natural = _prefix(mount, unprefixed) + native
-        if native and PUBLIC_NAME_RE.fullmatch(natural) and natural not in taken:
+        if native and PUBLIC_NAME_RE.fullmatch(natural) and natural not in used:
             names[mount, native] = natural
-            taken.add(natural)
+            used.add(natural)
     for mount, native in sorted(set(pairs) - names.keys()):
-        name = next(n for n in _shortened(mount, native, _prefix(mount, unprefixed)) if n not in taken)
+        name = next(n for n in _shortened(mount, native, _prefix(mount, unprefixed)) if n not in used)
         names[mount, native] = name
-        taken.add(name)
+        used.add(name)
     return names
+
+
+def own_name(mount: str, native: str) -> str | None:
+    """The public name of a prefixed mount's item when it is the natural one (``mount_native``, valid), else
+    None. `assign_names` gives such a pair that name whatever the other pairs are: no other mount's natural
+    name starts with this mount's prefix (a mount name has no ``_``), and every other name is chosen around
+    it, so a mount's share of a view can be named once, alone."""
+    natural = mount + SEPARATOR + native
+    return natural if native and PUBLIC_NAME_RE.fullmatch(natural) else None
+
+
+def check_mount(mount: str) -> None:
+    """Raises ``ValueError`` for a mount name outside ``^[a-z][a-z0-9-]{0,31}$``."""
+    if not _MOUNT_RE.fullmatch(mount):
+        raise ValueError(f"invalid mount name {mount!r}")
 
 
 def _prefix(mount: str, unprefixed: Collection[str]) -> str:
