@@ -29,6 +29,7 @@ from mcp_hub import __version__
 from mcp_hub.config import OFFICIAL_REGISTRY, is_registry_url, parse_toml
 from mcp_hub.errors import ConfigError
 from mcp_hub.shown import shown
+from mcp_hub.tls import verifying
 
 OFFICIAL = OFFICIAL_REGISTRY
 
@@ -95,7 +96,7 @@ class Registry:
     def __init__(self, url: str) -> None:
         self.url = url
         self._client = httpx2.Client(
-            base_url=url + API, timeout=TIMEOUT, headers={"User-Agent": f"mcp-hub/{__version__}"}
+            verify=verifying(), base_url=url + API, timeout=TIMEOUT, headers={"User-Agent": f"mcp-hub/{__version__}"}
         )
 
     def __enter__(self) -> Registry:

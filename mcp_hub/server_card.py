@@ -20,6 +20,7 @@ import httpx2
 
 from mcp_hub import __version__
 from mcp_hub.errors import ConfigError
+from mcp_hub.tls import verifying
 
 CARD_MEDIA_TYPE = "application/mcp-server-card+json"
 CARD_SUFFIX = "/server-card"
@@ -50,7 +51,7 @@ def read_card(url: str) -> tuple[str, dict[str, Any]]:
     location = card_location(url)
     headers = {"Accept": CARD_MEDIA_TYPE, "User-Agent": f"mcp-hub/{__version__}"}
     try:
-        with httpx2.Client(timeout=TIMEOUT, follow_redirects=True, headers=headers) as http:
+        with httpx2.Client(verify=verifying(), timeout=TIMEOUT, follow_redirects=True, headers=headers) as http:
             response = http.get(location)
     except httpx2.HTTPError as exc:
         raise ConfigError(location, "", f"cannot read the server card ({exc}); check the URL and the network") from None

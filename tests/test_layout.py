@@ -1,6 +1,6 @@
 """Dependencies point one way, floor by floor:
 
-    errors, wire, scopes, allocator, shown, streams, state, defaults, clients, sdk   (the ground floor)
+    errors, wire, scopes, allocator, shown, streams, state, tls, defaults, clients, sdk   (the ground floor)
     cluster (the Redis replicas share)
     config <- importer, config_reference (docs/configuration-reference.md)
     registry (an MCP server registry's API) <- server_json (a registry entry as a hub.toml table: importer's sandbox)
@@ -25,7 +25,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_hub"
 
-BASE = {"errors", "wire", "scopes", "allocator", "shown", "streams", "state"}
+BASE = {"errors", "wire", "scopes", "allocator", "shown", "streams", "state", "tls"}
 
 # module or package -> the mcp_hub modules and packages it may import
 ALLOWED = {
@@ -36,24 +36,25 @@ ALLOWED = {
     "shown": set(),
     "streams": set(),
     "state": set(),
+    "tls": set(),
     "defaults": set(),
     "clients": set(),
     "config": {"errors", "state"},
     "importer": {"errors", "config", "defaults"},
     "config_reference": {"config"},
-    "registry": {"errors", "config", "shown", "__init__"},
+    "registry": {"errors", "config", "shown", "tls", "__init__"},
     "server_json": {"errors", "config", "importer", "registry", "shown"},
     "observe": {"errors", "config", "shown", "cluster", "__init__"},
     "catalog": {"errors", "config", "cluster", "state"},
     "search": {"errors", "config", "catalog", "policy"},
     "guardrails": {"errors", "config", "shown"},
     "policy": {"errors", "config", "shown", "guardrails"},
-    "credentials": {"errors", "config", "cluster"},
+    "credentials": {"errors", "config", "cluster", "tls"},
     "sdk": set(),
     "cluster": set(),
     "cache": BASE | {"cluster"},
     "results": BASE | {"cache"},
-    "auth": {"errors", "config", "policy"},
+    "auth": {"errors", "config", "policy", "tls"},
     "upstream": BASE | {"config", "observe", "sdk", "credentials", "__init__"},
     "chain": BASE
     | {"config", "observe", "catalog", "guardrails", "policy", "sdk", "upstream", "cache", "cluster", "results"},
@@ -61,13 +62,13 @@ ALLOWED = {
     | {"config", "auth", "catalog", "search", "chain", "policy", "sdk", "upstream", "cluster", "results", "__init__"},
     "live": {"errors", "config"},
     "admin": {"errors", "config", "observe", "catalog", "policy", "upstream", "chain", "credentials", "cluster"}
-    | {"auth", "__init__"},  # auth: single sign-on reads the identity provider's metadata and keys as auth/ does
+    | {"auth", "tls", "__init__"},  # auth: single sign-on reads the identity provider's metadata and keys as auth/ does
     "hub": BASE
     | {"config", "auth", "observe", "catalog", "search", "guardrails", "policy", "credentials", "sdk", "upstream"}
     | {"chain", "server", "live", "cache", "cluster", "admin", "results"},
     "examples": set(),
     "providers": set(),
-    "library": {"config", "hub", "providers", "server"},
+    "library": {"config", "hub", "providers", "server", "tls"},
     "starter": {"errors", "clients", "importer", "upstream"},
 }
 

@@ -84,6 +84,7 @@ from mcp_hub.credentials.authority import oauth_client
 from mcp_hub.credentials.client_credentials import fetch_issued
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.observe.audit_log import Administrator
+from mcp_hub.tls import verifying
 
 if TYPE_CHECKING:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
@@ -380,7 +381,7 @@ class SingleSignOn:
                 502,
             )
         access_token = issued.get("access_token")
-        async with httpx2.AsyncClient(follow_redirects=False) as http:
+        async with httpx2.AsyncClient(verify=verifying(), follow_redirects=False) as http:
             jwks_uri = _endpoint(metadata, "jwks_uri", settings)
 
             async def where() -> str:
@@ -437,7 +438,7 @@ class SingleSignOn:
         metadata = await self._issuer_metadata(settings)
         tokens = dict(session.tokens)
         claims: dict[str, Any] = {"sub": session.subject}
-        async with httpx2.AsyncClient(follow_redirects=False) as http:
+        async with httpx2.AsyncClient(verify=verifying(), follow_redirects=False) as http:
             if "refresh_token" in tokens:
                 async with self._client(settings, "") as oauth:
                     try:
@@ -531,7 +532,7 @@ class SingleSignOn:
         found = self._metadata.get(settings.issuer)
         if found is None:
             try:
-                async with httpx2.AsyncClient(follow_redirects=False) as http:
+                async with httpx2.AsyncClient(verify=verifying(), follow_redirects=False) as http:
                     found = await issuer_metadata(http, settings.issuer)
             except Unavailable as exc:
                 raise Refused(f"The identity provider cannot be reached: {exc}.", 502) from None
@@ -569,7 +570,7 @@ async def _with_userinfo(
 async def probe(settings: AdminOidc) -> str:
     """Read the identity provider's metadata and keys as a sign-in would (for `mcp-hub check --connect`): what was
     found. Raises `Unavailable` naming what could not be had."""
-    async with httpx2.AsyncClient(follow_redirects=False) as http:
+    async with httpx2.AsyncClient(verify=verifying(), follow_redirects=False) as http:
         metadata = await issuer_metadata(http, settings.issuer)
         try:
             for name in ("authorization_endpoint", "token_endpoint"):

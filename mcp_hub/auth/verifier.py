@@ -21,6 +21,7 @@ from mcp_hub.auth.jwt import JwtVerifier, looks_like_jwt
 from mcp_hub.auth.refusal import Refusal, Unavailable
 from mcp_hub.config import OAuthSettings
 from mcp_hub.policy.principal import Principal
+from mcp_hub.tls import verifying
 
 _MISSING = object()
 
@@ -156,7 +157,7 @@ async def probe(settings: OAuthSettings) -> str:
     """Fetch the issuer's metadata and keys as the hub would (for `mcp-hub check --connect`); what was found.
 
     Raises `Unavailable` naming what could not be fetched."""
-    async with httpx2.AsyncClient(follow_redirects=False) as http:
+    async with httpx2.AsyncClient(verify=verifying(), follow_redirects=False) as http:
         verifier = TokenVerifier(settings, http)
         metadata = await verifier.metadata()
         jwks_uri = await verifier.jwks_uri()

@@ -24,6 +24,7 @@ from mcp.shared.auth_utils import check_resource_allowed
 
 from mcp_hub.config import ServerAuth, signing_algorithm
 from mcp_hub.credentials.credential import CredentialError
+from mcp_hub.tls import verifying
 
 if TYPE_CHECKING:
     from authlib.integrations.httpx_client import AsyncOAuth2Client
@@ -96,7 +97,7 @@ class Authority:
         no metadata: False."""
         if self._server_dpop is None:
             self._server_dpop = False
-            async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+            async with httpx2.AsyncClient(verify=verifying(), timeout=TIMEOUT_SECONDS) as http:
                 for url in build_protected_resource_metadata_discovery_urls(None, self._resource_url):
                     document = await self._document(http, url, [])
                     if document is not None:
@@ -134,7 +135,7 @@ class Authority:
         """The issuer's metadata (RFC 8414), fetched once; `issuer` is set once it is known."""
         async with self._lock:
             if self._metadata_found is None:
-                async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+                async with httpx2.AsyncClient(verify=verifying(), timeout=TIMEOUT_SECONDS) as http:
                     if self.issuer is None:
                         self.issuer = await self._named_by_server(http)
                     self._metadata_found = await self._metadata(http, self.issuer)

@@ -42,6 +42,7 @@ from mcp_hub.credentials.authority import TIMEOUT_SECONDS
 from mcp_hub.credentials.credential import CredentialError
 from mcp_hub.credentials.dpop import DPoPAuth
 from mcp_hub.credentials.registration import publish
+from mcp_hub.tls import verifying
 
 CLIENT_NAME = "mcp-hub"
 
@@ -125,7 +126,7 @@ class Unattended:
         self._result: AuthorizationCodeResult | None = None
 
     async def open(self, authorization_url: str) -> None:
-        async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS, follow_redirects=False) as http:
+        async with httpx2.AsyncClient(verify=verifying(), timeout=TIMEOUT_SECONDS, follow_redirects=False) as http:
             try:
                 with anyio.fail_after(TIMEOUT_SECONDS):
                     response = await http.get(authorization_url)

@@ -47,6 +47,7 @@ from mcp_hub.config import CLIENT_DOCUMENT_PATH, USER_CALLBACK_PATH, ServerAuth
 from mcp_hub.credentials.authority import TIMEOUT_SECONDS, Authority
 from mcp_hub.credentials.connections import ConnectionStore, StoreError
 from mcp_hub.credentials.credential import CredentialError
+from mcp_hub.tls import verifying
 
 logger = logging.getLogger("mcp_hub.credentials")
 
@@ -263,7 +264,7 @@ class Registration:
         del asked["client_id"]
         asked["token_endpoint_auth_method"] = method
         try:
-            async with httpx2.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
+            async with httpx2.AsyncClient(verify=verifying(), timeout=TIMEOUT_SECONDS) as http:
                 with anyio.fail_after(TIMEOUT_SECONDS):
                     response = await http.post(endpoint, json=asked)
         except (httpx2.HTTPError, TimeoutError) as exc:

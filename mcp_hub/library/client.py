@@ -26,6 +26,7 @@ from mcp_hub.config import HubConfig, load_config
 from mcp_hub.hub import Hub
 from mcp_hub.library.loopback import loopback_endpoint
 from mcp_hub.providers import HubCall, ToolCallError, Toolset, UnknownToolError, anthropic, export, gemini, openai
+from mcp_hub.tls import verifying
 
 Provider = Literal["openai", "openai-responses", "anthropic", "gemini"]
 
@@ -96,7 +97,7 @@ class HubClient:
 
     @staticmethod
     async def _over_http(stack: AsyncExitStack, url: str, headers: dict[str, str], options: dict[str, Any]) -> Client:
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+        http = await stack.enter_async_context(httpx2.AsyncClient(verify=verifying(), headers=headers, timeout=60))
         return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http), **options))
 
     async def __aexit__(

@@ -91,6 +91,7 @@ from mcp_hub import wire
 from mcp_hub.credentials import Credential, CredentialError
 from mcp_hub.sdk.client import ReadStream, TransportStreams
 from mcp_hub.streams import Incoming, ReadStreamBase, deliver_progress
+from mcp_hub.tls import verifying
 from mcp_hub.upstream.channel import (
     CANCEL_SECONDS,
     HttpStatusError,
@@ -149,7 +150,7 @@ class StreamableHttpTransport:
             credential = self._credential
             auth = credential.http_auth() if credential is not None else None
             client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self._headers, timeout=_HTTP_TIMEOUT, auth=auth)
+                httpx2.AsyncClient(verify=verifying(), headers=self._headers, timeout=_HTTP_TIMEOUT, auth=auth)
             )
             posts = HttpChannel(self._url, self._headers, credential)
 

@@ -56,6 +56,7 @@ from mcp_hub.server.http.sdk_path import SdkPath, defer_sse_for_posts
 from mcp_hub.server.hub_server import session_connections
 from mcp_hub.server.lane import lane_of
 from mcp_hub.server.parking import ParkingLot
+from mcp_hub.tls import verifying
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -134,7 +135,7 @@ def build_app(
         from mcp_hub.auth.dpop import ProofChecker
         from mcp_hub.auth.verifier import TokenVerifier
 
-        http = httpx2.AsyncClient(follow_redirects=False)
+        http = httpx2.AsyncClient(verify=verifying(), follow_redirects=False)
         verifier = TokenVerifier(oauth, http)
         proofs = ProofChecker(
             algorithms=oauth.dpop_algorithms,

@@ -45,6 +45,7 @@ from mcp_hub.config import USER_CALLBACK_PATH
 from mcp_hub.server.http.exchange import content_length, read_body, replaying, send_response, until_disconnect
 from mcp_hub.server.parking import STATE_PREFIX, ParkingLot
 from mcp_hub.server.serving import request_id_of
+from mcp_hub.tls import verifying
 
 logger = logging.getLogger("mcp_hub.cluster")
 
@@ -162,7 +163,9 @@ class Forwarder:
     def __init__(self, cluster: Cluster, max_body: int) -> None:
         self._cluster = cluster
         self._max_body = max_body
-        self._http = httpx2.AsyncClient(timeout=httpx2.Timeout(None, connect=2 * TIMEOUT), follow_redirects=False)
+        self._http = httpx2.AsyncClient(
+            verify=verifying(), timeout=httpx2.Timeout(None, connect=2 * TIMEOUT), follow_redirects=False
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
