@@ -6,6 +6,10 @@ own, each person's, each reconnection), every token request, every metadata fetc
 httpx2 would (`SSL_CERT_FILE` or `SSL_CERT_DIR` where set, else the system's certificates) when first asked,
 and every client the hub makes is given that one. (The upstream leg's aiohttp keeps one of its own per process
 already.)
+
+httpcore sets the context's ALPN protocols as it opens each connection, the same list (HTTP/1.1) for every client
+here; the clients of a serving hub all run on its event loop's thread, and the command's synchronous ones
+(`mcp-hub add`'s registry and server card) run before any other.
 """
 
 from __future__ import annotations
