@@ -226,10 +226,48 @@ async def running_hub(config: HubConfig, settle: float = 20.0) -> AsyncIterator[
         yield hub
 
 
+def _ephemeral_floor() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; IANA's range (49152-65535), as BSD and Windows use, starts above it
+
+
+def _ports() -> Iterator[int]:
+    """This worker's block of ports below the ephemeral range, from a random start, round and round."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1), index + 1)
+    low, high = _PORTS_FROM, min(_ephemeral_floor(), 65536)
+    size = (high - low) // workers
+    first = low + index * size
+    offset = int.from_bytes(os.urandom(2), "big") % size
+    while True:
+        for step in range(size):
+            yield first + (offset + step) % size
+
+
+_PORTS_FROM = 10000
+_PORTS = _ports()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing listens on, for a server a test starts later (its URL written down first).
+
+    Taken below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), which it draws from for every
+    outgoing connection and every bind to port 0 (this run's clients and servers among them): a port found free
+    there could be given to one of them before the test's server binds it ("address already in use"). Below it
+    only a deliberate bind takes a port: each xdist worker has a block of its own, walked from a random start (so
+    that another run beside this one rarely walks the same ports), and a port anything holds is passed over."""
+    for port in _PORTS:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("unreachable: the ports go round forever")
 
 
 class _Server(uvicorn.Server):
