@@ -62,6 +62,7 @@ from mcp_hub.policy.store import PolicyStore
 from mcp_hub.results import KeptResults, tokens
 from mcp_hub.search import ToolSearch
 from mcp_hub.server import Endpoint
+from mcp_hub.server.announcements import Announcements
 from mcp_hub.server.curated import Selection, selections
 from mcp_hub.server.loopback import SignInListeners, sign_in_listeners
 from mcp_hub.server.origin import LOG_LEVELS, principal_of, session_of
@@ -109,6 +110,8 @@ class Hub:
             unprefixed=[name for name, s in servers.items() if not s.prefix],
             overrides=Overrides.of(servers),
         )
+        self.announcements = Announcements(self._announce)
+        """Which lists changed, told to the clients at most once a half second."""
         self.snapshot = CatalogSnapshot(snapshot_path(config), servers, str(Path(config.path).resolve()))
         # The last known catalog, listed until each mount connects and lists its own.
         listed = self.snapshot.load()
@@ -268,6 +271,7 @@ class Hub:
                 self._tg = tg
                 for served in self._serving():
                     tg.start_soon(served.parking.run)
+                tg.start_soon(self.announcements.run)
                 pace = anyio.Semaphore(STARTS_AT_ONCE if serving is None else 0)
                 if serving is not None:
                     tg.start_soon(_open_places, pace, serving)
@@ -407,7 +411,11 @@ class Hub:
         return [self.endpoint, *self.endpoints.values()]
 
     async def _notify_changed(self, kinds: Collection[str], *, policy: bool = False) -> None:
-        """Tell each endpoint's clients which lists changed (a curated endpoint's: those its view changed in)."""
+        """Have each endpoint's clients told which lists changed (a curated endpoint's: those its view changed in),
+        at most once a half second (server/announcements.py)."""
+        await self.announcements.changed(kinds, policy=policy)
+
+    async def _announce(self, kinds: Collection[str], policy: bool) -> None:
         for served in self._serving():
             await served.notify_changed(kinds, policy=policy)
 

@@ -39,6 +39,13 @@ SOLE_CLIENT_WAIT = 10.0
 """How long a server's `roots/list` outside any call waits for the client of a hub serving stdio to arrive
 (a server may ask as soon as it starts, while the client that launched the hub is still initializing)."""
 
+_LIST_CHANGED = {
+    "tools": ServerSession.send_tool_list_changed,
+    "prompts": ServerSession.send_prompt_list_changed,
+    "resources": ServerSession.send_resource_list_changed,
+}
+"""The notification of each kind's list changing (resource templates: the resources')."""
+
 
 class Clients:
     """The handshake-era clients of one server, by connection, and the notifications they are sent."""
@@ -93,16 +100,11 @@ class Clients:
 
     async def notify_changed(self, kinds: Iterable[str]) -> None:
         """Tell every client which of the hub's lists changed; a client that cannot be told is dropped."""
+        kinds = set(kinds)
         senders = []
-        for kind in set(kinds):
-            if kind == "tools":
-                senders.append(ServerSession.send_tool_list_changed)
-            elif kind == "prompts":
-                senders.append(ServerSession.send_prompt_list_changed)
-            elif kind == "resources" or (
-                kind == "resource_templates" and ServerSession.send_resource_list_changed not in senders
-            ):
-                senders.append(ServerSession.send_resource_list_changed)
+        for kind in ("tools", "prompts", "resources"):
+            if kind in kinds or (kind == "resources" and "resource_templates" in kinds):  # one notification for both
+                senders.append(_LIST_CHANGED[kind])
         for connection, client in list(self._clients.items()):
             for send in senders:
                 try:

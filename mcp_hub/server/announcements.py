@@ -1,0 +1,53 @@
+"""Telling clients which of the hub's lists changed, at most once a `WINDOW`.
+
+A client told `notifications/tools/list_changed` lists the tools again, and most do so at once. As a hub of
+twenty servers starts, or as servers restart together, the catalog changes once per server within a second or
+two: told each time, a client would list everything twenty times over. Changes are announced as they come when
+none was announced in the last `WINDOW`; those that come sooner are gathered and announced together when the
+window ends (so the last of a burst is never left untold). Within one announcement each endpoint's clients hear
+of each kind once, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+
+import anyio
+
+WINDOW = 0.5
+"""Seconds after an announcement during which changes are gathered rather than announced."""
+
+
+class Announcements:
+    """Changes to announce (`changed`), announced by `run` (for the hub's life, in its task group) through `send`.
+    While `run` is not running (before the hub serves, or after), a change is announced by `changed` at once."""
+
+    def __init__(self, send: Callable[[Collection[str], bool], Awaitable[None]], window: float = WINDOW) -> None:
+        self._send = send
+        self._window = window
+        self._kinds: set[str] = set()
+        self._policy = False
+        self._wake = anyio.Event()
+        self._running = False
+
+    async def changed(self, kinds: Collection[str], *, policy: bool = False) -> None:
+        """These kinds' lists changed (`policy`: the policy did, which may change what any caller sees)."""
+        if not self._running:
+            await self._send(kinds, policy)
+            return
+        self._kinds.update(kinds)
+        self._policy = self._policy or policy
+        self._wake.set()
+
+    async def run(self) -> None:
+        self._running = True
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                kinds, policy = self._kinds, self._policy
+                self._kinds, self._policy = set(), False
+                await self._send(kinds, policy)
+                await anyio.sleep(self._window)
+        finally:
+            self._running = False
