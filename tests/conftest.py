@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -250,6 +251,7 @@ def _ports() -> Iterator[int]:
 
 _PORTS_FROM = 10000
 _PORTS = _ports()
+_PORTS_LOCK = threading.Lock()
 
 
 def free_port() -> int:
@@ -260,14 +262,15 @@ def free_port() -> int:
     there could be given to one of them before the test's server binds it ("address already in use"). Below it
     only a deliberate bind takes a port: each xdist worker has a block of its own, walked from a random start (so
     that another run beside this one rarely walks the same ports), and a port anything holds is passed over."""
-    for port in _PORTS:
+    while True:
+        with _PORTS_LOCK:  # tests take ports from threads too (the conformance suite's runs)
+            port = next(_PORTS)
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError("unreachable: the ports go round forever")
 
 
 class _Server(uvicorn.Server):

@@ -74,3 +74,24 @@ async def test_servers_changing_their_tools_together_are_told_to_a_client_once_o
                     break
         await anyio.sleep(1.0)  # a window and more: nothing more is told
     assert 1 <= len(heard) <= 3
+
+
+async def test_a_failed_announcement_leaves_the_next_to_be_told(caplog: pytest.LogCaptureFixture) -> None:
+    told = Told()
+    failing = True
+
+    async def send(kinds: Collection[str], policy: bool) -> None:
+        if failing:
+            raise RuntimeError("an endpoint could not be told")
+        await told(kinds, policy)
+
+    announcements = Announcements(send, window=0.01)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(announcements.run)
+        await anyio.sleep(0)
+        await announcements.changed({"tools"})
+        await wait_for(lambda: "telling clients that tools changed failed" in caplog.text)
+        failing = False
+        await announcements.changed({"prompts"})
+        await wait_for(lambda: told.announced == [({"prompts"}, False)])
+        tg.cancel_scope.cancel()

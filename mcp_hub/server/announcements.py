@@ -10,9 +10,12 @@ of each kind once, in order.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Collection
 
 import anyio
+
+logger = logging.getLogger("mcp_hub.server")
 
 WINDOW = 0.5
 """Seconds after an announcement during which changes are gathered rather than announced."""
@@ -47,7 +50,10 @@ class Announcements:
                 self._wake = anyio.Event()
                 kinds, policy = self._kinds, self._policy
                 self._kinds, self._policy = set(), False
-                await self._send(kinds, policy)
+                try:
+                    await self._send(kinds, policy)
+                except Exception:  # boundary: the next change is told all the same
+                    logger.exception("telling clients that %s changed failed", ", ".join(sorted(kinds)))
                 await anyio.sleep(self._window)
         finally:
             self._running = False
