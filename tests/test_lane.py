@@ -53,13 +53,17 @@ class _Wire:
         await self._process.stdin.send(json.dumps(message).encode() + b"\n")
 
     async def exchange(self, message: dict[str, Any]) -> list[dict[str, Any]]:
-        """Send a request; what the hub writes up to and including its answer."""
+        """Send a request; what the hub writes up to and including its answer (but the notifications that its
+        lists changed, which come when the hub's catalog does, up to half a second after the change)."""
         await self.send(message)
         heard: list[dict[str, Any]] = []
         with anyio.fail_after(20):
             while True:
                 line = await self._stdout.receive_until(b"\n", 64 * 1024 * 1024)
-                heard.append(json.loads(line))
+                written = json.loads(line)
+                if str(written.get("method", "")).endswith("/list_changed"):
+                    continue
+                heard.append(written)
                 if heard[-1].get("id") == message["id"] and "method" not in heard[-1]:
                     return heard
 
