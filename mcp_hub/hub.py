@@ -111,7 +111,7 @@ class Hub:
             overrides=Overrides.of(servers),
         )
         self.announcements = Announcements(self._announce)
-        """Which lists changed, told to the clients at most once a half second."""
+        """Which lists changed, told to the clients at most once a quarter of a second."""
         self.snapshot = CatalogSnapshot(snapshot_path(config), servers, str(Path(config.path).resolve()))
         # The last known catalog, listed until each mount connects and lists its own.
         listed = self.snapshot.load()
@@ -412,7 +412,7 @@ class Hub:
 
     async def _notify_changed(self, kinds: Collection[str], *, policy: bool = False) -> None:
         """Have each endpoint's clients told which lists changed (a curated endpoint's: those its view changed in),
-        at most once a half second (server/announcements.py)."""
+        at most once a quarter of a second (server/announcements.py)."""
         await self.announcements.changed(kinds, policy=policy)
 
     async def _announce(self, kinds: Collection[str], policy: bool) -> None:
@@ -467,10 +467,12 @@ class Hub:
             await self.startup.all_settled()
 
     async def wait_settled(self, timeout: float | None = None) -> None:
-        """Wait until every mount has finished its first connection attempt, either way."""
+        """Wait until every mount has finished its first connection attempt, either way, and the clients have been
+        told what that changed of the lists (announcements.py: at most a quarter of a second later)."""
         with anyio.move_on_after(timeout):
             for upstream in list(self.upstreams.values()):
                 await upstream.settled.wait()
+            await self.announcements.told()
 
     async def _watch_pins(self) -> None:
         """An administrator accepted a change (`mcp-hub pins accept`), or another replica changed the shared

@@ -95,3 +95,38 @@ async def test_a_failed_announcement_leaves_the_next_to_be_told(caplog: pytest.L
         await announcements.changed({"prompts"})
         await wait_for(lambda: told.announced == [({"prompts"}, False)])
         tg.cancel_scope.cancel()
+
+
+async def test_told_returns_once_the_gathered_changes_are_told() -> None:
+    told = Told()
+    announcements = Announcements(told, window=0.2)
+    await announcements.told()  # nothing to tell
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(announcements.run)
+        await anyio.sleep(0)
+        await announcements.changed({"tools"})
+        await wait_for(lambda: len(told.announced) == 1)
+        await announcements.changed({"prompts"})  # within the window: told when it ends
+        with anyio.fail_after(10):
+            await announcements.told()
+        assert told.announced == [({"tools"}, False), ({"prompts"}, False)]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_settled_hub_has_told_what_its_servers_first_listed(tmp_path: Path) -> None:
+    """`wait_settled` returns once the changes of the servers' first listings have been told: a client that
+    arrives then hears of no change it did not see in its first list."""
+    names = [f"s{n}" for n in range(6)]
+    heard: list[object] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            heard.append(message)
+
+    async with (
+        running_hub(make_config(tmp_path, {name: fixture_server(name) for name in names})) as hub,
+        hub_client(hub, message_handler=on_message) as client,
+    ):
+        assert {f"{name}_echo" for name in names} <= {tool.name for tool in (await client.list_tools()).tools}
+        await anyio.sleep(0.5)  # two windows and more
+    assert heard == []

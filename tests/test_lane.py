@@ -54,7 +54,7 @@ class _Wire:
 
     async def exchange(self, message: dict[str, Any]) -> list[dict[str, Any]]:
         """Send a request; what the hub writes up to and including its answer (but the notifications that its
-        lists changed, which come when the hub's catalog does, up to half a second after the change)."""
+        lists changed, which come when the hub's catalog does, up to a quarter of a second after the change)."""
         await self.send(message)
         heard: list[dict[str, Any]] = []
         with anyio.fail_after(20):

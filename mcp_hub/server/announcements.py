@@ -17,7 +17,7 @@ import anyio
 
 logger = logging.getLogger("mcp_hub.server")
 
-WINDOW = 0.5
+WINDOW = 0.25
 """Seconds after an announcement during which changes are gathered rather than announced."""
 
 
@@ -31,6 +31,8 @@ class Announcements:
         self._kinds: set[str] = set()
         self._policy = False
         self._wake = anyio.Event()
+        self._quiet = anyio.Event()
+        self._quiet.set()
         self._running = False
 
     async def changed(self, kinds: Collection[str], *, policy: bool = False) -> None:
@@ -40,7 +42,13 @@ class Announcements:
             return
         self._kinds.update(kinds)
         self._policy = self._policy or policy
+        if self._quiet.is_set():
+            self._quiet = anyio.Event()
         self._wake.set()
+
+    async def told(self) -> None:
+        """Return once every change so far has been told."""
+        await self._quiet.wait()
 
     async def run(self) -> None:
         self._running = True
@@ -54,6 +62,9 @@ class Announcements:
                     await self._send(kinds, policy)
                 except Exception:  # boundary: the next change is told all the same
                     logger.exception("telling clients that %s changed failed", ", ".join(sorted(kinds)))
+                if not self._kinds and not self._policy:
+                    self._quiet.set()
                 await anyio.sleep(self._window)
         finally:
             self._running = False
+            self._quiet.set()
